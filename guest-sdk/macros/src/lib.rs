@@ -1,0 +1,141 @@
+//! The `#[operator]` attribute of `mailer-sdk`: turns one function into the
+//! exports of a mailer plugin world. See the `mailer-sdk` docs for the kinds
+//! and the signature each expects.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Ident, ItemFn, parse_macro_input};
+
+/// One operator kind: its attribute name, world module, and the number of
+/// arguments its function takes.
+struct Kind {
+    name: &'static str,
+    arity: usize,
+    signature: &'static str,
+}
+
+const KINDS: [Kind; 4] = [
+    Kind {
+        name: "map",
+        arity: 1,
+        signature: "fn(Record) -> Result<Record>",
+    },
+    Kind {
+        name: "filter",
+        arity: 1,
+        signature: "fn(&Record) -> Result<bool>",
+    },
+    Kind {
+        name: "flat_map",
+        arity: 1,
+        signature: "fn(Record) -> Result<Vec<Record>>",
+    },
+    Kind {
+        name: "reduce",
+        arity: 2,
+        signature: "fn(Option<&[u8]>, Record) -> Result<Vec<u8>>",
+    },
+];
+
+/// Makes this function the plugin's operator: `#[operator(map)]`,
+/// `#[operator(filter)]`, `#[operator(flat_map)]` or `#[operator(reduce)]`.
+#[proc_macro_attribute]
+pub fn operator(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let kind = parse_macro_input!(attr as Ident);
+    let func = parse_macro_input!(item as ItemFn);
+    match expand(&kind, &func) {
+        Ok(exports) => quote!(#func #exports).into(),
+        Err(e) => {
+            let e = e.to_compile_error();
+            quote!(#func #e).into()
+        }
+    }
+}
+
+fn expand(kind_ident: &Ident, func: &ItemFn) -> syn::Result<Tokens> {
+    let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+    let kind = KINDS.iter().find(|k| kind_ident == k.name).ok_or_else(|| {
+        syn::Error::new(
+            kind_ident.span(),
+            format!(
+                "unknown operator kind `{kind_ident}`; expected one of: {}",
+                names.join(", ")
+            ),
+        )
+    })?;
+    let sig = &func.sig;
+    if sig.asyncness.is_some() || !sig.generics.params.is_empty() || sig.variadic.is_some() {
+        return Err(syn::Error::new(
+            sig.span(),
+            format!(
+                "an operator function is a plain, non-async, non-generic fn: {}",
+                kind.signature
+            ),
+        ));
+    }
+    if sig.inputs.len() != kind.arity {
+        return Err(syn::Error::new(
+            sig.inputs.span(),
+            format!(
+                "a `{}` operator takes {} argument(s): {}",
+                kind.name, kind.arity, kind.signature
+            ),
+        ));
+    }
+    let f = &sig.ident;
+    let module = Ident::new(kind.name, Span::call_site());
+    let p = quote!(::mailer_sdk::__private);
+    let t = quote!(#p::#module::mailer::plugin::types);
+    let batch = Ident::new(&format!("{}_batch", kind.name), Span::call_site());
+    let export = Ident::new(&format!("export_{}", kind.name), Span::call_site());
+    // The call is spanned on the user's function so that a wrong signature is
+    // reported there.
+    let checked = quote_spanned!(f.span()=> #p::#batch(#f, &input));
+    let one = match kind.name {
+        "map" => quote! {
+            fn map(input: #t::Record) -> ::core::result::Result<#t::Record, #t::Error> {
+                #f(input.into()).map(Into::into).map_err(Into::into)
+            }
+        },
+        "filter" => quote! {
+            fn filter(input: #t::Record) -> ::core::result::Result<bool, #t::Error> {
+                #f(&input.into()).map_err(Into::into)
+            }
+        },
+        "flat_map" => quote! {
+            fn flat_map(input: #t::Record) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                #f(input.into())
+                    .map(|out| out.into_iter().map(Into::into).collect())
+                    .map_err(Into::into)
+            }
+        },
+        _ => quote! {
+            fn reduce(
+                accumulator: ::core::option::Option<::std::vec::Vec<u8>>,
+                input: #t::Record,
+            ) -> ::core::result::Result<::std::vec::Vec<u8>, #t::Error> {
+                #f(accumulator.as_deref(), input.into()).map_err(Into::into)
+            }
+        },
+    };
+    Ok(quote! {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __MailerOperator;
+            impl #p::#module::Guest for __MailerOperator {
+                #one
+                fn #batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
+                    #checked
+                }
+            }
+            #p::#module::#export!(__MailerOperator);
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: () = {
+            // Type-checks the signature on the host target too.
+            let _ = |input: ::std::vec::Vec<u8>| #checked;
+        };
+    })
+}

@@ -1,0 +1,158 @@
+//! The batch loops behind each world's batch export: decode the flat batch,
+//! call the author's per-record function, encode one outcome per record.
+//!
+//! The host encodes every batch it sends, so a batch that does not decode is
+//! a host bug; the loops then panic, which the host sees as a trap.
+
+use crate::{Record, Result};
+use mailer_wire::{Reader, Writer};
+
+const MALFORMED: &str = "mailer host sent a malformed batch";
+
+fn each_record(input: &[u8], mut f: impl FnMut(Record, &mut Writer)) -> Vec<u8> {
+    let mut r = Reader::new(input);
+    let n = r.count().expect(MALFORMED);
+    let mut w = Writer::with_capacity(n, input.len() + n);
+    for _ in 0..n {
+        let rec = Record::from_wire(r.record().expect(MALFORMED));
+        f(rec, &mut w);
+    }
+    r.end().expect(MALFORMED);
+    w.finish()
+}
+
+/// Runs a map function over a batch.
+pub fn map_batch(f: fn(Record) -> Result<Record>, input: &[u8]) -> Vec<u8> {
+    each_record(input, |rec, w| match f(rec) {
+        Ok(out) => {
+            w.ok();
+            out.write_to(w);
+        }
+        Err(e) => w.err(e.message()),
+    })
+}
+
+/// Runs a filter function over a batch.
+pub fn filter_batch(f: fn(&Record) -> Result<bool>, input: &[u8]) -> Vec<u8> {
+    each_record(input, |rec, w| match f(&rec) {
+        Ok(keep) => {
+            w.ok();
+            w.u8(u8::from(keep));
+        }
+        Err(e) => w.err(e.message()),
+    })
+}
+
+/// Runs a flat-map function over a batch.
+pub fn flat_map_batch(f: fn(Record) -> Result<Vec<Record>>, input: &[u8]) -> Vec<u8> {
+    each_record(input, |rec, w| match f(rec) {
+        Ok(out) => {
+            w.ok();
+            w.u32(out.len());
+            for o in &out {
+                o.write_to(w);
+            }
+        }
+        Err(e) => w.err(e.message()),
+    })
+}
+
+/// The signature of a reduce function: the key's accumulator (`None` at
+/// first) and a record in, the new accumulator out.
+pub type ReduceFn = fn(Option<&[u8]>, Record) -> Result<Vec<u8>>;
+
+/// Runs a reduce function over a batch: the batch carries each key's starting
+/// accumulator once (a slot); records name their slot, and the running
+/// accumulator of a slot is updated record by record.
+pub fn reduce_batch(f: ReduceFn, input: &[u8]) -> Vec<u8> {
+    let mut r = Reader::new(input);
+    let slot_count = r.count().expect(MALFORMED);
+    let mut slots: Vec<Option<Vec<u8>>> = Vec::with_capacity(slot_count.min(input.len()));
+    for _ in 0..slot_count {
+        let acc = match r.u8().expect(MALFORMED) {
+            0 => None,
+            _ => Some(r.bytes().expect(MALFORMED).to_vec()),
+        };
+        slots.push(acc);
+    }
+    let n = r.count().expect(MALFORMED);
+    let mut w = Writer::with_capacity(n, input.len());
+    for _ in 0..n {
+        let slot = r.u32().expect(MALFORMED);
+        let rec = Record::from_wire(r.record().expect(MALFORMED));
+        let acc = slots.get_mut(slot).expect(MALFORMED);
+        match f(acc.as_deref(), rec) {
+            Ok(next) => {
+                w.ok();
+                w.bytes(&next);
+                *acc = Some(next);
+            }
+            Err(e) => w.err(e.message()),
+        }
+    }
+    r.end().expect(MALFORMED);
+    w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    fn batch(values: &[&str]) -> Vec<u8> {
+        let mut w = Writer::batch(values.len());
+        for v in values {
+            Record::new(*v).with_key(*v).write_to(&mut w);
+        }
+        w.finish()
+    }
+
+    fn upper(mut r: Record) -> Result<Record> {
+        if r.value.is_empty() {
+            return Err(Error::new("empty"));
+        }
+        r.value.make_ascii_uppercase();
+        Ok(r)
+    }
+
+    #[test]
+    fn map_batch_reports_each_outcome_in_order() {
+        let out = map_batch(upper, &batch(&["ab", "", "c"]));
+        let mut r = Reader::new(&out);
+        assert_eq!(r.count(), Ok(3));
+        assert_eq!(r.outcome(), Ok(Ok(())));
+        assert_eq!(r.record().unwrap().value, b"AB");
+        assert_eq!(r.outcome(), Ok(Err("empty")));
+        assert_eq!(r.outcome(), Ok(Ok(())));
+        assert_eq!(r.record().unwrap().value, b"C");
+        assert_eq!(r.end(), Ok(()));
+    }
+
+    fn count(acc: Option<&[u8]>, _r: Record) -> Result<Vec<u8>> {
+        let n: u64 = match acc {
+            Some(a) => std::str::from_utf8(a)?.parse()?,
+            None => 0,
+        };
+        Ok((n + 1).to_string().into_bytes())
+    }
+
+    #[test]
+    fn reduce_batch_threads_accumulators_per_slot() {
+        let mut w = Writer::batch(2);
+        w.u8(1);
+        w.bytes(b"41");
+        w.u8(0);
+        w.u32(3);
+        for slot in [0, 1, 0] {
+            w.u32(slot);
+            Record::new("x").write_to(&mut w);
+        }
+        let out = reduce_batch(count, &w.finish());
+        let mut r = Reader::new(&out);
+        assert_eq!(r.count(), Ok(3));
+        for expected in [&b"42"[..], b"1", b"43"] {
+            assert_eq!(r.outcome(), Ok(Ok(())));
+            assert_eq!(r.bytes(), Ok(expected));
+        }
+    }
+}

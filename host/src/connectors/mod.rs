@@ -1,0 +1,78 @@
+//! Sources and sinks: where records enter and leave a pipeline.
+
+mod blackhole;
+mod file_sink;
+mod file_source;
+mod format;
+mod generator;
+mod stdout;
+
+pub use blackhole::BlackholeSink;
+pub use file_sink::FileSink;
+pub use file_source::{FileFormat, FileSource};
+pub use format::SinkFormat;
+pub use generator::{GeneratorSource, splitmix64};
+pub use stdout::StdoutSink;
+
+use crate::record::Record;
+
+/// What a source's poll produced.
+#[derive(Debug)]
+pub enum Poll {
+    /// The next records, in order.
+    Records(Vec<Record>),
+    /// Nothing right now; poll again.
+    Idle,
+    /// A bounded source is exhausted.
+    End,
+}
+
+/// Where records come from. Polled from the source stage's own thread.
+pub trait Source: Send {
+    /// Up to `max` next records. May block briefly (e.g. a rate limit).
+    fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError>;
+
+    /// Releases resources; called once when the stage stops.
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        Ok(())
+    }
+}
+
+/// Where records go. Called from the sink stage's own thread.
+pub trait Sink: Send {
+    /// Writes a batch, in order.
+    fn write(&mut self, batch: &[Record]) -> Result<(), ConnectorError>;
+
+    /// Makes everything written so far durable or visible.
+    fn flush(&mut self) -> Result<(), ConnectorError>;
+
+    /// Flushes and releases resources; called once when the stage stops.
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.flush()
+    }
+}
+
+/// A connector's failure, naming the connector and what it worked on.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectorError {
+    /// A file could not be read or written.
+    #[error("{what} `{path}`: {source}")]
+    Io {
+        /// What was being done ("reading", "writing", ...).
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// Input that does not have the promised format.
+    #[error("`{path}` line {line}: {message}")]
+    BadInput {
+        /// The file.
+        path: String,
+        /// The 1-based line number.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+}

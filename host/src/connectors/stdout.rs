@@ -1,0 +1,42 @@
+//! The `stdout` sink.
+
+use super::{ConnectorError, Sink, SinkFormat};
+use crate::record::Record;
+use std::io::{BufWriter, Stdout, Write};
+
+/// Writes records to standard output, one line each.
+pub struct StdoutSink {
+    out: BufWriter<Stdout>,
+    format: SinkFormat,
+}
+
+impl StdoutSink {
+    /// A sink in this format.
+    pub fn new(format: SinkFormat) -> Self {
+        Self {
+            out: BufWriter::with_capacity(64 * 1024, std::io::stdout()),
+            format,
+        }
+    }
+}
+
+fn io_error(source: std::io::Error) -> ConnectorError {
+    ConnectorError::Io {
+        what: "writing",
+        path: "<stdout>".into(),
+        source,
+    }
+}
+
+impl Sink for StdoutSink {
+    fn write(&mut self, batch: &[Record]) -> Result<(), ConnectorError> {
+        for r in batch {
+            self.format.write(&mut self.out, r).map_err(io_error)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        self.out.flush().map_err(io_error)
+    }
+}

@@ -1,0 +1,15 @@
+//! mailer: a stream processing engine whose operators are sandboxed
+//! WebAssembly components.
+//!
+//! A pipeline is a TOML manifest ([`manifest`]) planned into stages
+//! ([`plan`]) and run by the stage engine ([`runtime`]): sources and sinks
+//! ([`connectors`]) at the ends, operators ([`operator`]) in between, the
+//! user's logic in plugins ([`plugin`]).
+
+pub mod connectors;
+pub mod manifest;
+pub mod operator;
+pub mod plan;
+pub mod plugin;
+pub mod record;
+pub mod runtime;

@@ -1,0 +1,87 @@
+//! Pipeline manifests: TOML in, a validated specification out, every problem
+//! reported with its file, line and column.
+
+mod error;
+mod spec;
+mod validate;
+mod vars;
+
+pub use error::{ManifestError, line_column};
+pub use spec::*;
+pub use vars::ConfigString;
+
+use sha2::{Digest, Sha256};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// A loaded and validated manifest.
+#[derive(Debug)]
+pub struct Manifest {
+    /// The manifest file, as given.
+    pub file: PathBuf,
+    /// The folder relative paths in the manifest are resolved against.
+    pub dir: PathBuf,
+    /// The manifest's text.
+    pub text: String,
+    /// SHA-256 of the text, in hex.
+    pub hash: String,
+    /// The specification, with `${VAR}` placeholders resolved.
+    pub spec: ManifestSpec,
+    /// Each operator's name, in order.
+    pub operator_names: Vec<String>,
+}
+
+impl Manifest {
+    /// Reads, parses and validates the manifest at `file`, filling `${VAR}`
+    /// placeholders from the process environment.
+    pub fn load(file: &Path) -> Result<Self, ManifestError> {
+        let text = std::fs::read_to_string(file).map_err(|e| ManifestError {
+            file: file.to_owned(),
+            line: 1,
+            column: 1,
+            message: format!("cannot read the manifest: {e}"),
+        })?;
+        Self::parse(file, text, |name| std::env::var(name).ok())
+    }
+
+    /// Parses and validates manifest `text` as if read from `file`, taking
+    /// `${VAR}` values from `env`.
+    pub fn parse(
+        file: &Path,
+        text: String,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ManifestError> {
+        let spec: ManifestSpec = toml::from_str(&text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            ManifestError::at(file, &text, offset, e.message().trim_end().to_owned())
+        })?;
+        let dir = file
+            .parent()
+            .map(Path::to_owned)
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let hash = hex::encode(Sha256::digest(text.as_bytes()));
+        let mut manifest = Self {
+            file: file.to_owned(),
+            dir,
+            text,
+            hash,
+            spec,
+            operator_names: Vec::new(),
+        };
+        validate::validate(&mut manifest, &env)?;
+        Ok(manifest)
+    }
+
+    /// An error located at `key` inside the table spanning `table` (at the
+    /// table itself when the key is not written there).
+    pub fn error_at(&self, table: &Range<usize>, key: &str, message: impl Into<String>) -> ManifestError {
+        let offset = error::key_offset(&self.text, table, key);
+        ManifestError::at(&self.file, &self.text, offset, message)
+    }
+
+    /// A path from the manifest, resolved against the manifest's folder.
+    pub fn path(&self, value: &ConfigString) -> PathBuf {
+        self.dir.join(value.value())
+    }
+}

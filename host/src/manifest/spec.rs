@@ -1,0 +1,256 @@
+//! The manifest as written: serde structs, every field documented, unknown
+//! fields rejected. `docs/manifest.md` is the user's version of this file.
+
+use super::vars::ConfigString;
+use crate::connectors::{FileFormat, SinkFormat};
+use crate::operator::FailurePolicy;
+use crate::plugin::CallMode;
+use serde::Deserialize;
+use std::time::Duration;
+use toml::Spanned;
+
+/// A whole manifest.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestSpec {
+    /// Pipeline-wide settings.
+    pub pipeline: Spanned<PipelineSpec>,
+    /// Where records come from.
+    pub source: Spanned<SourceSpec>,
+    /// The operators, in order.
+    #[serde(default)]
+    pub operators: Vec<Spanned<OperatorSpec>>,
+    /// Where results go.
+    pub sink: Spanned<SinkSpec>,
+    /// Where records go that an operator with `on_error = "dead-letter"`
+    /// fails on, with the reason in the `mailer.error` header.
+    pub dead_letter: Option<Spanned<SinkSpec>>,
+}
+
+/// Pipeline-wide settings.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// The pipeline's name: letters, digits, `-` and `_`.
+    pub name: String,
+    /// The most records an edge between two stages holds; a full edge blocks
+    /// its sender (backpressure).
+    #[serde(default = "defaults::edge_capacity")]
+    pub edge_capacity: usize,
+    /// The most records moved (and sent to a plugin) as one batch.
+    #[serde(default = "defaults::batch_size")]
+    pub batch_size: usize,
+    /// How long a graceful stop may drain before blocked stages are aborted.
+    #[serde(default = "defaults::shutdown_timeout", with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+    /// The number of key groups: the highest keyed parallelism a pipeline
+    /// can ever be restored at. Fixed for the life of a pipeline.
+    #[serde(default = "defaults::max_parallelism")]
+    pub max_parallelism: u32,
+}
+
+/// Where records come from.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SourceSpec {
+    /// Deterministic generated records.
+    Generator(GeneratorSpec),
+    /// A bounded file of lines or JSON lines.
+    File(FileSourceSpec),
+}
+
+/// The `generator` source: record `g` has value `g`, key
+/// `splitmix64(g ^ seed) mod keys`, event time `g / time_divisor` (ms).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorSpec {
+    /// How many records; unbounded when absent.
+    pub count: Option<u64>,
+    /// The most records per second; as fast as possible when absent.
+    pub rate: Option<u64>,
+    /// How many distinct keys; records have no key when absent.
+    pub keys: Option<u64>,
+    /// Mixed into the key of every record.
+    #[serde(default)]
+    pub seed: u64,
+    /// Event time of record `g` is `g / time_divisor` ms.
+    #[serde(default = "defaults::one")]
+    pub time_divisor: u64,
+}
+
+/// The `file` source.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSourceSpec {
+    /// The file, relative to the manifest's folder.
+    pub path: ConfigString,
+    /// `lines` (default) or `json_lines`.
+    #[serde(default)]
+    pub format: FileFormat,
+    /// JSON lines only: the dotted path of the field that is the key.
+    pub key_field: Option<String>,
+    /// JSON lines only: the dotted path of the field holding the event time
+    /// in ms; the time of reading when absent.
+    pub timestamp_field: Option<String>,
+}
+
+/// Where records go.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SinkSpec {
+    /// Standard output.
+    Stdout(StdoutSpec),
+    /// A file.
+    File(FileSinkSpec),
+    /// Discards everything (benchmarks).
+    Blackhole(BlackholeSpec),
+}
+
+/// The `stdout` sink.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdoutSpec {
+    /// `text` (`key<TAB>value`, default), `value` or `json`.
+    #[serde(default)]
+    pub format: SinkFormat,
+}
+
+/// The `file` sink.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSinkSpec {
+    /// The file, relative to the manifest's folder.
+    pub path: ConfigString,
+    /// `text` (`key<TAB>value`, default), `value` or `json`.
+    #[serde(default)]
+    pub format: SinkFormat,
+    /// Append to the file instead of truncating it at start.
+    #[serde(default)]
+    pub append: bool,
+}
+
+/// The `blackhole` sink.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlackholeSpec {}
+
+/// One operator.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OperatorSpec {
+    /// A plugin of the `map` world.
+    Map(PluginOperatorSpec),
+    /// A plugin of the `filter` world.
+    Filter(PluginOperatorSpec),
+    /// A plugin of the `flat-map` world.
+    FlatMap(PluginOperatorSpec),
+    /// A plugin of the `reduce` world; needs a `key_by` before it.
+    Reduce(PluginOperatorSpec),
+    /// Starts a keyed stage: records are spread over its workers by key.
+    KeyBy(KeyBySpec),
+}
+
+impl OperatorSpec {
+    /// The plugin settings, for operators that run a plugin.
+    pub fn plugin(&self) -> Option<&PluginOperatorSpec> {
+        match self {
+            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) => Some(p),
+            Self::KeyBy(_) => None,
+        }
+    }
+
+    /// The plugin settings, mutable.
+    pub fn plugin_mut(&mut self) -> Option<&mut PluginOperatorSpec> {
+        match self {
+            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) => Some(p),
+            Self::KeyBy(_) => None,
+        }
+    }
+
+    /// The world of the plugin the operator runs.
+    pub fn world(&self) -> Option<crate::plugin::World> {
+        use crate::plugin::World;
+        match self {
+            Self::Map(_) => Some(World::Map),
+            Self::Filter(_) => Some(World::Filter),
+            Self::FlatMap(_) => Some(World::FlatMap),
+            Self::Reduce(_) => Some(World::Reduce),
+            Self::KeyBy(_) => None,
+        }
+    }
+}
+
+/// An operator whose logic is a plugin.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginOperatorSpec {
+    /// The operator's name (unique in the pipeline); the plugin file's stem
+    /// when absent.
+    pub name: Option<String>,
+    /// The component file, relative to the manifest's folder.
+    pub plugin: ConfigString,
+    /// What to do with a record the plugin fails on: `fail` (default),
+    /// `skip` or `dead-letter`.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+    /// `batch` (default: one call per batch) or `record` (one call per record).
+    #[serde(default)]
+    pub call: CallMode,
+    /// How long one call may run before it is interrupted and counts as a
+    /// failure.
+    #[serde(default = "defaults::plugin_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// The most linear memory one instance may use, in MiB.
+    #[serde(default = "defaults::memory_limit_mb")]
+    pub memory_limit_mb: u64,
+    /// Workers for a stateless operator before any `key_by` (default 1).
+    /// After a `key_by`, operators run on its workers instead.
+    pub parallelism: Option<usize>,
+}
+
+/// The `key_by` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyBySpec {
+    /// The number of keyed workers (default 1).
+    #[serde(default = "defaults::one_usize")]
+    pub parallelism: usize,
+}
+
+/// Defaults of optional fields.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// Records an edge holds.
+    pub const fn edge_capacity() -> usize {
+        1024
+    }
+    /// Records per batch.
+    pub const fn batch_size() -> usize {
+        256
+    }
+    /// Graceful drain limit.
+    pub const fn shutdown_timeout() -> Duration {
+        Duration::from_secs(30)
+    }
+    /// Key groups.
+    pub const fn max_parallelism() -> u32 {
+        128
+    }
+    /// One.
+    pub const fn one() -> u64 {
+        1
+    }
+    /// One.
+    pub const fn one_usize() -> usize {
+        1
+    }
+    /// Per-call deadline.
+    pub const fn plugin_timeout() -> Duration {
+        Duration::from_secs(1)
+    }
+    /// Instance memory limit.
+    pub const fn memory_limit_mb() -> u64 {
+        64
+    }
+}

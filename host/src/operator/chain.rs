@@ -1,0 +1,70 @@
+//! A chain of operators run as direct calls inside one worker: no channel
+//! between them.
+
+use super::{Operator, OperatorError};
+use crate::record::{Message, Record};
+
+/// Operators applied one after another to every message.
+pub struct Chain {
+    ops: Vec<Box<dyn Operator>>,
+}
+
+impl Chain {
+    /// A chain of these operators, in order.
+    pub fn new(ops: Vec<Box<dyn Operator>>) -> Self {
+        Self { ops }
+    }
+
+    /// Runs one message through the chain and returns what leaves it, in
+    /// order: the records it produced, then the marker itself (if it was one).
+    pub fn on_message(&mut self, msg: Message) -> Result<Vec<Message>, OperatorError> {
+        let records = match &msg {
+            Message::Records(_) => {
+                let Message::Records(batch) = msg else {
+                    unreachable!("matched above")
+                };
+                let out = self.run_from(0, batch)?;
+                return Ok(non_empty(out).into_iter().collect());
+            }
+            Message::Watermark(wm) => {
+                let wm = *wm;
+                self.each_op(|op, out| op.on_watermark(wm, out))?
+            }
+            Message::EndOfStream => self.each_op(|op, out| op.on_end(out))?,
+            Message::Barrier(_) => Vec::new(),
+        };
+        Ok(non_empty(records).into_iter().chain([msg]).collect())
+    }
+
+    /// Runs records through the operators from index `first` on.
+    fn run_from(&mut self, first: usize, mut batch: Vec<Record>) -> Result<Vec<Record>, OperatorError> {
+        for op in &mut self.ops[first..] {
+            if batch.is_empty() {
+                break;
+            }
+            let mut out = Vec::with_capacity(batch.len());
+            op.process(batch, &mut out)?;
+            batch = out;
+        }
+        Ok(batch)
+    }
+
+    /// Calls `f` on each operator in order; what an operator emits runs
+    /// through the operators after it before the next one is called.
+    fn each_op(
+        &mut self,
+        mut f: impl FnMut(&mut dyn Operator, &mut Vec<Record>) -> Result<(), OperatorError>,
+    ) -> Result<Vec<Record>, OperatorError> {
+        let mut all = Vec::new();
+        for i in 0..self.ops.len() {
+            let mut emitted = Vec::new();
+            f(self.ops[i].as_mut(), &mut emitted)?;
+            all.extend(self.run_from(i + 1, emitted)?);
+        }
+        Ok(all)
+    }
+}
+
+fn non_empty(records: Vec<Record>) -> Option<Message> {
+    (!records.is_empty()).then_some(Message::Records(records))
+}

@@ -1,0 +1,58 @@
+//! Operators: what a stage runs on each batch, and what happens to a record
+//! an operator fails on.
+
+mod chain;
+mod failure;
+
+pub use chain::Chain;
+pub use failure::{DeadLetterSender, FailureHandler, FailurePolicy, FailureStats};
+
+use crate::record::Record;
+
+/// One operator instance, owned by one worker of a stage.
+pub trait Operator: Send {
+    /// The operator's name in the manifest (for logs and errors).
+    fn name(&self) -> &str;
+
+    /// Handles a batch in stream order, pushing its output records to `out`.
+    fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> Result<(), OperatorError>;
+
+    /// Event time advanced to `watermark` (ms); may emit records.
+    fn on_watermark(&mut self, _watermark: i64, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// The input is complete; emit what is still held back.
+    fn on_end(&mut self, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+}
+
+/// Why an operator stopped the pipeline.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// A record failed under the `fail` policy.
+    #[error("operator `{operator}` failed on record {record}: {reason}")]
+    RecordFailed {
+        /// The operator's name.
+        operator: String,
+        /// A short, printable view of the record.
+        record: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The dead-letter sink stopped, so a failing record had nowhere to go.
+    #[error("operator `{operator}` could not dead-letter a record: the dead-letter sink stopped")]
+    DeadLetterClosed {
+        /// The operator's name.
+        operator: String,
+    },
+    /// The plugin could not be instantiated again after a trap.
+    #[error("operator `{operator}`: {reason}")]
+    Plugin {
+        /// The operator's name.
+        operator: String,
+        /// What went wrong.
+        reason: String,
+    },
+}

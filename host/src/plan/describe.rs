@@ -1,0 +1,74 @@
+//! The plan as text, for `mailer describe`.
+
+use super::{NodeKind, Plan};
+use crate::runtime::Routing;
+use std::fmt::Write;
+
+/// Stages, parallelism, edges and capacities, each plugin's world and digest.
+pub fn describe(plan: &Plan) -> String {
+    let mut s = String::new();
+    let edge = format!(
+        "edge: capacity {} records ({} batches of up to {})",
+        plan.edge_capacity,
+        plan.edge_messages(),
+        plan.batch_size
+    );
+    let _ = writeln!(
+        s,
+        "pipeline `{}` (manifest sha256 {})",
+        plan.name, plan.manifest_hash
+    );
+    let _ = writeln!(s, "source: {}", plan.source.description);
+    for stage in &plan.stages {
+        let _ = writeln!(s, "  | {edge}");
+        let routing = match (stage.routing, stage.parallelism) {
+            (Routing::Hash { key_groups }, _) => format!("keyed by hash over {key_groups} key groups"),
+            (Routing::RoundRobin, 1) => "one worker".to_owned(),
+            (Routing::RoundRobin, _) => "round robin".to_owned(),
+        };
+        let _ = writeln!(
+            s,
+            "stage `{}`: parallelism {}, {routing}",
+            stage.name, stage.parallelism
+        );
+        for op in &stage.operators {
+            match &op.kind {
+                NodeKind::Plugin { plugin, limits, mode } => {
+                    let _ = writeln!(
+                        s,
+                        "  - `{}`: plugin `{}` world `{}` sha256 {} ({} bytes), calls per {}, timeout {:?}, memory {} MiB, on error {}",
+                        op.name,
+                        plugin.path().display(),
+                        plugin.world(),
+                        plugin.digest(),
+                        plugin.size(),
+                        match mode {
+                            crate::plugin::CallMode::Batch => "batch",
+                            crate::plugin::CallMode::Record => "record",
+                        },
+                        limits.timeout,
+                        limits.memory_bytes >> 20,
+                        policy_name(op.policy),
+                    );
+                }
+                NodeKind::Native(_) => {
+                    let _ = writeln!(s, "  - `{}`: native", op.name);
+                }
+            }
+        }
+    }
+    let _ = writeln!(s, "  | {edge}");
+    let _ = writeln!(s, "sink: {}", plan.sink.description);
+    if let Some(dl) = &plan.dead_letter {
+        let _ = writeln!(s, "dead letter: {}", dl.description);
+    }
+    s
+}
+
+fn policy_name(p: crate::operator::FailurePolicy) -> &'static str {
+    match p {
+        crate::operator::FailurePolicy::Fail => "fail",
+        crate::operator::FailurePolicy::Skip => "skip",
+        crate::operator::FailurePolicy::DeadLetter => "dead-letter",
+    }
+}

@@ -1,0 +1,104 @@
+//! The wasmtime engine shared by every plugin of a process, its linker (WASI
+//! with nothing granted) and the epoch ticker behind per-call deadlines.
+
+use super::loaded::LoadedPlugin;
+use super::{PluginError, World};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::{Config, Engine, StoreLimits};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// One epoch tick: the granularity of call deadlines.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// What a plugin instance's store holds.
+pub struct HostState {
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
+    pub(super) limits: StoreLimits,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Compiles and links plugins; one per process.
+pub struct PluginEngine {
+    engine: Engine,
+    linker: Linker<HostState>,
+    loaded: Mutex<HashMap<(std::path::PathBuf, World), Arc<LoadedPlugin>>>,
+    ticking: Arc<AtomicBool>,
+}
+
+impl PluginEngine {
+    /// An engine with deadlines on and a linker offering WASI with no
+    /// capability granted (no files, network, environment or arguments).
+    pub fn new() -> Result<Self, PluginError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true).epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(e.to_string()))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
+        let ticking = Arc::new(AtomicBool::new(true));
+        let (ticker_engine, flag) = (engine.clone(), ticking.clone());
+        std::thread::Builder::new()
+            .name("epoch-ticker".into())
+            .spawn(move || {
+                while flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| PluginError::Engine(e.to_string()))?;
+        Ok(Self {
+            engine,
+            linker,
+            loaded: Mutex::default(),
+            ticking,
+        })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Loads the plugin at `path` for an operator of world `expected` named
+    /// `operator`: compiled once per file, shared by every worker.
+    pub fn load(
+        &self,
+        path: &Path,
+        expected: World,
+        operator: &str,
+    ) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let key = (path.to_owned(), expected);
+        if let Some(p) = self.loaded.lock().expect("plugin cache lock").get(&key) {
+            return Ok(p.clone());
+        }
+        let plugin = Arc::new(LoadedPlugin::load(self, path, expected, operator)?);
+        self.loaded
+            .lock()
+            .expect("plugin cache lock")
+            .insert(key, plugin.clone());
+        Ok(plugin)
+    }
+
+    pub(super) fn linker(&self) -> &Linker<HostState> {
+        &self.linker
+    }
+}
+
+impl Drop for PluginEngine {
+    fn drop(&mut self) {
+        self.ticking.store(false, Ordering::Relaxed);
+    }
+}

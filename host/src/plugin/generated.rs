@@ -1,0 +1,21 @@
+//! Host bindings generated from `wit/plugin.wit`, one module per world.
+
+/// The `map` world.
+pub mod map {
+    wasmtime::component::bindgen!({ world: "%map", path: "../wit" });
+}
+
+/// The `filter` world.
+pub mod filter {
+    wasmtime::component::bindgen!({ world: "filter", path: "../wit" });
+}
+
+/// The `flat-map` world.
+pub mod flat_map {
+    wasmtime::component::bindgen!({ world: "flat-map", path: "../wit" });
+}
+
+/// The `reduce` world.
+pub mod reduce {
+    wasmtime::component::bindgen!({ world: "reduce", path: "../wit" });
+}

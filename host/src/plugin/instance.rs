@@ -1,0 +1,256 @@
+//! One plugin instance, owned by one worker: its store, its limits, and the
+//! calls into it. A trap or a missed deadline poisons the instance; the next
+//! call gets a fresh one from the pre-linked instance.
+
+use super::PluginError;
+use super::engine::HostState;
+use super::generated::{filter, flat_map, map, reduce};
+use super::loaded::{LoadedPlugin, WorldPre};
+use super::outcome::{Outcome, RecordOutcome, decode_outcomes};
+use crate::record::Record;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::WasiCtx;
+
+/// How the host crosses into the plugin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallMode {
+    /// One call per batch through the flat encoding (fast).
+    #[default]
+    Batch,
+    /// One typed call per record (for comparison and debugging).
+    Record,
+}
+
+/// The limits of one instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// How long one call may run.
+    pub timeout: Duration,
+    /// The most linear memory the instance may grow to, in bytes.
+    pub memory_bytes: usize,
+}
+
+/// Why a call did not return a result.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The call ran past its deadline and was interrupted.
+    #[error("plugin call exceeded its deadline of {0:?}")]
+    Deadline(Duration),
+    /// The plugin trapped (a panic, an out-of-bounds access, memory exhausted, ...).
+    #[error("plugin trapped: {0}")]
+    Trap(String),
+    /// A fresh instance could not be created after a trap.
+    #[error(transparent)]
+    Instantiate(#[from] PluginError),
+}
+
+enum Bindings {
+    Map(map::Map),
+    Filter(filter::Filter),
+    FlatMap(flat_map::FlatMap),
+    Reduce(reduce::Reduce),
+}
+
+/// A live instance of a plugin.
+pub struct PluginInstance {
+    plugin: Arc<LoadedPlugin>,
+    limits: PluginLimits,
+    deadline_ticks: u64,
+    live: Option<(Store<HostState>, Bindings)>,
+}
+
+impl PluginInstance {
+    /// Instantiates `plugin` under `limits`.
+    pub fn new(plugin: Arc<LoadedPlugin>, limits: PluginLimits) -> Result<Self, PluginError> {
+        let deadline_ticks = (limits.timeout.as_micros() / super::EPOCH_TICK.as_micros()).max(1) as u64;
+        let mut me = Self {
+            plugin,
+            limits,
+            deadline_ticks,
+            live: None,
+        };
+        me.live = Some(me.instantiate()?);
+        Ok(me)
+    }
+
+    /// The plugin this is an instance of.
+    pub fn plugin(&self) -> &Arc<LoadedPlugin> {
+        &self.plugin
+    }
+
+    fn instantiate(&self) -> Result<(Store<HostState>, Bindings), PluginError> {
+        let state = HostState {
+            wasi: WasiCtx::builder()
+                .allow_tcp(false)
+                .allow_udp(false)
+                .allow_ip_name_lookup(false)
+                .build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(self.limits.memory_bytes)
+                .trap_on_grow_failure(true)
+                .build(),
+        };
+        let mut store = Store::new(&self.plugin.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(self.deadline_ticks);
+        let err = |e: wasmtime::Error| PluginError::Instantiate {
+            path: self.plugin.path().display().to_string(),
+            reason: format!("{e:#}"),
+        };
+        let bindings = match &self.plugin.pre {
+            WorldPre::Map(p) => Bindings::Map(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::Filter(p) => Bindings::Filter(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::FlatMap(p) => Bindings::FlatMap(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::Reduce(p) => Bindings::Reduce(p.instantiate(&mut store).map_err(err)?),
+        };
+        Ok((store, bindings))
+    }
+
+    /// Runs `f` on the live instance (a fresh one after a failure) under the
+    /// call deadline; a failed call poisons the instance.
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<T>,
+    ) -> Result<T, CallError> {
+        if self.live.is_none() {
+            self.live = Some(self.instantiate()?);
+        }
+        let (store, bindings) = self.live.as_mut().expect("instantiated above");
+        store.set_epoch_deadline(self.deadline_ticks);
+        match f(store, bindings) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                self.live = None;
+                Err(match e.downcast_ref::<Trap>() {
+                    Some(Trap::Interrupt) => CallError::Deadline(self.limits.timeout),
+                    _ => CallError::Trap(describe_trap(&e)),
+                })
+            }
+        }
+    }
+
+    /// Calls the world's batch export.
+    pub fn call_batch(&mut self, input: &[u8]) -> Result<Vec<u8>, CallError> {
+        self.call(|store, b| match b {
+            Bindings::Map(b) => b.call_map_batch(store, input),
+            Bindings::Filter(b) => b.call_filter_batch(store, input),
+            Bindings::FlatMap(b) => b.call_flat_map_batch(store, input),
+            Bindings::Reduce(b) => b.call_reduce_batch(store, input),
+        })
+    }
+
+    /// Calls the batch export and decodes its `expected` outcomes. A trap, a
+    /// missed deadline or a malformed output becomes `Err(reason)`; only a
+    /// failure to instantiate afresh is fatal.
+    pub fn batch_outcomes(
+        &mut self,
+        input: &[u8],
+        expected: usize,
+    ) -> Result<Result<Vec<RecordOutcome>, String>, PluginError> {
+        match self.call_batch(input) {
+            Ok(output) => Ok(decode_outcomes(self.plugin.world(), output, expected)
+                .map_err(|e| format!("plugin returned a malformed batch: {e}"))),
+            Err(CallError::Instantiate(e)) => Err(e),
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    }
+
+    /// One record's outcome through the typed per-record export; a trap or a
+    /// missed deadline becomes the record's error.
+    pub fn one_outcome(
+        &mut self,
+        rec: &Record,
+        accumulator: Option<&[u8]>,
+    ) -> Result<RecordOutcome, PluginError> {
+        match self.call_one(rec, accumulator) {
+            Ok(outcome) => Ok(outcome),
+            Err(CallError::Instantiate(e)) => Err(e),
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    }
+
+    /// Calls the world's per-record export (`accumulator` only for reduce).
+    pub fn call_one(
+        &mut self,
+        rec: &Record,
+        accumulator: Option<&[u8]>,
+    ) -> Result<Result<Outcome, String>, CallError> {
+        self.call(|store, b| {
+            Ok(match b {
+                Bindings::Map(b) => b
+                    .call_map(store, &to_map(rec))?
+                    .map(|r| Outcome::Record(from_map(r)))
+                    .map_err(|e| e.message),
+                Bindings::Filter(b) => b
+                    .call_filter(store, &to_filter(rec))?
+                    .map(Outcome::Keep)
+                    .map_err(|e| e.message),
+                Bindings::FlatMap(b) => b
+                    .call_flat_map(store, &to_flat_map(rec))?
+                    .map(|v| Outcome::Records(v.into_iter().map(from_flat_map).collect()))
+                    .map_err(|e| e.message),
+                Bindings::Reduce(b) => b
+                    .call_reduce(store, accumulator, &to_reduce(rec))?
+                    .map(|acc| Outcome::Accumulator(Bytes::from(acc)))
+                    .map_err(|e| e.message),
+            })
+        })
+    }
+}
+
+/// The first line of a trap's explanation plus its cause, without the wasm
+/// backtrace.
+fn describe_trap(e: &wasmtime::Error) -> String {
+    let mut parts: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+    parts.retain(|p| !p.starts_with("error while executing at wasm backtrace"));
+    let text = parts.join(": ");
+    text.lines().next().unwrap_or("unknown trap").to_owned()
+}
+
+/// Conversions between the host record and each world's generated record.
+macro_rules! convert {
+    ($to:ident, $from:ident, $module:ident) => {
+        fn $to(r: &Record) -> $module::mailer::plugin::types::Record {
+            $module::mailer::plugin::types::Record {
+                key: r.key.as_ref().map(|k| k.to_vec()),
+                value: r.value.to_vec(),
+                timestamp: r.timestamp,
+                headers: r
+                    .headers
+                    .iter()
+                    .map(|(n, v)| $module::mailer::plugin::types::Header {
+                        name: n.clone(),
+                        value: v.to_vec(),
+                    })
+                    .collect(),
+            }
+        }
+
+        #[allow(dead_code)]
+        fn $from(r: $module::mailer::plugin::types::Record) -> Record {
+            Record {
+                key: r.key.map(Bytes::from),
+                value: Bytes::from(r.value),
+                timestamp: r.timestamp,
+                headers: r
+                    .headers
+                    .into_iter()
+                    .map(|h| (h.name, Bytes::from(h.value)))
+                    .collect(),
+            }
+        }
+    };
+}
+
+convert!(to_map, from_map, map);
+convert!(to_filter, from_filter, filter);
+convert!(to_flat_map, from_flat_map, flat_map);
+convert!(to_reduce, from_reduce, reduce);

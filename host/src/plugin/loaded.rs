@@ -1,0 +1,114 @@
+//! A compiled, type-checked plugin, ready to be instantiated per worker.
+
+use super::engine::{HostState, PluginEngine};
+use super::generated::{filter, flat_map, map, reduce};
+use super::{PluginError, World};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The pre-linked instance of one world.
+#[derive(Clone)]
+pub(super) enum WorldPre {
+    Map(map::MapPre<HostState>),
+    Filter(filter::FilterPre<HostState>),
+    FlatMap(flat_map::FlatMapPre<HostState>),
+    Reduce(reduce::ReducePre<HostState>),
+}
+
+/// A plugin compiled once and checked against its operator's world.
+pub struct LoadedPlugin {
+    path: PathBuf,
+    digest: String,
+    world: World,
+    size: usize,
+    pub(super) engine: Engine,
+    pub(super) pre: WorldPre,
+}
+
+impl LoadedPlugin {
+    pub(super) fn load(
+        engine: &PluginEngine,
+        path: &Path,
+        expected: World,
+        operator: &str,
+    ) -> Result<Self, PluginError> {
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        let component = Component::new(engine.engine(), &bytes).map_err(|e| PluginError::Compile {
+            path: shown.clone(),
+            reason: format!("{e:#}"),
+        })?;
+        let actual = detect_world(engine.engine(), &component, &shown)?;
+        if actual != expected {
+            return Err(PluginError::WrongWorld {
+                path: shown,
+                operator: operator.to_owned(),
+                expected,
+                actual,
+                actual_type: actual.manifest_type(),
+            });
+        }
+        let link = |e: wasmtime::Error| PluginError::Link {
+            path: shown.clone(),
+            reason: format!("{e:#}"),
+        };
+        let pre = engine.linker().instantiate_pre(&component).map_err(link)?;
+        let pre = match expected {
+            World::Map => WorldPre::Map(map::MapPre::new(pre).map_err(link)?),
+            World::Filter => WorldPre::Filter(filter::FilterPre::new(pre).map_err(link)?),
+            World::FlatMap => WorldPre::FlatMap(flat_map::FlatMapPre::new(pre).map_err(link)?),
+            World::Reduce => WorldPre::Reduce(reduce::ReducePre::new(pre).map_err(link)?),
+        };
+        Ok(Self {
+            path: path.to_owned(),
+            digest,
+            world: expected,
+            size: bytes.len(),
+            engine: engine.engine().clone(),
+            pre,
+        })
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// SHA-256 of the component's bytes, in hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The world it implements.
+    pub fn world(&self) -> World {
+        self.world
+    }
+
+    /// The component's size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
+
+/// The world a component implements, told by its batch export.
+fn detect_world(engine: &Engine, component: &Component, path: &str) -> Result<World, PluginError> {
+    let ty = component.component_type();
+    let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
+    World::ALL
+        .into_iter()
+        .find(|w| exports.contains(&w.batch_export()))
+        .ok_or_else(|| PluginError::NoWorld {
+            path: path.to_owned(),
+            exports: if exports.is_empty() {
+                "none".to_owned()
+            } else {
+                exports.join(", ")
+            },
+        })
+}

@@ -1,0 +1,66 @@
+//! Records and the messages that carry them between stages.
+
+use bytes::Bytes;
+
+/// One record of the stream. Payloads are [`Bytes`], so cloning a record or
+/// slicing it out of a plugin's output never copies the payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Record {
+    /// The record's key, if it has one.
+    pub key: Option<Bytes>,
+    /// The payload.
+    pub value: Bytes,
+    /// Event time in milliseconds since the Unix epoch.
+    pub timestamp: i64,
+    /// Headers in order; names may repeat.
+    pub headers: Vec<(String, Bytes)>,
+}
+
+impl Record {
+    /// A record with this key and value, event time `timestamp`, no headers.
+    pub fn new(key: Option<Bytes>, value: impl Into<Bytes>, timestamp: i64) -> Self {
+        Self {
+            key,
+            value: value.into(),
+            timestamp,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The key's bytes, empty when the record has no key.
+    pub fn key_bytes(&self) -> &[u8] {
+        self.key.as_deref().unwrap_or_default()
+    }
+}
+
+/// A checkpoint barrier: a consistent cut of the stream with this id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Barrier {
+    /// Monotonic checkpoint id.
+    pub id: u64,
+}
+
+/// What travels on an edge: a batch of records or an in-band marker.
+///
+/// Markers are broadcast to every worker of a parallel stage and re-aligned at
+/// its exit (contract C1): each leaves the stage once, after all workers
+/// delivered it, and no record overtakes a pending barrier.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// Records in stream order.
+    Records(Vec<Record>),
+    /// No record with an event time below this (ms) will follow.
+    Watermark(i64),
+    /// A checkpoint barrier.
+    Barrier(Barrier),
+    /// The input is complete (a bounded source ended). Unlike a plain close
+    /// of the edge (a drain after cancel), this lets event time run to its end.
+    EndOfStream,
+}
+
+impl Message {
+    /// Whether this message is a marker that must be aligned across workers.
+    pub fn is_aligned_marker(&self) -> bool {
+        matches!(self, Message::Barrier(_) | Message::EndOfStream)
+    }
+}

@@ -1,0 +1,16 @@
+//! The stage engine: stages on their own threads, bounded edges between
+//! them, markers aligned across parallel workers (C1), writers closing their
+//! edges (C2) and two-phase shutdown (C3).
+
+mod align;
+mod edge;
+mod parallel;
+mod pipeline;
+mod shutdown;
+mod stages;
+
+pub use edge::{Closed, EdgeReceiver, EdgeSender, EdgeStats, edge};
+pub use parallel::Routing;
+pub use pipeline::{RunError, RunReport, run};
+pub use shutdown::Shutdown;
+pub use stages::{StageError, StageStats};

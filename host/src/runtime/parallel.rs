@@ -1,0 +1,140 @@
+//! A parallel stage: a router spreads records over N workers (by key hash or
+//! round robin), broadcasting markers to all; each worker runs its own chain;
+//! an aligning merge emits each marker once (C1).
+
+use super::align::merge_aligned;
+use super::stages::{StageError, StageHandle, StageStats, run_chain, spawn_stage};
+use super::{EdgeReceiver, EdgeSender, Shutdown, edge};
+use crate::operator::Chain;
+use crate::record::Message;
+
+/// How a parallel stage spreads records over its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// Same key, same worker: the key's hash picks one of `key_groups` key
+    /// groups, and each worker owns a contiguous range of key groups.
+    Hash {
+        /// The pipeline's maximum parallelism: the number of key groups.
+        key_groups: u32,
+    },
+    /// Whole batches to each worker in turn (stateless operators).
+    RoundRobin,
+}
+
+impl Routing {
+    /// The key group of a key.
+    pub fn key_group(key: &[u8], key_groups: u32) -> u32 {
+        (xxhash_rust::xxh3::xxh3_64(key) % u64::from(key_groups)) as u32
+    }
+
+    /// The worker that owns a key group, out of `workers`.
+    pub fn worker_of_group(group: u32, key_groups: u32, workers: usize) -> usize {
+        (group as usize * workers) / key_groups as usize
+    }
+}
+
+/// Spawns the router, the workers and the merge of a parallel stage; each
+/// returned thread owns its edges and closes them when done (C2).
+pub fn spawn_parallel(
+    name: &str,
+    chains: Vec<Chain>,
+    routing: Routing,
+    input: EdgeReceiver,
+    out: EdgeSender,
+    internal_capacity: usize,
+    shutdown: &Shutdown,
+) -> std::io::Result<Vec<StageHandle>> {
+    let stats = StageStats::new(name);
+    let n = chains.len();
+    let mut handles = Vec::with_capacity(n + 2);
+    let mut to_workers = Vec::with_capacity(n);
+    let mut from_workers = Vec::with_capacity(n);
+    for (i, chain) in chains.into_iter().enumerate() {
+        let (in_tx, in_rx) = edge(
+            format!("{name} router -> worker {i}"),
+            internal_capacity,
+            shutdown,
+        );
+        let (out_tx, out_rx) = edge(format!("{name} worker {i} -> merge"), internal_capacity, shutdown);
+        to_workers.push(in_tx);
+        from_workers.push(out_rx);
+        let worker_stats = StageStats::new(format!("{name}[{i}]"));
+        handles.push(spawn_stage(format!("{name}[{i}]"), move || {
+            run_chain(chain, in_rx, out_tx, worker_stats)
+        })?);
+    }
+    let router_stats = stats.clone();
+    let merge_shutdown = shutdown.clone();
+    handles.push(spawn_stage(format!("{name} router"), move || {
+        route(input, to_workers, routing, &router_stats)
+    })?);
+    handles.push(spawn_stage(format!("{name} merge"), move || {
+        merge_aligned(from_workers, out, &merge_shutdown, &stats);
+        Ok(())
+    })?);
+    Ok(handles)
+}
+
+fn route(
+    input: EdgeReceiver,
+    workers: Vec<EdgeSender>,
+    routing: Routing,
+    stats: &StageStats,
+) -> Result<(), StageError> {
+    let n = workers.len();
+    let mut next = 0;
+    while let Some(msg) = input.recv() {
+        match msg {
+            Message::Records(batch) => {
+                stats
+                    .records_in
+                    .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                match routing {
+                    Routing::RoundRobin => {
+                        if workers[next].send(Message::Records(batch)).is_err() {
+                            return Ok(());
+                        }
+                        next = (next + 1) % n;
+                    }
+                    Routing::Hash { key_groups } => {
+                        let mut parts: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
+                        for r in batch {
+                            let g = Routing::key_group(r.key_bytes(), key_groups);
+                            parts[Routing::worker_of_group(g, key_groups, n)].push(r);
+                        }
+                        for (w, part) in workers.iter().zip(parts) {
+                            if !part.is_empty() && w.send(Message::Records(part)).is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
+            }
+            marker => {
+                for w in &workers {
+                    if w.send(marker.clone()).is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_groups_cover_workers_evenly_and_contiguously() {
+        let owners: Vec<usize> = (0..128).map(|g| Routing::worker_of_group(g, 128, 3)).collect();
+        assert_eq!(owners[0], 0);
+        assert_eq!(owners[127], 2);
+        assert!(owners.windows(2).all(|w| w[0] <= w[1]));
+        for w in 0..3 {
+            let n = owners.iter().filter(|&&o| o == w).count();
+            assert!((42..=43).contains(&n), "worker {w} owns {n} groups");
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Runs a plan: opens the ends, instantiates every operator, wires the
+//! stages with bounded edges, and supervises the run to its end.
+
+use super::parallel::spawn_parallel;
+use super::stages::{StageError, StageHandle, StageStats, run_chain, run_sink, run_source, spawn_stage};
+use super::{Shutdown, edge};
+use crate::connectors::{ConnectorError, Sink};
+use crate::operator::Chain;
+use crate::plan::Plan;
+use crate::plugin::PluginError;
+use crate::record::Record;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// What a finished run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunReport {
+    /// Records the source produced.
+    pub source_records: u64,
+    /// Records the sink wrote.
+    pub sink_records: u64,
+    /// Records sent to the dead-letter sink.
+    pub dead_lettered: u64,
+    /// Whether the run was cancelled (drained) rather than run to its end.
+    pub cancelled: bool,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A source or sink could not be opened.
+    #[error("cannot open {what}: {source}")]
+    Open {
+        /// Which end.
+        what: &'static str,
+        /// Why.
+        source: ConnectorError,
+    },
+    /// An operator could not be instantiated.
+    #[error("operator `{operator}`: {source}")]
+    Instantiate {
+        /// The operator.
+        operator: String,
+        /// Why.
+        source: PluginError,
+    },
+    /// A thread could not be started.
+    #[error("cannot start a stage thread: {0}")]
+    Spawn(#[from] std::io::Error),
+    /// A stage failed.
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    /// The graceful drain took longer than the shutdown timeout.
+    #[error("the drain took longer than the shutdown timeout ({0:?}): blocked stages were aborted")]
+    Aborted(Duration),
+}
+
+/// Runs `plan` until its source ends, `shutdown` is cancelled, or a stage
+/// fails; returns what it did.
+pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
+    let started = Instant::now();
+    let messages = plan.edge_messages();
+    let mut handles: Vec<StageHandle> = Vec::new();
+
+    let (dead_letter_tx, dead_letter) = match plan.dead_letter {
+        Some(end) => {
+            let sink = (end.open)().map_err(|source| RunError::Open {
+                what: "the dead-letter sink",
+                source,
+            })?;
+            let (tx, rx) = flume::bounded(plan.edge_capacity);
+            (Some(tx), Some((sink, rx)))
+        }
+        None => (None, None),
+    };
+
+    // Every instance exists before any thread starts, so a plugin that
+    // cannot be instantiated stops the run before it begins.
+    let mut stage_chains = Vec::with_capacity(plan.stages.len());
+    for stage in &plan.stages {
+        let mut chains = Vec::with_capacity(stage.parallelism);
+        for _ in 0..stage.parallelism {
+            let ops = stage
+                .operators
+                .iter()
+                .map(|node| {
+                    node.instantiate(dead_letter_tx.clone())
+                        .map_err(|source| RunError::Instantiate {
+                            operator: node.name.clone(),
+                            source,
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            chains.push(Chain::new(ops));
+        }
+        stage_chains.push(chains);
+    }
+    drop(dead_letter_tx);
+    let source = (plan.source.open)().map_err(|source| RunError::Open {
+        what: "the source",
+        source,
+    })?;
+    let sink = (plan.sink.open)().map_err(|source| RunError::Open {
+        what: "the sink",
+        source,
+    })?;
+
+    let source_stats = StageStats::new("source");
+    let (tx, mut rx) = edge("source".to_owned(), messages, shutdown);
+    {
+        let (stats, shutdown, batch) = (source_stats.clone(), shutdown.clone(), plan.batch_size);
+        handles.push(spawn_stage("source".into(), move || {
+            run_source(source, tx, batch, shutdown, stats)
+        })?);
+    }
+    for (stage, chains) in plan.stages.iter().zip(stage_chains) {
+        let (next_tx, next_rx) = edge(stage.name.clone(), messages, shutdown);
+        if chains.len() == 1 {
+            let stats = StageStats::new(stage.name.clone());
+            let chain = chains.into_iter().next().expect("one chain");
+            let input = rx;
+            handles.push(spawn_stage(stage.name.clone(), move || {
+                run_chain(chain, input, next_tx, stats)
+            })?);
+        } else {
+            handles.extend(spawn_parallel(
+                &stage.name,
+                chains,
+                stage.routing,
+                rx,
+                next_tx,
+                messages,
+                shutdown,
+            )?);
+        }
+        rx = next_rx;
+    }
+    let sink_stats = StageStats::new("sink");
+    {
+        let stats = sink_stats.clone();
+        handles.push(spawn_stage("sink".into(), move || run_sink(sink, rx, stats))?);
+    }
+    let dead_letter_stats = StageStats::new("dead-letter");
+    if let Some((sink, rx)) = dead_letter {
+        let (stats, batch) = (dead_letter_stats.clone(), plan.batch_size);
+        handles.push(spawn_stage("dead-letter".into(), move || {
+            run_dead_letter(sink, rx, batch, &stats)
+        })?);
+    }
+
+    let cancelled = supervise(handles, shutdown, plan.shutdown_timeout)?;
+    Ok(RunReport {
+        source_records: source_stats.records_out.load(Ordering::Relaxed),
+        sink_records: sink_stats.records_out.load(Ordering::Relaxed),
+        dead_lettered: dead_letter_stats.records_out.load(Ordering::Relaxed),
+        cancelled,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Waits for every stage. The first failure cancels the run (the source
+/// stops, the rest drains); past the shutdown timeout after a cancel, blocked
+/// stages are aborted. Returns whether the run was cancelled.
+fn supervise(
+    mut handles: Vec<StageHandle>,
+    shutdown: &Shutdown,
+    timeout: Duration,
+) -> Result<bool, RunError> {
+    let mut first_error: Option<RunError> = None;
+    let mut cancelled_at: Option<Instant> = None;
+    while !handles.is_empty() {
+        if shutdown.is_cancelled() && cancelled_at.is_none() {
+            cancelled_at = Some(Instant::now());
+        }
+        if cancelled_at.is_some_and(|t| t.elapsed() > timeout) && !shutdown.is_aborted() {
+            tracing::error!(timeout = ?timeout, "shutdown timeout passed: aborting blocked stages");
+            shutdown.abort();
+            first_error.get_or_insert(RunError::Aborted(timeout));
+        }
+        let (done, running): (Vec<StageHandle>, Vec<StageHandle>) =
+            handles.into_iter().partition(|(_, h)| h.is_finished());
+        handles = running;
+        for (name, h) in done {
+            let result = h
+                .join()
+                .unwrap_or_else(|_| Err(StageError::Panicked(name.clone())));
+            if let Err(e) = result {
+                tracing::error!(stage = %name, error = %e, "stage failed; stopping the pipeline");
+                shutdown.cancel();
+                first_error.get_or_insert(RunError::Stage(e));
+            }
+        }
+        if !handles.is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(cancelled_at.is_some()),
+    }
+}
+
+/// Writes dead-lettered records in batches until every operator let go of
+/// the channel.
+fn run_dead_letter(
+    mut sink: Box<dyn Sink>,
+    rx: flume::Receiver<Record>,
+    batch_size: usize,
+    stats: &Arc<StageStats>,
+) -> Result<(), StageError> {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter().take(batch_size.saturating_sub(1)));
+        sink.write(&batch).map_err(StageError::Sink)?;
+        sink.flush().map_err(StageError::Sink)?;
+        stats.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
+    }
+    sink.close().map_err(StageError::Sink)
+}

@@ -1,0 +1,40 @@
+# The developer's verbs. `just --list` shows them.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+export CARGO_TARGET_DIR := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "target")
+
+plugin_crates := `ls -d plugins/*/Cargo.toml | xargs -n1 dirname | xargs -n1 basename | tr '\n' ' '`
+
+# List the recipes.
+default:
+    @just --list
+
+# Build every plugin in plugins/ to a wasm32-wasip2 component in plugins/dist/.
+plugins:
+    rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+    cargo build --profile plugin --target wasm32-wasip2 {{ prepend("-p ", plugin_crates) }}
+    mkdir -p plugins/dist
+    for p in {{ plugin_crates }}; do cp "$CARGO_TARGET_DIR/wasm32-wasip2/plugin/${p//-/_}.wasm" "plugins/dist/$p.wasm"; done
+
+# Build the host binary (release).
+build:
+    cargo build --release -p mailer
+
+# The quickstart: word count of pipelines/data/words.txt, printed to stdout.
+demo: plugins build
+    "$CARGO_TARGET_DIR/release/mailer" run pipelines/quickstart.toml
+
+# The full test suite: unit, plugin and integration tests.
+test: plugins
+    cargo test --workspace --all-targets
+    cargo test --workspace --doc
+
+# Benchmarks (release builds); `just bench w1` runs those whose name starts with w1.
+bench prefix="": plugins
+    cargo bench -p mailer --bench w1 -- {{ prefix }}
+
+# Formatting and lints, warnings as errors.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
