@@ -1,1 +1,11 @@
+//! Integration tests: whole pipelines run by the `mailer` binary (or the
+//! library) against real files, processes and signals. One test binary, a
+//! module per area. The plugins must be built first (`just plugins`).
 
+mod backpressure;
+mod failure_policies;
+mod manifests;
+mod quickstart;
+mod shutdown;
+mod support;
+mod word_count;

@@ -54,20 +54,57 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
-/// The offset of `key = …` inside the table spanning `table`, or the table's
-/// start when the key is not written there (a default).
+/// The offset of `key = …` in the table that starts at `table.start` (the
+/// table runs to the next table header), or the table's start when the key
+/// is not written there (a default).
 pub fn key_offset(text: &str, table: &Range<usize>, key: &str) -> usize {
-    let end = table.end.min(text.len());
-    let body = &text[table.start..end];
-    let mut offset = table.start;
-    for line in body.split_inclusive('\n') {
+    let start = text.floor_char_boundary(table.start.min(text.len()));
+    let mut offset = start;
+    for (i, line) in text[start..].split_inclusive('\n').enumerate() {
         let trimmed = line.trim_start();
+        if i > 0 && trimmed.starts_with('[') {
+            break;
+        }
         if let Some(rest) = trimmed.strip_prefix(key)
             && rest.trim_start().starts_with('=')
         {
             return offset + (line.len() - trimmed.len());
         }
         offset += line.len();
+    }
+    start
+}
+
+/// Where a serde error inside the table spanning `table` really is: serde
+/// reports errors inside a tagged table at the table's start, but the
+/// message names the unknown field or quotes the bad value, which can be
+/// found inside the table.
+pub fn refine_offset(text: &str, table: &Range<usize>, message: &str) -> usize {
+    if let Some(field) = message
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split('`').next())
+    {
+        return key_offset(text, table, field);
+    }
+    let variant = message
+        .strip_prefix("unknown variant `")
+        .and_then(|r| r.split('`').next())
+        .map(|v| format!("\"{v}\""));
+    let quoted = ["invalid value: string ", "invalid type: string "]
+        .iter()
+        .find_map(|p| message.strip_prefix(p))
+        .and_then(|r| r.get(..r.find("\", ")? + 1))
+        .map(str::to_owned)
+        .or(variant);
+    if let Some(value) = quoted {
+        let start = text.floor_char_boundary(table.start.min(text.len()));
+        let region_end = text[start..]
+            .match_indices("\n[")
+            .next()
+            .map_or(text.len(), |(i, _)| start + i);
+        if let Some(i) = text[start..region_end].find(&value) {
+            return start + i;
+        }
     }
     table.start
 }
@@ -85,10 +122,23 @@ mod tests {
     }
 
     #[test]
+    fn serde_errors_inside_a_table_point_at_the_field_or_value() {
+        let text = "[[op]]\ntype = \"map\"\nplugn = 1\ntimeout = \"soon\"\n[sink]\nx = \"soon\"\n";
+        let table = 0..6;
+        let at = |m: &str| line_column(text, refine_offset(text, &table, m));
+        assert_eq!(at("unknown field `plugn`, expected one of"), (3, 1));
+        assert_eq!(at("invalid value: string \"soon\", expected a duration"), (4, 11));
+        assert_eq!(at("missing field `plugin`"), (1, 1));
+        assert_eq!(at("unknown variant `map`, expected `filter`"), (2, 8));
+    }
+
+    #[test]
     fn keys_are_found_inside_their_table() {
         let text = "[a]\nx = 1\n[b]\n  x = 2\n";
-        let b = text.find("[b]").unwrap()..text.len();
+        let b = text.find("[b]").unwrap()..text.find("[b]").unwrap() + 3;
         assert_eq!(line_column(text, key_offset(text, &b, "x")), (4, 3));
         assert_eq!(key_offset(text, &b, "missing"), b.start);
+        let a = 0..3;
+        assert_eq!(key_offset(text, &a, "x"), 4, "the first table's own key");
     }
 }

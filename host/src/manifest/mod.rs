@@ -52,8 +52,9 @@ impl Manifest {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ManifestError> {
         let spec: ManifestSpec = toml::from_str(&text).map_err(|e| {
-            let offset = e.span().map_or(0, |s| s.start);
-            ManifestError::at(file, &text, offset, e.message().trim_end().to_owned())
+            let message = e.message().trim_end();
+            let offset = e.span().map_or(0, |s| error::refine_offset(&text, &s, message));
+            ManifestError::at(file, &text, offset, message.to_owned())
         })?;
         let dir = file
             .parent()

@@ -124,11 +124,7 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
                 return Err(m.error_at(
                     &span,
                     "path",
-                    format!(
-                        "source file `{}` does not exist (resolved to `{}`)",
-                        f.path,
-                        path.display()
-                    ),
+                    format!("source file {} does not exist", shown(&f.path, &path)),
                 ));
             }
             if f.format == crate::connectors::FileFormat::Lines
@@ -238,9 +234,8 @@ fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
                         &span,
                         "plugin",
                         format!(
-                            "plugin file `{}` does not exist (resolved to `{}`); build the plugins with `just plugins`",
-                            p.plugin,
-                            path.display()
+                            "plugin file {} does not exist; build the plugins with `just plugins`",
+                            shown(&p.plugin, &path)
                         ),
                     ));
                 }
@@ -276,13 +271,19 @@ fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> Result<(), 
             return Err(m.error_at(
                 span,
                 "path",
-                format!(
-                    "the folder of sink file `{}` does not exist (`{}`)",
-                    f.path,
-                    dir.display()
-                ),
+                format!("the folder of sink file {} does not exist", shown(&f.path, dir)),
             ));
         }
     }
     Ok(())
+}
+
+/// A path for an error message: as written, plus where it resolved to unless
+/// it holds a `${VAR}` (whose value is never shown).
+fn shown(value: &ConfigString, resolved: &std::path::Path) -> String {
+    if value.has_placeholders() {
+        format!("`{value}`")
+    } else {
+        format!("`{value}` (`{}`)", resolved.display())
+    }
 }

@@ -42,7 +42,7 @@ impl LoadedPlugin {
         let digest = hex::encode(Sha256::digest(&bytes));
         let component = Component::new(engine.engine(), &bytes).map_err(|e| PluginError::Compile {
             path: shown.clone(),
-            reason: format!("{e:#}"),
+            reason: format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" "),
         })?;
         let actual = detect_world(engine.engine(), &component, &shown)?;
         if actual != expected {

@@ -1,0 +1,237 @@
+//! Malformed manifests: each gives its own error, located at file:line:col,
+//! saying what is wrong and what was expected.
+
+use crate::support::*;
+use mailer::manifest::Manifest;
+use mailer::plugin::PluginEngine;
+
+const VALID: &str = r#"[pipeline]
+name = "m"
+
+[source]
+type = "generator"
+count = 10
+
+[[operators]]
+name = "up"
+type = "map"
+plugin = "{plugin:uppercase}"
+
+[sink]
+type = "stdout"
+"#;
+
+/// Loads and plans `text` as `bad.toml` in a temp folder; the error, as the
+/// CLI prints it, with the folder stripped.
+fn error_of(text: &str) -> String {
+    let w = Workdir::new();
+    w.write("garbage.wasm", "not a component");
+    let path = w.manifest(text);
+    let env = |name: &str| (name == "DATA_DIR").then(|| w.dir.path().display().to_string());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let bad = w.path("bad.toml");
+    let result = Manifest::parse(&bad, text, env).and_then(|m| {
+        let engine = PluginEngine::new().unwrap();
+        mailer::plan::build(&m, &engine).map(|_| ())
+    });
+    let err = result.expect_err("the manifest must be refused").to_string();
+    err.replace(&format!("{}/", w.dir.path().display()), "")
+}
+
+fn with(find: &str, replace: &str) -> String {
+    assert!(VALID.contains(find), "{find:?} not in the valid manifest");
+    VALID.replacen(find, replace, 1)
+}
+
+#[test]
+fn the_valid_manifest_is_accepted() {
+    let w = Workdir::new();
+    let path = w.manifest(VALID);
+    let out = run(&["validate", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn each_malformed_manifest_gets_its_own_located_error() {
+    let up_plugin = "plugin = \"{plugin:uppercase}\"";
+    let cases: Vec<(String, &str)> = vec![
+        (with("name = \"m\"", "name = \"m"), "bad.toml:2:"),
+        (
+            with("[pipeline]", "[pipelin]"),
+            "bad.toml:1:2: unknown field `pipelin`, expected one of",
+        ),
+        (
+            with("name = \"m\"", "name = \"m\"\nnmae = 1"),
+            "bad.toml:3:1: unknown field `nmae`, expected one of `name`, `edge_capacity`",
+        ),
+        (
+            with("name = \"m\"", "edge_capacity = 5"),
+            "bad.toml:1:1: missing field `name`",
+        ),
+        (
+            with("name = \"m\"", "name = \"m\"\nedge_capacity = \"big\""),
+            "bad.toml:3:17: invalid type: string \"big\", expected usize",
+        ),
+        (
+            with("type = \"generator\"", "type = \"kafkaa\""),
+            "unknown variant `kafkaa`, expected `generator` or `file`",
+        ),
+        (
+            with(up_plugin, "plugn = \"x.wasm\""),
+            "unknown field `plugn`, expected one of `name`, `plugin`",
+        ),
+        (with(up_plugin, ""), "missing field `plugin`"),
+        (
+            with(up_plugin, &format!("{up_plugin}\ntimeout = \"soon\"")),
+            "bad.toml:12:11: invalid value: string \"soon\", expected a duration",
+        ),
+        (
+            with(up_plugin, "plugin = \"nope.wasm\""),
+            "bad.toml:11:1: plugin file `nope.wasm` (`nope.wasm`) does not exist; build the plugins with `just plugins`",
+        ),
+        (
+            with(up_plugin, "plugin = \"{plugin:count}\""),
+            "bad.toml:11:1: plugin `",
+        ),
+        (
+            with(up_plugin, "plugin = \"garbage.wasm\""),
+            "bad.toml:11:1: plugin `garbage.wasm` is not a valid WebAssembly component",
+        ),
+        (
+            with("name = \"m\"", "name = \"m\"\nedge_capacity = 0"),
+            "bad.toml:3:1: edge_capacity must be at least 1 (records)",
+        ),
+        (
+            with("name = \"m\"", "name = \"m\"\nbatch_size = 0"),
+            "bad.toml:3:1: batch_size 0 is out of range: expected 1 to 65536 records",
+        ),
+        (
+            with("name = \"m\"", "name = \"my pipeline\""),
+            "bad.toml:2:1: pipeline name `my pipeline` is invalid",
+        ),
+        (
+            with("type = \"map\"", "type = \"reduce\""),
+            "bad.toml:10:1: `reduce` needs a keyed stream: add an operator with `type = \"key_by\"` before it",
+        ),
+        (
+            with(
+                "[sink]",
+                "[[operators]]\ntype = \"key_by\"\nparallelism = 0\n\n[sink]",
+            ),
+            "bad.toml:15:1: key_by parallelism 0 is out of range: expected 1 to max_parallelism (128)",
+        ),
+        (
+            with("[sink]", "[[operators]]\ntype = \"key_by\"\n\n[sink]"),
+            "bad.toml:14:1: `key_by` is the last operator",
+        ),
+        (
+            with(
+                "[[operators]]",
+                "[[operators]]\ntype = \"key_by\"\n\n[[operators]]\nparallelism = 2",
+            ),
+            "bad.toml:12:1: operators after `key_by` run on its workers",
+        ),
+        (
+            with(up_plugin, &format!("{up_plugin}\non_error = \"dead-letter\"")),
+            "bad.toml:12:1: `on_error = \"dead-letter\"` needs a `[dead_letter]` sink",
+        ),
+        (
+            with(up_plugin, &format!("{up_plugin}\non_error = \"ignore\"")),
+            "bad.toml:12:12: unknown variant `ignore`, expected one of `fail`, `skip`, `dead-letter`",
+        ),
+        (
+            with(
+                "[sink]",
+                &format!("[[operators]]\nname = \"up\"\ntype = \"map\"\n{up_plugin}\n\n[sink]"),
+            ),
+            "bad.toml:14:1: operator name `up` is used twice",
+        ),
+        (
+            with(
+                "type = \"generator\"\ncount = 10",
+                "type = \"file\"\npath = \"${DATA_DIR}/missing.txt\"",
+            ),
+            "bad.toml:6:1: source file `${DATA_DIR}/missing.txt` does not exist",
+        ),
+        (
+            with(
+                "type = \"generator\"\ncount = 10",
+                "type = \"file\"\npath = \"${NOT_SET}/in.txt\"",
+            ),
+            "bad.toml:6:1: environment variable `NOT_SET` is not set",
+        ),
+        (
+            with("count = 10", "count = 10\nkeys = 0"),
+            "bad.toml:7:1: generator `keys` must be at least 1",
+        ),
+        (
+            with(
+                "type = \"stdout\"",
+                "type = \"file\"\npath = \"no/such/dir/out.txt\"",
+            ),
+            "bad.toml:15:1: the folder of sink file `no/such/dir/out.txt` (`no/such/dir`) does not exist",
+        ),
+    ];
+    assert!(cases.len() >= 15);
+    let mut seen = std::collections::HashSet::new();
+    for (text, expected) in &cases {
+        let err = error_of(text);
+        assert!(err.starts_with("bad.toml:"), "not located: {err}");
+        assert!(
+            err.contains(expected),
+            "expected {expected:?}\n     got {err:?}\nin:\n{text}"
+        );
+        assert!(seen.insert(err.clone()), "two cases gave the same error: {err}");
+    }
+}
+
+#[test]
+fn a_plugin_of_the_wrong_world_is_refused_before_the_pipeline_starts() {
+    let w = Workdir::new();
+    let path = w.manifest(&VALID.replace("uppercase", "count"));
+    for command in ["validate", "run"] {
+        let out = run(&[command, path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(
+            err.contains("implements the `reduce` world, but operator `up` is a `map` operator"),
+            "{err}"
+        );
+        assert!(err.contains("pipeline.toml:11:1: "), "{err}");
+        assert!(!err.contains("pipeline started"), "{err}");
+    }
+}
+
+#[test]
+fn secrets_never_appear_in_errors_or_describe() {
+    let w = Workdir::new();
+    w.write("in.txt", "x\n");
+    let path = w.manifest(
+        r#"[pipeline]
+name = "s"
+
+[source]
+type = "file"
+path = "${SECRET_DIR}/in.txt"
+
+[sink]
+type = "file"
+path = "${SECRET_DIR}/missing/out.txt"
+"#,
+    );
+    let secret = w.dir.path().display().to_string();
+    let out = mailer()
+        .env("SECRET_DIR", &secret)
+        .args(["validate", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(
+        err.contains("the folder of sink file `${SECRET_DIR}/missing/out.txt`"),
+        "{err}"
+    );
+    assert!(
+        !err.replace(path.to_str().unwrap(), "").contains(&secret),
+        "{err}"
+    );
+}

@@ -1,0 +1,125 @@
+//! What the integration tests share: paths, manifests in temp folders, runs
+//! of the `mailer` binary.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// A built plugin component; fails with a hint when plugins are not built.
+pub fn plugin(name: &str) -> PathBuf {
+    let p = repo().join("plugins/dist").join(format!("{name}.wasm"));
+    assert!(
+        p.is_file(),
+        "{} is missing: run `just plugins` first",
+        p.display()
+    );
+    p
+}
+
+/// The `mailer` binary.
+pub fn mailer() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mailer"));
+    c.env("MAILER_LOG", "info");
+    c
+}
+
+/// A temp folder holding one manifest (and whatever a test puts beside it).
+pub struct Workdir {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes a file and returns its path.
+    pub fn write(&self, name: &str, content: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    /// Writes `pipeline.toml`, with `{plugin:NAME}` replaced by plugin paths.
+    pub fn manifest(&self, toml: &str) -> PathBuf {
+        let mut text = toml.to_owned();
+        while let Some(start) = text.find("{plugin:") {
+            let end = start + text[start..].find('}').unwrap();
+            let name = &text[start + 8..end];
+            let path = plugin(name).display().to_string();
+            text.replace_range(start..=end, &path);
+        }
+        self.write("pipeline.toml", &text)
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap()
+    }
+}
+
+/// Runs `mailer <args>` to completion.
+pub fn run(args: &[&str]) -> Output {
+    mailer().args(args).output().unwrap()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The last value printed for each key of `key<TAB>value` lines.
+pub fn last_values(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .map(|l| {
+            let (k, v) = l
+                .split_once('\t')
+                .unwrap_or_else(|| panic!("not key<TAB>value: {l:?}"));
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
+/// Word counts of `text`, computed directly.
+pub fn count_words(text: &str) -> BTreeMap<String, String> {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for w in text.split_ascii_whitespace() {
+        *counts.entry(w.to_owned()).or_default() += 1;
+    }
+    counts.into_iter().map(|(k, v)| (k, v.to_string())).collect()
+}
+
+/// A `key=value` field of the final "pipeline finished" log line.
+pub fn finished_field(stderr: &str, field: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("pipeline finished"))
+        .unwrap_or_else(|| panic!("no `pipeline finished` line in:\n{stderr}"));
+    let start = line.find(&format!("{field}=")).unwrap() + field.len() + 1;
+    line[start..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
