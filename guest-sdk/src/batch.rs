@@ -4,29 +4,40 @@
 //! The host encodes every batch it sends, so a batch that does not decode is
 //! a host bug; the loops then panic, which the host sees as a trap.
 
+use crate::pool::Pool;
 use crate::{Record, Result};
 use mailer_wire::{Reader, Writer};
+use std::cell::RefCell;
 
 const MALFORMED: &str = "mailer host sent a malformed batch";
 
-fn each_record(input: &[u8], mut f: impl FnMut(Record, &mut Writer)) -> Vec<u8> {
-    let mut r = Reader::new(input);
-    let n = r.count().expect(MALFORMED);
-    let mut w = Writer::with_capacity(n, input.len() + n);
-    for _ in 0..n {
-        let rec = Record::from_wire(r.record().expect(MALFORMED));
-        f(rec, &mut w);
-    }
-    r.end().expect(MALFORMED);
-    w.finish()
+thread_local! {
+    static POOL: RefCell<Pool> = RefCell::default();
+}
+
+/// Decodes each record of the batch into a pooled [`Record`] and lets `f`
+/// write its outcome; `f` hands the records it is done with back to the pool.
+fn each_record(input: &[u8], mut f: impl FnMut(Record, &mut Writer, &mut Pool)) -> Vec<u8> {
+    POOL.with_borrow_mut(|pool| {
+        let mut r = Reader::new(input);
+        let n = r.count().expect(MALFORMED);
+        let mut w = Writer::with_capacity(n, input.len() + n);
+        for _ in 0..n {
+            let rec = pool.record(r.record().expect(MALFORMED));
+            f(rec, &mut w, pool);
+        }
+        r.end().expect(MALFORMED);
+        w.finish()
+    })
 }
 
 /// Runs a map function over a batch.
 pub fn map_batch(f: fn(Record) -> Result<Record>, input: &[u8]) -> Vec<u8> {
-    each_record(input, |rec, w| match f(rec) {
+    each_record(input, |rec, w, pool| match f(rec) {
         Ok(out) => {
             w.ok();
             out.write_to(w);
+            pool.recycle(out);
         }
         Err(e) => w.err(e.message()),
     })
@@ -34,23 +45,27 @@ pub fn map_batch(f: fn(Record) -> Result<Record>, input: &[u8]) -> Vec<u8> {
 
 /// Runs a filter function over a batch.
 pub fn filter_batch(f: fn(&Record) -> Result<bool>, input: &[u8]) -> Vec<u8> {
-    each_record(input, |rec, w| match f(&rec) {
-        Ok(keep) => {
-            w.ok();
-            w.u8(u8::from(keep));
+    each_record(input, |rec, w, pool| {
+        match f(&rec) {
+            Ok(keep) => {
+                w.ok();
+                w.u8(u8::from(keep));
+            }
+            Err(e) => w.err(e.message()),
         }
-        Err(e) => w.err(e.message()),
+        pool.recycle(rec);
     })
 }
 
 /// Runs a flat-map function over a batch.
 pub fn flat_map_batch(f: fn(Record) -> Result<Vec<Record>>, input: &[u8]) -> Vec<u8> {
-    each_record(input, |rec, w| match f(rec) {
+    each_record(input, |rec, w, pool| match f(rec) {
         Ok(out) => {
             w.ok();
             w.u32(out.len());
-            for o in &out {
+            for o in out {
                 o.write_to(w);
+                pool.recycle(o);
             }
         }
         Err(e) => w.err(e.message()),
@@ -79,7 +94,7 @@ pub fn reduce_batch(f: ReduceFn, input: &[u8]) -> Vec<u8> {
     let mut w = Writer::with_capacity(n, input.len());
     for _ in 0..n {
         let slot = r.u32().expect(MALFORMED);
-        let rec = Record::from_wire(r.record().expect(MALFORMED));
+        let rec = Record::from_ref(r.record().expect(MALFORMED));
         let acc = slots.get_mut(slot).expect(MALFORMED);
         match f(acc.as_deref(), rec) {
             Ok(next) => {

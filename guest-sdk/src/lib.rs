@@ -40,6 +40,7 @@ extern crate self as mailer_sdk;
 
 mod batch;
 mod error;
+mod pool;
 mod record;
 
 pub use error::{Error, Result};

@@ -54,7 +54,7 @@ impl Record {
             .map(|(_, v)| v.as_slice())
     }
 
-    pub(crate) fn from_wire(r: RecordRef<'_>) -> Self {
+    pub(crate) fn from_ref(r: RecordRef<'_>) -> Self {
         Self {
             key: r.key.map(<[u8]>::to_vec),
             value: r.value.to_vec(),

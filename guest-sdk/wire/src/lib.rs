@@ -191,6 +191,14 @@ impl<'a> Reader<'a> {
         Self { buf, pos: 0 }
     }
 
+    /// Reads `buf` from `offset` on (an offset an earlier reader reported).
+    pub fn at(buf: &'a [u8], offset: usize) -> Self {
+        Self {
+            buf,
+            pos: offset.min(buf.len()),
+        }
+    }
+
     /// The current offset in the buffer.
     pub fn offset(&self) -> usize {
         self.pos

@@ -6,7 +6,7 @@ use super::PluginError;
 use super::engine::HostState;
 use super::generated::{filter, flat_map, map, reduce};
 use super::loaded::{LoadedPlugin, WorldPre};
-use super::outcome::{Outcome, RecordOutcome, decode_outcomes};
+use super::outcome::{Outcome, Outcomes, RecordOutcome};
 use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -154,9 +154,9 @@ impl PluginInstance {
         &mut self,
         input: &[u8],
         expected: usize,
-    ) -> Result<Result<Vec<RecordOutcome>, String>, PluginError> {
+    ) -> Result<Result<Outcomes, String>, PluginError> {
         match self.call_batch(input) {
-            Ok(output) => Ok(decode_outcomes(self.plugin.world(), output, expected)
+            Ok(output) => Ok(Outcomes::parse(self.plugin.world(), output, expected)
                 .map_err(|e| format!("plugin returned a malformed batch: {e}"))),
             Err(CallError::Instantiate(e)) => Err(e),
             Err(e) => Ok(Err(e.to_string())),

@@ -59,40 +59,85 @@ fn to_record(buf: &Bytes, r: RecordRef<'_>) -> Record {
     }
 }
 
-/// Decodes a batch output of `world` that must hold `expected` outcomes.
-pub fn decode_outcomes(
+/// The outcomes of a batch call, checked whole before the first is used (a
+/// malformed output changes nothing), then decoded one by one without an
+/// intermediate collection.
+pub struct Outcomes {
     world: World,
-    output: Vec<u8>,
-    expected: usize,
-) -> Result<Vec<RecordOutcome>, WireError> {
-    let buf = Bytes::from(output);
-    let mut r = Reader::new(&buf);
-    let count_at = r.offset();
-    let n = r.count()?;
-    if n != expected {
-        return Err(WireError::Truncated { offset: count_at });
+    buf: Bytes,
+    pos: usize,
+    remaining: usize,
+}
+
+impl Outcomes {
+    /// Checks that `output` holds exactly `expected` well-formed outcomes of
+    /// `world`.
+    pub fn parse(world: World, output: Vec<u8>, expected: usize) -> Result<Self, WireError> {
+        let buf = Bytes::from(output);
+        let mut r = Reader::new(&buf);
+        let n = r.count()?;
+        if n != expected {
+            return Err(WireError::Truncated { offset: 0 });
+        }
+        let pos = r.offset();
+        for _ in 0..n {
+            if r.outcome()?.is_ok() {
+                skip_payload(world, &mut r)?;
+            }
+        }
+        r.end()?;
+        Ok(Self {
+            world,
+            buf,
+            pos,
+            remaining: n,
+        })
     }
-    let mut outcomes = Vec::with_capacity(n);
-    for _ in 0..n {
-        outcomes.push(match r.outcome()? {
+}
+
+fn skip_payload(world: World, r: &mut Reader<'_>) -> Result<(), WireError> {
+    match world {
+        World::Map => drop(r.record()?),
+        World::Filter => drop(r.u8()?),
+        World::FlatMap => {
+            for _ in 0..r.count()? {
+                r.record()?;
+            }
+        }
+        World::Reduce => drop(r.bytes()?),
+    }
+    Ok(())
+}
+
+impl Iterator for Outcomes {
+    type Item = RecordOutcome;
+
+    fn next(&mut self) -> Option<RecordOutcome> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        const CHECKED: &str = "outcomes were checked in Outcomes::parse";
+        let buf = &self.buf;
+        let mut r = Reader::at(buf, self.pos);
+        let outcome = match r.outcome().expect(CHECKED) {
             Err(message) => Err(message.to_owned()),
-            Ok(()) => Ok(match world {
-                World::Map => Outcome::Record(to_record(&buf, r.record()?)),
-                World::Filter => Outcome::Keep(r.u8()? != 0),
+            Ok(()) => Ok(match self.world {
+                World::Map => Outcome::Record(to_record(buf, r.record().expect(CHECKED))),
+                World::Filter => Outcome::Keep(r.u8().expect(CHECKED) != 0),
                 World::FlatMap => {
-                    let count = r.count()?;
-                    let mut out = Vec::with_capacity(count.min(buf.len() / 17));
-                    for _ in 0..count {
-                        out.push(to_record(&buf, r.record()?));
-                    }
+                    let count = r.count().expect(CHECKED);
+                    let out = (0..count)
+                        .map(|_| to_record(buf, r.record().expect(CHECKED)))
+                        .collect();
                     Outcome::Records(out)
                 }
-                World::Reduce => Outcome::Accumulator(buf.slice_ref(r.bytes()?)),
+                World::Reduce => Outcome::Accumulator(buf.slice_ref(r.bytes().expect(CHECKED))),
             }),
-        });
+        };
+        self.pos = r.offset();
+        Some(outcome)
     }
-    r.end()?;
-    Ok(outcomes)
 }
 
 #[cfg(test)]
@@ -106,7 +151,7 @@ mod tests {
         w.ok();
         write_record(&mut w, &rec);
         w.err("nope");
-        let out = decode_outcomes(World::Map, w.finish(), 2).unwrap();
+        let out: Vec<_> = Outcomes::parse(World::Map, w.finish(), 2).unwrap().collect();
         assert_eq!(out, vec![Ok(Outcome::Record(rec)), Err("nope".into())]);
     }
 
@@ -115,13 +160,13 @@ mod tests {
         let mut w = Writer::batch(1);
         w.ok();
         w.u8(1);
-        assert!(decode_outcomes(World::Filter, w.finish(), 2).is_err());
+        assert!(Outcomes::parse(World::Filter, w.finish(), 2).is_err());
     }
 
     #[test]
     fn garbage_is_malformed_not_a_panic() {
         for garbage in [vec![], vec![1, 0, 0, 0, 7], vec![255; 9]] {
-            assert!(decode_outcomes(World::FlatMap, garbage, 1).is_err());
+            assert!(Outcomes::parse(World::FlatMap, garbage, 1).is_err());
         }
     }
 }

@@ -86,7 +86,7 @@ impl WasmReduce {
                 let input = self.encode(std::slice::from_ref(rec));
                 self.instance
                     .batch_outcomes(&input, 1)
-                    .map(|r| r.map(|mut v| v.pop().expect("one outcome")).and_then(|o| o))
+                    .map(|r| r.and_then(|mut o| o.next().expect("one outcome")))
             }
         };
         res.map_err(|e| self.fatal(e))

@@ -38,7 +38,7 @@ impl WasmStateless {
             CallMode::Batch => self
                 .instance
                 .batch_outcomes(&encode_records(std::slice::from_ref(rec)), 1)
-                .map(|r| r.map(|mut v| v.pop().expect("one outcome")).and_then(|o| o)),
+                .map(|r| r.and_then(|mut o| o.next().expect("one outcome"))),
         };
         res.map_err(|e| self.fatal(e))
     }
