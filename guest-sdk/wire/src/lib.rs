@@ -94,11 +94,13 @@ pub struct Writer {
 
 impl Writer {
     /// Starts a buffer whose first word is an item count.
+    #[inline]
     pub fn batch(count: usize) -> Self {
         Self::with_capacity(count, 64 * count)
     }
 
     /// Starts a buffer with a count and room for `bytes` bytes.
+    #[inline]
     pub fn with_capacity(count: usize, bytes: usize) -> Self {
         let mut w = Self {
             buf: Vec::with_capacity(bytes + 4),
@@ -108,6 +110,7 @@ impl Writer {
     }
 
     /// Appends a `u8`.
+    #[inline]
     pub fn u8(&mut self, v: u8) {
         self.buf.push(v);
     }
@@ -116,18 +119,21 @@ impl Writer {
     ///
     /// # Panics
     /// When `v` exceeds `u32::MAX`; no buffer of the host gets near that.
+    #[inline]
     pub fn u32(&mut self, v: usize) {
         let v = u32::try_from(v).expect("a length in a batch exceeds u32::MAX");
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
     /// Appends length-prefixed bytes.
+    #[inline]
     pub fn bytes(&mut self, b: &[u8]) {
         self.u32(b.len());
         self.buf.extend_from_slice(b);
     }
 
     /// Appends one record.
+    #[inline]
     pub fn record<'h>(
         &mut self,
         key: Option<&[u8]>,
@@ -156,23 +162,27 @@ impl Writer {
     }
 
     /// Appends a failed outcome with its message.
+    #[inline]
     pub fn err(&mut self, message: &str) {
         self.u8(ERR);
         self.bytes(message.as_bytes());
     }
 
     /// Appends the tag of a successful outcome; its payload follows.
+    #[inline]
     pub fn ok(&mut self) {
         self.u8(OK);
     }
 
     /// Overwrites the leading count (for writers that learn it late).
+    #[inline]
     pub fn set_count(&mut self, count: usize) {
         let v = u32::try_from(count).expect("count exceeds u32::MAX");
         self.buf[..4].copy_from_slice(&v.to_le_bytes());
     }
 
     /// The encoded bytes.
+    #[inline]
     pub fn finish(self) -> Vec<u8> {
         self.buf
     }
@@ -187,11 +197,13 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// Reads `buf` from its start.
+    #[inline]
     pub fn new(buf: &'a [u8]) -> Self {
         Self { buf, pos: 0 }
     }
 
     /// Reads `buf` from `offset` on (an offset an earlier reader reported).
+    #[inline]
     pub fn at(buf: &'a [u8], offset: usize) -> Self {
         Self {
             buf,
@@ -200,10 +212,12 @@ impl<'a> Reader<'a> {
     }
 
     /// The current offset in the buffer.
+    #[inline]
     pub fn offset(&self) -> usize {
         self.pos
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         let end = end.ok_or(WireError::Truncated { offset: self.pos })?;
@@ -213,21 +227,25 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a `u8`.
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, WireError> {
         Ok(self.take(1)?[0])
     }
 
     /// Reads a `u32` as `usize`.
+    #[inline]
     pub fn u32(&mut self) -> Result<usize, WireError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     }
 
     /// Reads an item count; same as [`Reader::u32`].
+    #[inline]
     pub fn count(&mut self) -> Result<usize, WireError> {
         self.u32()
     }
 
+    #[inline]
     fn i64(&mut self) -> Result<i64, WireError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
@@ -236,18 +254,21 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads length-prefixed bytes.
+    #[inline]
     pub fn bytes(&mut self) -> Result<&'a [u8], WireError> {
         let n = self.u32()?;
         self.take(n)
     }
 
     /// Reads length-prefixed UTF-8.
+    #[inline]
     pub fn str(&mut self) -> Result<&'a str, WireError> {
         let offset = self.pos;
         std::str::from_utf8(self.bytes()?).map_err(|_| WireError::BadUtf8 { offset })
     }
 
     /// Reads one record.
+    #[inline]
     pub fn record(&mut self) -> Result<RecordRef<'a>, WireError> {
         let key = if self.u8()? & HAS_KEY != 0 {
             Some(self.bytes()?)
@@ -272,6 +293,7 @@ impl<'a> Reader<'a> {
 
     /// Reads an outcome tag: `Ok(Ok(()))` when a payload follows,
     /// `Ok(Err(message))` for a failed outcome.
+    #[inline]
     pub fn outcome(&mut self) -> Result<Result<(), &'a str>, WireError> {
         let offset = self.pos;
         match self.u8()? {
@@ -282,6 +304,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Checks that the whole buffer was read.
+    #[inline]
     pub fn end(&self) -> Result<(), WireError> {
         if self.pos == self.buf.len() {
             Ok(())

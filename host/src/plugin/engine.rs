@@ -45,6 +45,10 @@ impl PluginEngine {
     pub fn new() -> Result<Self, PluginError> {
         let mut config = Config::new();
         config.wasm_component_model(true).epoch_interruption(true);
+        #[cfg(feature = "profiling")]
+        if std::env::var("MAILER_WASM_PROFILER").as_deref() == Ok("perfmap") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(|e| PluginError::Engine(e.to_string()))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;

@@ -51,11 +51,14 @@ fn to_record(buf: &Bytes, r: RecordRef<'_>) -> Record {
         key: r.key.map(|k| buf.slice_ref(k)),
         value: buf.slice_ref(r.value),
         timestamp: r.timestamp,
-        headers: r
-            .headers
-            .into_iter()
-            .map(|(n, v)| (n.to_owned(), buf.slice_ref(v)))
-            .collect(),
+        headers: if r.headers.is_empty() {
+            Vec::new()
+        } else {
+            r.headers
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), buf.slice_ref(v)))
+                .collect()
+        },
     }
 }
 

@@ -7,10 +7,13 @@ use mailer_sdk::{Error, Record, Result, operator};
 #[operator(map)]
 fn double(mut rec: Record) -> Result<Record> {
     let v: i64 = rec.value_str()?.parse()?;
-    let doubled = v.checked_mul(2).ok_or_else(|| Error::new(format!("{v} x 2 overflows")))?;
+    let doubled = v
+        .checked_mul(2)
+        .ok_or_else(|| Error::new(format!("{v} x 2 overflows")))?;
     // Reuse the value's buffer: no allocation per record.
     rec.value.clear();
-    rec.value.extend_from_slice(itoa::Buffer::new().format(doubled).as_bytes());
+    rec.value
+        .extend_from_slice(itoa::Buffer::new().format(doubled).as_bytes());
     Ok(rec)
 }
 
