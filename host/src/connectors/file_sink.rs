@@ -53,6 +53,11 @@ impl Sink for FileSink {
         Ok(())
     }
 
+    fn idle(&mut self) -> Result<(), ConnectorError> {
+        let res = self.out.flush();
+        res.map_err(|e| self.io_error(e))
+    }
+
     fn flush(&mut self) -> Result<(), ConnectorError> {
         let res = self.out.flush().and_then(|()| self.out.get_ref().sync_data());
         res.map_err(|e| self.io_error(e))

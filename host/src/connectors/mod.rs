@@ -43,8 +43,14 @@ pub trait Sink: Send {
     /// Writes a batch, in order.
     fn write(&mut self, batch: &[Record]) -> Result<(), ConnectorError>;
 
-    /// Makes everything written so far durable or visible.
+    /// Makes everything written so far durable (at barriers and the end).
     fn flush(&mut self) -> Result<(), ConnectorError>;
+
+    /// No input is waiting: make buffered output visible to readers, without
+    /// promising durability (a slow stream must not sit in a buffer).
+    fn idle(&mut self) -> Result<(), ConnectorError> {
+        Ok(())
+    }
 
     /// Flushes and releases resources; called once when the stage stops.
     fn close(&mut self) -> Result<(), ConnectorError> {

@@ -39,4 +39,8 @@ impl Sink for StdoutSink {
     fn flush(&mut self) -> Result<(), ConnectorError> {
         self.out.flush().map_err(io_error)
     }
+
+    fn idle(&mut self) -> Result<(), ConnectorError> {
+        self.flush()
+    }
 }

@@ -127,6 +127,11 @@ impl EdgeReceiver {
         }
     }
 
+    /// Whether no message is waiting now.
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
     /// The underlying channel, for select-style merging.
     pub(crate) fn channel(&self) -> &flume::Receiver<Message> {
         &self.rx

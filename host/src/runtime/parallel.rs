@@ -138,3 +138,93 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod stage_tests {
+    use super::*;
+    use crate::operator::{Operator, OperatorError};
+    use crate::record::{Barrier, Record};
+    use bytes::Bytes;
+
+    /// Passes records through; the point is the stage around it.
+    struct Pass;
+
+    impl Operator for Pass {
+        fn name(&self) -> &str {
+            "pass"
+        }
+
+        fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+            out.extend(input);
+            Ok(())
+        }
+    }
+
+    fn rec(i: u64) -> Record {
+        Record::new(
+            Some(Bytes::from(format!("k{}", i % 17))),
+            Bytes::from(i.to_string()),
+            i as i64,
+        )
+    }
+
+    /// Records and barriers through 4 keyed workers: every barrier leaves
+    /// once, after exactly the records sent before it and before any sent
+    /// after it (C1); end-of-stream leaves once, last.
+    #[test]
+    fn barriers_leave_once_and_cut_the_stream_where_they_entered() {
+        let shutdown = Shutdown::new();
+        let (in_tx, in_rx) = edge("in".into(), 4, &shutdown);
+        let (out_tx, out_rx) = edge("out".into(), 4, &shutdown);
+        let chains = (0..4).map(|_| Chain::new(vec![Box::new(Pass)])).collect();
+        let handles = spawn_parallel(
+            "keyed",
+            chains,
+            Routing::Hash { key_groups: 128 },
+            in_rx,
+            out_tx,
+            2,
+            &shutdown,
+        )
+        .unwrap();
+        let feeder = std::thread::spawn(move || {
+            let mut next = 0u64;
+            for id in 1..=5 {
+                for _ in 0..7 {
+                    let batch = (next..next + 10).map(rec).collect();
+                    next += 10;
+                    in_tx.send(Message::Records(batch)).unwrap();
+                }
+                in_tx.send(Message::Barrier(Barrier { id })).unwrap();
+            }
+            in_tx.send(Message::EndOfStream).unwrap();
+        });
+        let got: Vec<Message> = std::iter::from_fn(|| out_rx.recv()).collect();
+        feeder.join().unwrap();
+        for (name, h) in handles {
+            h.join().unwrap().unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let mut epoch = 0u64;
+        let mut seen = 0;
+        for m in &got {
+            match m {
+                Message::Records(rs) => {
+                    for r in rs {
+                        let i: u64 = std::str::from_utf8(&r.value).unwrap().parse().unwrap();
+                        assert_eq!(i / 70, epoch, "record {i} crossed barrier {epoch}");
+                        seen += 1;
+                    }
+                }
+                Message::Barrier(b) => {
+                    epoch += 1;
+                    assert_eq!(b.id, epoch, "each barrier once, in order");
+                }
+                Message::EndOfStream => assert_eq!(epoch, 5),
+                Message::Watermark(_) => {}
+            }
+        }
+        assert_eq!(seen, 350);
+        assert_eq!(got.last(), Some(&Message::EndOfStream));
+        assert_eq!(got.iter().filter(|m| **m == Message::EndOfStream).count(), 1);
+    }
+}

@@ -127,6 +127,9 @@ pub fn run_sink(
             Message::Records(batch) => {
                 sink.write(&batch).map_err(StageError::Sink)?;
                 stats.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                if input.is_empty() {
+                    sink.idle().map_err(StageError::Sink)?;
+                }
             }
             Message::Barrier(_) | Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,
             Message::Watermark(_) => {}
