@@ -46,6 +46,26 @@ impl Record {
         std::str::from_utf8(&self.value).map_err(|e| crate::Error::new(format!("value is not UTF-8: {e}")))
     }
 
+    /// The value as a decimal integer (ASCII digits with an optional sign),
+    /// parsed straight from the bytes.
+    pub fn value_i64(&self) -> crate::Result<i64> {
+        parse_i64(&self.value).ok_or_else(|| {
+            crate::Error::new(format!(
+                "value {:?} is not a 64-bit integer",
+                String::from_utf8_lossy(&self.value)
+            ))
+        })
+    }
+
+    /// Replaces the value with `v` as decimal text, reusing the value's buffer.
+    pub fn set_value_i64(&mut self, v: i64) {
+        self.value.clear();
+        if v < 0 {
+            self.value.push(b'-');
+        }
+        write_u64(&mut self.value, v.unsigned_abs());
+    }
+
     /// The first header with this name.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers
@@ -73,6 +93,131 @@ impl Record {
             &self.value,
             self.timestamp,
             self.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+        );
+    }
+}
+
+/// Parses ASCII decimal digits with an optional leading `-` or `+`; `None`
+/// when empty, not all digits, or out of range.
+///
+/// Written for Wasm, where an overflow-checked or 64-bit-by-constant
+/// multiplication becomes a 128-bit library call: at most 19 significant
+/// digits accumulate in a `u64` without any check, then one range check.
+fn parse_i64(b: &[u8]) -> Option<i64> {
+    let (negative, digits) = match b.split_first()? {
+        (b'-', rest) => (true, rest),
+        (b'+', rest) => (false, rest),
+        _ => (false, b),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let first = digits.iter().position(|&d| d != b'0').unwrap_or(digits.len());
+    let significant = &digits[first..];
+    if significant.len() > 19 {
+        return None;
+    }
+    let n = significant
+        .iter()
+        .fold(0u64, |n, &d| n.wrapping_mul(10).wrapping_add(u64::from(d - b'0')));
+    if negative {
+        match n.cmp(&(1u64 << 63)) {
+            std::cmp::Ordering::Less => Some(-(n as i64)),
+            std::cmp::Ordering::Equal => Some(i64::MIN),
+            std::cmp::Ordering::Greater => None,
+        }
+    } else {
+        i64::try_from(n).ok()
+    }
+}
+
+/// Appends `n` in decimal. Divides in `u32` where it can: a 64-bit division
+/// by a constant is a 128-bit library call in Wasm.
+fn write_u64(out: &mut Vec<u8>, n: u64) {
+    const E8: u64 = 100_000_000;
+    if let Ok(small) = u32::try_from(n) {
+        return write_u32(out, small, 0);
+    }
+    // n < 2^64 < 10^20: at most three chunks of 8 digits.
+    let (high, low) = (n / E8, (n % E8) as u32);
+    if let Ok(high) = u32::try_from(high) {
+        write_u32(out, high, 0);
+    } else {
+        write_u32(out, (high / E8) as u32, 0);
+        write_u32(out, (high % E8) as u32, 8);
+    }
+    write_u32(out, low, 8);
+}
+
+/// Appends `n` in decimal, left-padded with zeros to `width` digits.
+fn write_u32(out: &mut Vec<u8>, mut n: u32, width: usize) {
+    let mut digits = [b'0'; 10];
+    let mut i = digits.len();
+    while n > 0 {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    let start = i.min(digits.len() - width.max(1));
+    out.extend_from_slice(&digits[start..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_parse_like_std() {
+        for s in [
+            "0",
+            "-0",
+            "+7",
+            "42",
+            "-42",
+            "9223372036854775807",
+            "-9223372036854775808",
+        ] {
+            assert_eq!(parse_i64(s.as_bytes()), s.parse().ok(), "{s}");
+        }
+        for s in [
+            "",
+            "-",
+            "+",
+            "1x",
+            " 1",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "1.0",
+        ] {
+            assert_eq!(parse_i64(s.as_bytes()), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn integers_print_like_std() {
+        let mut r = Record::new("old value that is long");
+        for v in [
+            0,
+            7,
+            -7,
+            10,
+            1234567890,
+            4294967295,
+            4294967296,
+            100000000000000001,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            r.set_value_i64(v);
+            assert_eq!(r.value, v.to_string().into_bytes());
+            assert_eq!(r.value_i64().unwrap(), v);
+        }
+        assert!(
+            Record::new("x")
+                .value_i64()
+                .unwrap_err()
+                .message()
+                .contains("not a 64-bit integer")
         );
     }
 }

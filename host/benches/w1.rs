@@ -8,6 +8,7 @@
 //! peak RSS is its own. `MAILER_BENCH_RECORDS` overrides N.
 
 use bytes::{BufMut, BytesMut};
+use mailer::batch::Batch;
 use mailer::connectors::{BlackholeSink, GeneratorSource};
 use mailer::operator::{FailurePolicy, Operator, OperatorError};
 use mailer::plan::{Endpoint, NodeKind, OperatorNode, OperatorStage, Plan};
@@ -177,16 +178,16 @@ impl Operator for NativeDouble {
         "double"
     }
 
-    fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        self.buf.reserve(input.len() * 20);
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        let mut records = input.into_records();
+        self.buf.reserve(records.len() * 20);
         let mut text = itoa::Buffer::new();
-        for mut r in input {
-            let v = parse(&r, "double")?;
+        for r in &mut records {
+            let v = parse(r, "double")?;
             self.buf.put_slice(text.format(v * 2).as_bytes());
             r.value = self.buf.split().freeze();
-            out.push(r);
         }
-        Ok(())
+        Ok(Batch::Records(records))
     }
 }
 
@@ -198,13 +199,14 @@ impl Operator for NativeMod4 {
         "mod4"
     }
 
-    fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        for r in input {
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        let mut out = Vec::with_capacity(input.len());
+        for r in input.into_records() {
             if parse(&r, "mod4")? % 4 == 0 {
                 out.push(r);
             }
         }
-        Ok(())
+        Ok(Batch::Records(out))
     }
 }
 

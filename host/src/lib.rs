@@ -6,6 +6,7 @@
 //! ([`connectors`]) at the ends, operators ([`operator`]) in between, the
 //! user's logic in plugins ([`plugin`]).
 
+pub mod batch;
 pub mod connectors;
 pub mod manifest;
 pub mod operator;

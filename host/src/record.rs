@@ -1,5 +1,6 @@
 //! Records and the messages that carry them between stages.
 
+use crate::batch::Batch;
 use bytes::Bytes;
 
 /// One record of the stream. Payloads are [`Bytes`], so cloning a record or
@@ -48,7 +49,7 @@ pub struct Barrier {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     /// Records in stream order.
-    Records(Vec<Record>),
+    Records(Batch),
     /// No record with an event time below this (ms) will follow.
     Watermark(i64),
     /// A checkpoint barrier.
@@ -59,6 +60,11 @@ pub enum Message {
 }
 
 impl Message {
+    /// A message carrying these decoded records.
+    pub fn records(records: Vec<Record>) -> Self {
+        Message::Records(Batch::Records(records))
+    }
+
     /// Whether this message is a marker that must be aligned across workers.
     pub fn is_aligned_marker(&self) -> bool {
         matches!(self, Message::Barrier(_) | Message::EndOfStream)

@@ -125,6 +125,12 @@ impl Writer {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
+    /// Appends bytes already in the encoding (e.g. a whole record).
+    #[inline]
+    pub fn raw(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+    }
+
     /// Appends length-prefixed bytes.
     #[inline]
     pub fn bytes(&mut self, b: &[u8]) {
@@ -159,6 +165,18 @@ impl Writer {
             n += 1;
         }
         self.buf[count_at..count_at + 4].copy_from_slice(&n.to_le_bytes());
+    }
+
+    /// Bytes written so far.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether nothing was written (not even a count).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
     }
 
     /// Appends a failed outcome with its message.

@@ -1,7 +1,7 @@
 //! The `file` sink.
 
 use super::{ConnectorError, Sink, SinkFormat};
-use crate::record::Record;
+use crate::batch::Batch;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -44,13 +44,10 @@ impl FileSink {
 }
 
 impl Sink for FileSink {
-    fn write(&mut self, batch: &[Record]) -> Result<(), ConnectorError> {
-        for r in batch {
-            if let Err(e) = self.format.write(&mut self.out, r) {
-                return Err(self.io_error(e));
-            }
-        }
-        Ok(())
+    fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
+        let (format, out) = (self.format, &mut self.out);
+        let res = batch.try_for_each(|r| format.write(out, r));
+        res.map_err(|e| self.io_error(e))
     }
 
     fn idle(&mut self) -> Result<(), ConnectorError> {

@@ -1,6 +1,7 @@
 //! The `file` source: a bounded file of lines or JSON lines.
 
 use super::{ConnectorError, Poll, Source};
+use crate::batch::Batch;
 use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -131,7 +132,7 @@ impl Source for FileSource {
         Ok(if batch.is_empty() {
             Poll::End
         } else {
-            Poll::Records(batch)
+            Poll::Records(Batch::Records(batch))
         })
     }
 }
@@ -155,6 +156,7 @@ mod tests {
         let Poll::Records(b) = s.poll(10).unwrap() else {
             panic!()
         };
+        let b = b.into_records();
         let values: Vec<_> = b.iter().map(|r| r.value.clone()).collect();
         assert_eq!(values, ["a", "", "last"]);
         assert!(matches!(s.poll(10).unwrap(), Poll::End));
@@ -171,6 +173,7 @@ mod tests {
         let Poll::Records(b) = s.poll(10).unwrap() else {
             panic!()
         };
+        let b = b.into_records();
         assert_eq!(b[0].key.as_deref(), Some(&b"x"[..]));
         assert_eq!(b[0].timestamp, 42);
     }

@@ -4,8 +4,7 @@
 //! (key and value as decimal text).
 
 use super::{ConnectorError, Poll, Source};
-use crate::record::Record;
-use bytes::{BufMut, Bytes, BytesMut};
+use crate::batch::{Batch, EncodedBuilder};
 use std::time::{Duration, Instant};
 
 /// SplitMix64 of `g`, as defined for the benchmark workloads.
@@ -28,7 +27,6 @@ pub struct GeneratorSource {
     rate: Option<u64>,
     started: Instant,
     produced: u64,
-    buf: BytesMut,
 }
 
 impl GeneratorSource {
@@ -52,26 +50,7 @@ impl GeneratorSource {
             rate: rate.filter(|&r| r > 0),
             started: Instant::now(),
             produced: 0,
-            buf: BytesMut::with_capacity(64 * 1024),
         }
-    }
-
-    /// Decimal text of `n` as a slice of the shared buffer (no allocation per
-    /// record).
-    fn decimal(&mut self, n: u64) -> Bytes {
-        if self.buf.capacity() - self.buf.len() < 20 {
-            self.buf = BytesMut::with_capacity(64 * 1024);
-        }
-        let mut tmp = itoa::Buffer::new();
-        self.buf.put_slice(tmp.format(n).as_bytes());
-        self.buf.split().freeze()
-    }
-
-    fn record(&mut self, g: u64) -> Record {
-        let key = self.keys.map(|k| splitmix64(g ^ self.seed) % k);
-        let key = key.map(|k| self.decimal(k));
-        let value = self.decimal(g);
-        Record::new(key, value, (g / self.time_divisor) as i64)
     }
 }
 
@@ -92,14 +71,23 @@ impl Source for GeneratorSource {
             }
             n = n.min(allowed - self.produced);
         }
-        let mut batch = Vec::with_capacity(n as usize);
+        // Records are written straight into one encoded buffer per batch.
+        let mut batch = EncodedBuilder::new(n as usize, n as usize * 48);
+        let (mut key_text, mut value_text) = (itoa::Buffer::new(), itoa::Buffer::new());
         for _ in 0..n {
             let g = self.next;
-            batch.push(self.record(g));
+            let key = self
+                .keys
+                .map(|k| key_text.format(splitmix64(g ^ self.seed) % k).as_bytes());
+            batch.push(
+                key,
+                value_text.format(g).as_bytes(),
+                (g / self.time_divisor) as i64,
+            );
             self.next += self.step;
         }
         self.produced += n;
-        Ok(Poll::Records(batch))
+        Ok(Poll::Records(Batch::Encoded(batch.finish())))
     }
 }
 
@@ -120,6 +108,7 @@ mod tests {
         let Poll::Records(batch) = g.poll(10).unwrap() else {
             panic!()
         };
+        let batch = batch.into_records();
         let values: Vec<_> = batch.iter().map(|r| r.value.clone()).collect();
         assert_eq!(values, ["0", "1", "2", "3", "4"]);
         let times: Vec<_> = batch.iter().map(|r| r.timestamp).collect();

@@ -14,13 +14,13 @@ pub use format::SinkFormat;
 pub use generator::{GeneratorSource, splitmix64};
 pub use stdout::StdoutSink;
 
-use crate::record::Record;
+use crate::batch::Batch;
 
 /// What a source's poll produced.
 #[derive(Debug)]
 pub enum Poll {
     /// The next records, in order.
-    Records(Vec<Record>),
+    Records(Batch),
     /// Nothing right now; poll again.
     Idle,
     /// A bounded source is exhausted.
@@ -41,7 +41,7 @@ pub trait Source: Send {
 /// Where records go. Called from the sink stage's own thread.
 pub trait Sink: Send {
     /// Writes a batch, in order.
-    fn write(&mut self, batch: &[Record]) -> Result<(), ConnectorError>;
+    fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError>;
 
     /// Makes everything written so far durable (at barriers and the end).
     fn flush(&mut self) -> Result<(), ConnectorError>;

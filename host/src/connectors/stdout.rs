@@ -1,7 +1,7 @@
 //! The `stdout` sink.
 
 use super::{ConnectorError, Sink, SinkFormat};
-use crate::record::Record;
+use crate::batch::Batch;
 use std::io::{BufWriter, Stdout, Write};
 
 /// Writes records to standard output, one line each.
@@ -29,11 +29,9 @@ fn io_error(source: std::io::Error) -> ConnectorError {
 }
 
 impl Sink for StdoutSink {
-    fn write(&mut self, batch: &[Record]) -> Result<(), ConnectorError> {
-        for r in batch {
-            self.format.write(&mut self.out, r).map_err(io_error)?;
-        }
-        Ok(())
+    fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
+        let (format, out) = (self.format, &mut self.out);
+        batch.try_for_each(|r| format.write(out, r)).map_err(io_error)
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {

@@ -2,6 +2,7 @@
 //! between them.
 
 use super::{Operator, OperatorError};
+use crate::batch::Batch;
 use crate::record::{Message, Record};
 
 /// Operators applied one after another to every message.
@@ -23,7 +24,7 @@ impl Chain {
                 let Message::Records(batch) = msg else {
                     unreachable!("matched above")
                 };
-                let out = self.run_from(0, batch)?;
+                let out = self.run_batch(0, batch)?;
                 return Ok(non_empty(out).into_iter().collect());
             }
             Message::Watermark(wm) => {
@@ -31,20 +32,18 @@ impl Chain {
                 self.each_op(|op, out| op.on_watermark(wm, out))?
             }
             Message::EndOfStream => self.each_op(|op, out| op.on_end(out))?,
-            Message::Barrier(_) => Vec::new(),
+            Message::Barrier(_) => Batch::Records(Vec::new()),
         };
         Ok(non_empty(records).into_iter().chain([msg]).collect())
     }
 
     /// Runs records through the operators from index `first` on.
-    fn run_from(&mut self, first: usize, mut batch: Vec<Record>) -> Result<Vec<Record>, OperatorError> {
+    fn run_batch(&mut self, first: usize, mut batch: Batch) -> Result<Batch, OperatorError> {
         for op in &mut self.ops[first..] {
             if batch.is_empty() {
                 break;
             }
-            let mut out = Vec::with_capacity(batch.len());
-            op.process(batch, &mut out)?;
-            batch = out;
+            batch = op.process(batch)?;
         }
         Ok(batch)
     }
@@ -54,17 +53,17 @@ impl Chain {
     fn each_op(
         &mut self,
         mut f: impl FnMut(&mut dyn Operator, &mut Vec<Record>) -> Result<(), OperatorError>,
-    ) -> Result<Vec<Record>, OperatorError> {
+    ) -> Result<Batch, OperatorError> {
         let mut all = Vec::new();
         for i in 0..self.ops.len() {
             let mut emitted = Vec::new();
             f(self.ops[i].as_mut(), &mut emitted)?;
-            all.extend(self.run_from(i + 1, emitted)?);
+            all.extend(self.run_batch(i + 1, Batch::Records(emitted))?.into_records());
         }
-        Ok(all)
+        Ok(Batch::Records(all))
     }
 }
 
-fn non_empty(records: Vec<Record>) -> Option<Message> {
+fn non_empty(records: Batch) -> Option<Message> {
     (!records.is_empty()).then_some(Message::Records(records))
 }

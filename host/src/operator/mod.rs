@@ -7,6 +7,7 @@ mod failure;
 pub use chain::Chain;
 pub use failure::{DeadLetterSender, FailureHandler, FailurePolicy, FailureStats};
 
+use crate::batch::Batch;
 use crate::record::Record;
 
 /// One operator instance, owned by one worker of a stage.
@@ -14,8 +15,8 @@ pub trait Operator: Send {
     /// The operator's name in the manifest (for logs and errors).
     fn name(&self) -> &str;
 
-    /// Handles a batch in stream order, pushing its output records to `out`.
-    fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> Result<(), OperatorError>;
+    /// Handles a batch in stream order and returns its output.
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError>;
 
     /// Event time advanced to `watermark` (ms); may emit records.
     fn on_watermark(&mut self, _watermark: i64, _out: &mut Vec<Record>) -> Result<(), OperatorError> {

@@ -1,11 +1,14 @@
-//! The host side of the flat batch encoding: records in, outcomes out.
+//! What a plugin returned for a batch: each record's outcome, checked whole
+//! before any is used (a malformed output changes nothing), as spans of the
+//! returned buffer.
 
 use super::World;
+use crate::batch::{EncodedRecords, Span, decode_at};
 use crate::record::Record;
 use bytes::Bytes;
-use mailer_wire::{Reader, RecordRef, WireError, Writer};
+use mailer_wire::{Reader, WireError};
 
-/// What a plugin made of one record.
+/// What a plugin made of one record, owned (the per-record path).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Map: the output record.
@@ -21,60 +24,36 @@ pub enum Outcome {
 /// One record's outcome: the plugin's result or its error message.
 pub type RecordOutcome = Result<Outcome, String>;
 
-/// Appends one host record to a batch.
-pub fn write_record(w: &mut Writer, r: &Record) {
-    w.record(
-        r.key.as_deref(),
-        &r.value,
-        r.timestamp,
-        r.headers.iter().map(|(n, v)| (n.as_str(), v.as_ref())),
-    );
+/// One record's outcome in a batch output, as spans of the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Raw {
+    /// Map: the output record.
+    Record(Span),
+    /// Filter: keep or drop.
+    Keep(bool),
+    /// Flat-map: `count` output records from index `first` of the nested spans.
+    Records { first: u32, count: u32 },
+    /// Reduce: the new accumulator's bytes.
+    Accumulator(Span),
+    /// The record failed; the message's bytes.
+    Failed(Span),
 }
 
-/// Encodes records as a batch for the stateless worlds.
-pub fn encode_records(records: &[Record]) -> Vec<u8> {
-    let bytes: usize = records
-        .iter()
-        .map(|r| 21 + r.value.len() + r.key.as_ref().map_or(0, |k| 4 + k.len()))
-        .sum();
-    let mut w = Writer::with_capacity(records.len(), bytes);
-    for r in records {
-        write_record(&mut w, r);
-    }
-    w.finish()
-}
-
-/// Turns a record read from `buf` into a host record whose payloads are
-/// slices of `buf` (no copy).
-fn to_record(buf: &Bytes, r: RecordRef<'_>) -> Record {
-    Record {
-        key: r.key.map(|k| buf.slice_ref(k)),
-        value: buf.slice_ref(r.value),
-        timestamp: r.timestamp,
-        headers: if r.headers.is_empty() {
-            Vec::new()
-        } else {
-            r.headers
-                .into_iter()
-                .map(|(n, v)| (n.to_owned(), buf.slice_ref(v)))
-                .collect()
-        },
-    }
-}
-
-/// The outcomes of a batch call, checked whole before the first is used (a
-/// malformed output changes nothing), then decoded one by one without an
-/// intermediate collection.
+/// The checked outcomes of one batch call.
+#[derive(Debug)]
 pub struct Outcomes {
-    world: World,
     buf: Bytes,
-    pos: usize,
-    remaining: usize,
+    items: Vec<Raw>,
+    nested: Vec<Span>,
+}
+
+fn span(start: usize, end: usize) -> Span {
+    (start as u32, end as u32)
 }
 
 impl Outcomes {
     /// Checks that `output` holds exactly `expected` well-formed outcomes of
-    /// `world`.
+    /// `world`, and notes where each lies.
     pub fn parse(world: World, output: Vec<u8>, expected: usize) -> Result<Self, WireError> {
         let buf = Bytes::from(output);
         let mut r = Reader::new(&buf);
@@ -82,80 +61,120 @@ impl Outcomes {
         if n != expected {
             return Err(WireError::Truncated { offset: 0 });
         }
-        let pos = r.offset();
+        let mut items = Vec::with_capacity(n);
+        let mut nested = Vec::new();
         for _ in 0..n {
-            if r.outcome()?.is_ok() {
-                skip_payload(world, &mut r)?;
-            }
+            let at = r.offset();
+            let raw = match r.outcome()? {
+                Err(message) => {
+                    let end = r.offset();
+                    Raw::Failed(span(end - message.len(), end))
+                }
+                Ok(()) => match world {
+                    World::Map => {
+                        let start = r.offset();
+                        r.record()?;
+                        Raw::Record(span(start, r.offset()))
+                    }
+                    World::Filter => Raw::Keep(r.u8()? != 0),
+                    World::FlatMap => {
+                        let count = r.count()?;
+                        let first = nested.len() as u32;
+                        for _ in 0..count {
+                            let start = r.offset();
+                            r.record()?;
+                            nested.push(span(start, r.offset()));
+                        }
+                        Raw::Records {
+                            first,
+                            count: count as u32,
+                        }
+                    }
+                    World::Reduce => {
+                        let acc = r.bytes()?;
+                        let end = r.offset();
+                        Raw::Accumulator(span(end - acc.len(), end))
+                    }
+                },
+            };
+            debug_assert!(r.offset() > at);
+            items.push(raw);
         }
         r.end()?;
-        Ok(Self {
-            world,
-            buf,
-            pos,
-            remaining: n,
-        })
+        Ok(Self { buf, items, nested })
     }
-}
 
-fn skip_payload(world: World, r: &mut Reader<'_>) -> Result<(), WireError> {
-    match world {
-        World::Map => drop(r.record()?),
-        World::Filter => drop(r.u8()?),
-        World::FlatMap => {
-            for _ in 0..r.count()? {
-                r.record()?;
-            }
-        }
-        World::Reduce => drop(r.bytes()?),
+    /// Each record's outcome, in input order.
+    pub fn items(&self) -> &[Raw] {
+        &self.items
     }
-    Ok(())
-}
 
-impl Iterator for Outcomes {
-    type Item = RecordOutcome;
+    /// The text of a failure message (checked UTF-8 when parsed).
+    pub fn message(&self, (start, end): Span) -> String {
+        String::from_utf8_lossy(&self.buf[start as usize..end as usize]).into_owned()
+    }
 
-    fn next(&mut self) -> Option<RecordOutcome> {
-        if self.remaining == 0 {
-            return None;
+    /// Bytes of the buffer, shared (no copy).
+    pub fn bytes(&self, (start, end): Span) -> Bytes {
+        self.buf.slice(start as usize..end as usize)
+    }
+
+    /// The spans of a flat-map outcome's records.
+    pub fn nested(&self, first: u32, count: u32) -> &[Span] {
+        &self.nested[first as usize..(first + count) as usize]
+    }
+
+    /// Records at these spans, still encoded, sharing the buffer.
+    pub fn encoded(&self, spans: Vec<Span>) -> EncodedRecords {
+        EncodedRecords::new(self.buf.clone(), spans)
+    }
+
+    /// The outcome of record `i`, owned.
+    pub fn owned(&self, i: usize) -> RecordOutcome {
+        match self.items[i] {
+            Raw::Failed(m) => Err(self.message(m)),
+            Raw::Record((start, _)) => Ok(Outcome::Record(decode_at(&self.buf, start))),
+            Raw::Keep(k) => Ok(Outcome::Keep(k)),
+            Raw::Records { first, count } => Ok(Outcome::Records(
+                self.nested(first, count)
+                    .iter()
+                    .map(|&(start, _)| decode_at(&self.buf, start))
+                    .collect(),
+            )),
+            Raw::Accumulator(s) => Ok(Outcome::Accumulator(self.bytes(s))),
         }
-        self.remaining -= 1;
-        const CHECKED: &str = "outcomes were checked in Outcomes::parse";
-        let buf = &self.buf;
-        let mut r = Reader::at(buf, self.pos);
-        let outcome = match r.outcome().expect(CHECKED) {
-            Err(message) => Err(message.to_owned()),
-            Ok(()) => Ok(match self.world {
-                World::Map => Outcome::Record(to_record(buf, r.record().expect(CHECKED))),
-                World::Filter => Outcome::Keep(r.u8().expect(CHECKED) != 0),
-                World::FlatMap => {
-                    let count = r.count().expect(CHECKED);
-                    let out = (0..count)
-                        .map(|_| to_record(buf, r.record().expect(CHECKED)))
-                        .collect();
-                    Outcome::Records(out)
-                }
-                World::Reduce => Outcome::Accumulator(buf.slice_ref(r.bytes().expect(CHECKED))),
-            }),
-        };
-        self.pos = r.offset();
-        Some(outcome)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::write_record;
+    use mailer_wire::Writer;
 
     #[test]
-    fn map_outputs_are_sliced_from_one_buffer() {
+    fn map_outputs_are_spans_of_one_buffer() {
         let rec = Record::new(Some(Bytes::from_static(b"k")), "value", 9);
         let mut w = Writer::batch(2);
         w.ok();
         write_record(&mut w, &rec);
         w.err("nope");
-        let out: Vec<_> = Outcomes::parse(World::Map, w.finish(), 2).unwrap().collect();
-        assert_eq!(out, vec![Ok(Outcome::Record(rec)), Err("nope".into())]);
+        let out = Outcomes::parse(World::Map, w.finish(), 2).unwrap();
+        assert_eq!(out.owned(0), Ok(Outcome::Record(rec)));
+        assert_eq!(out.owned(1), Err("nope".into()));
+        assert!(matches!(out.items()[0], Raw::Record(_)));
+    }
+
+    #[test]
+    fn flat_map_outputs_list_their_records() {
+        let a = Record::new(None, "a", 1);
+        let mut w = Writer::batch(1);
+        w.ok();
+        w.u32(2);
+        write_record(&mut w, &a);
+        write_record(&mut w, &a);
+        let out = Outcomes::parse(World::FlatMap, w.finish(), 1).unwrap();
+        assert_eq!(out.owned(0), Ok(Outcome::Records(vec![a.clone(), a])));
     }
 
     #[test]
@@ -168,7 +187,12 @@ mod tests {
 
     #[test]
     fn garbage_is_malformed_not_a_panic() {
-        for garbage in [vec![], vec![1, 0, 0, 0, 7], vec![255; 9]] {
+        for garbage in [
+            vec![],
+            vec![1, 0, 0, 0, 7],
+            vec![255; 9],
+            vec![1, 0, 0, 0, 0, 9, 0, 0, 0],
+        ] {
             assert!(Outcomes::parse(World::FlatMap, garbage, 1).is_err());
         }
     }

@@ -2,8 +2,9 @@
 //! to the plugin, which returns the new one; one output per input record
 //! (the key and its new accumulator).
 
-use super::outcome::{Outcome, RecordOutcome, write_record};
+use super::outcome::{Outcome, Raw, RecordOutcome};
 use super::{CallMode, PluginError, PluginInstance};
+use crate::batch::{Batch, write_record};
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use bytes::Bytes;
@@ -86,7 +87,7 @@ impl WasmReduce {
                 let input = self.encode(std::slice::from_ref(rec));
                 self.instance
                     .batch_outcomes(&input, 1)
-                    .map(|r| r.and_then(|mut o| o.next().expect("one outcome")))
+                    .map(|r| r.and_then(|o| o.owned(0)))
             }
         };
         res.map_err(|e| self.fatal(e))
@@ -116,16 +117,23 @@ impl Operator for WasmReduce {
         &self.name
     }
 
-    fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        let input = input.into_records();
+        let mut out = Vec::with_capacity(input.len());
         if self.mode == CallMode::Batch {
             let encoded = self.encode(&input);
             match self.instance.batch_outcomes(&encoded, input.len()) {
                 Err(e) => return Err(self.fatal(e)),
                 Ok(Ok(outcomes)) => {
-                    for (rec, outcome) in input.into_iter().zip(outcomes) {
-                        self.apply(rec, outcome, out)?;
+                    for (rec, raw) in input.into_iter().zip(outcomes.items()) {
+                        let outcome = match *raw {
+                            Raw::Accumulator(s) => Ok(Outcome::Accumulator(outcomes.bytes(s))),
+                            Raw::Failed(m) => Err(outcomes.message(m)),
+                            _ => unreachable!("parsed as a reduce output"),
+                        };
+                        self.apply(rec, outcome, &mut out)?;
                     }
-                    return Ok(());
+                    return Ok(Batch::Records(out));
                 }
                 Ok(Err(reason)) => {
                     tracing::warn!(operator = %self.name, %reason, records = input.len(),
@@ -135,8 +143,8 @@ impl Operator for WasmReduce {
         }
         for rec in input {
             let outcome = self.one(&rec)?;
-            self.apply(rec, outcome, out)?;
+            self.apply(rec, outcome, &mut out)?;
         }
-        Ok(())
+        Ok(Batch::Records(out))
     }
 }

@@ -1,12 +1,14 @@
 //! Map, filter and flat-map operators backed by a plugin.
 
-use super::outcome::{Outcome, RecordOutcome, encode_records};
-use super::{CallMode, PluginError, PluginInstance};
+use super::outcome::{Outcome, Outcomes, Raw, RecordOutcome};
+use super::{CallMode, PluginError, PluginInstance, World};
+use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 
 /// A stateless operator whose logic is a plugin of the map, filter or
-/// flat-map world.
+/// flat-map world. In batch mode its output stays encoded, so the next
+/// plugin of the chain takes it without a decode.
 pub struct WasmStateless {
     name: String,
     instance: PluginInstance,
@@ -32,18 +34,56 @@ impl WasmStateless {
         }
     }
 
+    /// Applies a whole batch's outcomes; failed records go to the policy.
+    fn apply_all(&self, input: Batch, outcomes: &Outcomes) -> Result<Batch, OperatorError> {
+        let fail = |i: usize, m| self.failure.fail(input.record(i), &outcomes.message(m));
+        if self.instance.plugin().world() == World::Filter {
+            let mut keep = Vec::with_capacity(input.len());
+            for (i, raw) in outcomes.items().iter().enumerate() {
+                keep.push(match *raw {
+                    Raw::Keep(k) => k,
+                    Raw::Failed(m) => {
+                        fail(i, m)?;
+                        false
+                    }
+                    _ => unreachable!("parsed as a filter output"),
+                });
+            }
+            return Ok(input.select(&keep));
+        }
+        let mut spans = Vec::with_capacity(input.len());
+        for (i, raw) in outcomes.items().iter().enumerate() {
+            match *raw {
+                Raw::Record(s) => spans.push(s),
+                Raw::Records { first, count } => spans.extend_from_slice(outcomes.nested(first, count)),
+                Raw::Failed(m) => fail(i, m)?,
+                _ => unreachable!("parsed as a map or flat-map output"),
+            }
+        }
+        Ok(Batch::Encoded(outcomes.encoded(spans)))
+    }
+
+    /// One record's outcome, alone (per-record mode, or after a failed
+    /// batch call).
     fn one(&mut self, rec: &Record) -> Result<RecordOutcome, OperatorError> {
         let res = match self.mode {
             CallMode::Record => self.instance.one_outcome(rec, None),
-            CallMode::Batch => self
-                .instance
-                .batch_outcomes(&encode_records(std::slice::from_ref(rec)), 1)
-                .map(|r| r.and_then(|mut o| o.next().expect("one outcome"))),
+            CallMode::Batch => {
+                let input = Batch::Records(vec![rec.clone()]).encode();
+                self.instance
+                    .batch_outcomes(&input, 1)
+                    .map(|r| r.and_then(|o| o.owned(0)))
+            }
         };
         res.map_err(|e| self.fatal(e))
     }
 
-    fn apply(&self, rec: Record, outcome: RecordOutcome, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+    fn apply_one(
+        &self,
+        rec: Record,
+        outcome: RecordOutcome,
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
         match outcome {
             Ok(Outcome::Record(r)) => out.push(r),
             Ok(Outcome::Keep(keep)) => {
@@ -64,27 +104,22 @@ impl Operator for WasmStateless {
         &self.name
     }
 
-    fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         if self.mode == CallMode::Batch {
-            let encoded = encode_records(&input);
-            match self.instance.batch_outcomes(&encoded, input.len()) {
+            match self.instance.batch_outcomes(&input.encode(), input.len()) {
                 Err(e) => return Err(self.fatal(e)),
-                Ok(Ok(outcomes)) => {
-                    for (rec, outcome) in input.into_iter().zip(outcomes) {
-                        self.apply(rec, outcome, out)?;
-                    }
-                    return Ok(());
-                }
+                Ok(Ok(outcomes)) => return self.apply_all(input, &outcomes),
                 Ok(Err(reason)) => {
                     tracing::warn!(operator = %self.name, %reason, records = input.len(),
                         "batch call failed; retrying its records one by one");
                 }
             }
         }
-        for rec in input {
+        let mut out = Vec::with_capacity(input.len());
+        for rec in input.into_records() {
             let outcome = self.one(&rec)?;
-            self.apply(rec, outcome, out)?;
+            self.apply_one(rec, outcome, &mut out)?;
         }
-        Ok(())
+        Ok(Batch::Records(out))
     }
 }

@@ -87,7 +87,7 @@ mod tests {
     use crate::runtime::edge;
 
     fn records(v: &'static str) -> Message {
-        Message::Records(vec![Record::new(None, v, 0)])
+        Message::records(vec![Record::new(None, v, 0)])
     }
 
     /// Worker 0 delivers the barrier at once, worker 1 only after a record:

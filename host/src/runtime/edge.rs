@@ -154,12 +154,12 @@ mod tests {
             let second = rx.recv();
             (first, second, rx.recv())
         });
-        tx.send(Message::Records(vec![Record::default()])).unwrap();
+        tx.send(Message::records(vec![Record::default()])).unwrap();
         assert!(tx.stats().blocked_nanos.load(Ordering::Relaxed) > 0);
         drop(tx);
         let (a, b, c) = reader.join().unwrap();
         assert_eq!(a, Some(Message::Watermark(1)));
-        assert_eq!(b, Some(Message::Records(vec![Record::default()])));
+        assert_eq!(b, Some(Message::records(vec![Record::default()])));
         assert_eq!(c, None, "closed after the writer dropped its end");
     }
 

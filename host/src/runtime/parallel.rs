@@ -97,11 +97,9 @@ fn route(
                         next = (next + 1) % n;
                     }
                     Routing::Hash { key_groups } => {
-                        let mut parts: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
-                        for r in batch {
-                            let g = Routing::key_group(r.key_bytes(), key_groups);
-                            parts[Routing::worker_of_group(g, key_groups, n)].push(r);
-                        }
+                        let parts = batch.split_by_key(n, |key| {
+                            Routing::worker_of_group(Routing::key_group(key, key_groups), key_groups, n)
+                        });
                         for (w, part) in workers.iter().zip(parts) {
                             if !part.is_empty() && w.send(Message::Records(part)).is_err() {
                                 return Ok(());
@@ -142,6 +140,7 @@ mod tests {
 #[cfg(test)]
 mod stage_tests {
     use super::*;
+    use crate::batch::Batch;
     use crate::operator::{Operator, OperatorError};
     use crate::record::{Barrier, Record};
     use bytes::Bytes;
@@ -154,9 +153,8 @@ mod stage_tests {
             "pass"
         }
 
-        fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-            out.extend(input);
-            Ok(())
+        fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+            Ok(input)
         }
     }
 
@@ -193,7 +191,7 @@ mod stage_tests {
                 for _ in 0..7 {
                     let batch = (next..next + 10).map(rec).collect();
                     next += 10;
-                    in_tx.send(Message::Records(batch)).unwrap();
+                    in_tx.send(Message::records(batch)).unwrap();
                 }
                 in_tx.send(Message::Barrier(Barrier { id })).unwrap();
             }
@@ -209,7 +207,7 @@ mod stage_tests {
         for m in &got {
             match m {
                 Message::Records(rs) => {
-                    for r in rs {
+                    for r in rs.clone().into_records() {
                         let i: u64 = std::str::from_utf8(&r.value).unwrap().parse().unwrap();
                         assert_eq!(i / 70, epoch, "record {i} crossed barrier {epoch}");
                         seen += 1;

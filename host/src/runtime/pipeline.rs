@@ -4,6 +4,7 @@
 use super::parallel::spawn_parallel;
 use super::stages::{StageError, StageHandle, StageStats, run_chain, run_sink, run_source, spawn_stage};
 use super::{Shutdown, edge};
+use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
 use crate::operator::Chain;
 use crate::plan::Plan;
@@ -212,8 +213,9 @@ fn run_dead_letter(
     stats: &Arc<StageStats>,
 ) -> Result<(), StageError> {
     while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter().take(batch_size.saturating_sub(1)));
+        let mut records = vec![first];
+        records.extend(rx.try_iter().take(batch_size.saturating_sub(1)));
+        let batch = Batch::Records(records);
         sink.write(&batch).map_err(StageError::Sink)?;
         sink.flush().map_err(StageError::Sink)?;
         stats.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);

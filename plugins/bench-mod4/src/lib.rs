@@ -6,8 +6,7 @@ use mailer_sdk::{Record, Result, operator};
 /// value % 4 == 0
 #[operator(filter)]
 fn multiple_of_four(rec: &Record) -> Result<bool> {
-    let v: i64 = rec.value_str()?.parse()?;
-    Ok(v % 4 == 0)
+    Ok(rec.value_i64()? % 4 == 0)
 }
 
 #[cfg(test)]

@@ -1,0 +1,300 @@
+//! Batches of records: decoded, or still in the flat encoding of
+//! `docs/wire-format.md` (spans of one shared buffer). Encoded batches travel
+//! from the generator through plugins, routers and edges to the sinks, so a
+//! record is decoded only where something needs its fields, and a batch costs
+//! one reference count, not one per record.
+
+use crate::record::Record;
+use bytes::Bytes;
+use mailer_wire::{Reader, RecordRef, Writer};
+
+/// Where one encoded record lies in its buffer: `start..end`.
+pub type Span = (u32, u32);
+
+/// Records in the flat encoding: spans of one shared buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedRecords {
+    buf: Bytes,
+    spans: Vec<Span>,
+}
+
+/// A batch of records in stream order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Batch {
+    /// Decoded records.
+    Records(Vec<Record>),
+    /// Records still encoded.
+    Encoded(EncodedRecords),
+}
+
+impl EncodedRecords {
+    /// Records at `spans` of `buf`; every span must hold one well-formed
+    /// record (as checked when the buffer was parsed).
+    pub fn new(buf: Bytes, spans: Vec<Span>) -> Self {
+        Self { buf, spans }
+    }
+
+    /// The record at index `i`, its payloads sliced from the buffer.
+    pub fn record(&self, i: usize) -> Record {
+        decode_at(&self.buf, self.spans[i].0)
+    }
+
+    /// The key of record `i` (empty when it has none), without decoding the
+    /// rest.
+    fn key(&self, i: usize) -> &[u8] {
+        let r = Reader::at(&self.buf, self.spans[i].0 as usize).record();
+        r.expect("spans point at checked records").key.unwrap_or_default()
+    }
+
+    /// Whether the buffer is exactly `count` followed by the records, in
+    /// order: then it already is a plugin's input batch.
+    fn is_whole_batch(&self) -> bool {
+        let count_ok = self.buf.get(..4) == Some(&(self.spans.len() as u32).to_le_bytes()[..]);
+        let mut at = 4;
+        count_ok
+            && self.spans.iter().all(|&(start, end)| {
+                let ok = start == at;
+                at = end;
+                ok
+            })
+            && at as usize == self.buf.len()
+    }
+}
+
+/// Writes records straight into the flat encoding (sources that make
+/// records: no `Bytes` per record).
+pub struct EncodedBuilder {
+    w: Writer,
+    spans: Vec<Span>,
+}
+
+impl EncodedBuilder {
+    /// A builder for exactly `count` records of about `bytes` bytes in all.
+    pub fn new(count: usize, bytes: usize) -> Self {
+        Self {
+            w: Writer::with_capacity(count, bytes),
+            spans: Vec::with_capacity(count),
+        }
+    }
+
+    /// Appends one record without headers.
+    pub fn push(&mut self, key: Option<&[u8]>, value: &[u8], timestamp: i64) {
+        let start = self.w.len() as u32;
+        self.w.record(key, value, timestamp, std::iter::empty());
+        self.spans.push((start, self.w.len() as u32));
+    }
+
+    /// The encoded records.
+    pub fn finish(self) -> EncodedRecords {
+        let mut w = self.w;
+        w.set_count(self.spans.len());
+        EncodedRecords::new(Bytes::from(w.finish()), self.spans)
+    }
+}
+
+/// Decodes the well-formed record at `offset` of `buf`.
+pub fn decode_at(buf: &Bytes, offset: u32) -> Record {
+    let r = Reader::at(buf, offset as usize)
+        .record()
+        .expect("spans point at records checked when their buffer was parsed");
+    to_record(buf, r)
+}
+
+/// A host record whose payloads are slices of `buf` (no copy).
+pub fn to_record(buf: &Bytes, r: RecordRef<'_>) -> Record {
+    Record {
+        key: r.key.map(|k| buf.slice_ref(k)),
+        value: buf.slice_ref(r.value),
+        timestamp: r.timestamp,
+        headers: if r.headers.is_empty() {
+            Vec::new()
+        } else {
+            r.headers
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), buf.slice_ref(v)))
+                .collect()
+        },
+    }
+}
+
+/// Appends one record to a batch being written.
+pub fn write_record(w: &mut Writer, r: &Record) {
+    w.record(
+        r.key.as_deref(),
+        &r.value,
+        r.timestamp,
+        r.headers.iter().map(|(n, v)| (n.as_str(), v.as_ref())),
+    );
+}
+
+impl Batch {
+    /// How many records.
+    pub fn len(&self) -> usize {
+        match self {
+            Batch::Records(r) => r.len(),
+            Batch::Encoded(e) => e.spans.len(),
+        }
+    }
+
+    /// Whether it holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The records, decoded.
+    pub fn into_records(self) -> Vec<Record> {
+        match self {
+            Batch::Records(r) => r,
+            Batch::Encoded(e) => e
+                .spans
+                .iter()
+                .map(|&(start, _)| decode_at(&e.buf, start))
+                .collect(),
+        }
+    }
+
+    /// The record at index `i` (a copy: payloads are shared, not copied).
+    pub fn record(&self, i: usize) -> Record {
+        match self {
+            Batch::Records(r) => r[i].clone(),
+            Batch::Encoded(e) => e.record(i),
+        }
+    }
+
+    /// The batch in the flat encoding, as a plugin's input.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Batch::Records(records) => {
+                let bytes: usize = records
+                    .iter()
+                    .map(|r| 21 + r.value.len() + r.key.as_ref().map_or(0, |k| 4 + k.len()))
+                    .sum();
+                let mut w = Writer::with_capacity(records.len(), bytes);
+                for r in records {
+                    write_record(&mut w, r);
+                }
+                w.finish()
+            }
+            Batch::Encoded(e) if e.is_whole_batch() => e.buf.to_vec(),
+            Batch::Encoded(e) => {
+                let bytes: usize = e.spans.iter().map(|&(s, t)| (t - s) as usize).sum();
+                let mut w = Writer::with_capacity(e.spans.len(), bytes);
+                for &(start, end) in &e.spans {
+                    w.raw(&e.buf[start as usize..end as usize]);
+                }
+                w.finish()
+            }
+        }
+    }
+
+    /// Calls `f` with each record in order (decoding encoded ones one by one).
+    pub fn try_for_each<E>(&self, mut f: impl FnMut(&Record) -> Result<(), E>) -> Result<(), E> {
+        match self {
+            Batch::Records(r) => r.iter().try_for_each(f),
+            Batch::Encoded(e) => (0..e.spans.len()).try_for_each(|i| f(&e.record(i))),
+        }
+    }
+
+    /// Splits the batch into `n` parts by `part_of(key)` (the empty key for
+    /// records without one), keeping the order within each part. Encoded
+    /// batches split into spans of the same buffer: nothing is copied.
+    pub fn split_by_key(self, n: usize, part_of: impl Fn(&[u8]) -> usize) -> Vec<Batch> {
+        match self {
+            Batch::Records(records) => {
+                let mut parts: Vec<Vec<Record>> = (0..n).map(|_| Vec::new()).collect();
+                for r in records {
+                    parts[part_of(r.key_bytes())].push(r);
+                }
+                parts.into_iter().map(Batch::Records).collect()
+            }
+            Batch::Encoded(e) => {
+                let mut parts: Vec<Vec<Span>> = (0..n).map(|_| Vec::new()).collect();
+                for (i, &span) in e.spans.iter().enumerate() {
+                    parts[part_of(e.key(i))].push(span);
+                }
+                parts
+                    .into_iter()
+                    .map(|spans| Batch::Encoded(EncodedRecords::new(e.buf.clone(), spans)))
+                    .collect()
+            }
+        }
+    }
+
+    /// Keeps the records whose flag is true.
+    pub fn select(self, keep: &[bool]) -> Batch {
+        match self {
+            Batch::Records(r) => Batch::Records(
+                r.into_iter()
+                    .zip(keep)
+                    .filter_map(|(r, &k)| k.then_some(r))
+                    .collect(),
+            ),
+            Batch::Encoded(e) => Batch::Encoded(EncodedRecords {
+                spans: e
+                    .spans
+                    .into_iter()
+                    .zip(keep)
+                    .filter_map(|(s, &k)| k.then_some(s))
+                    .collect(),
+                buf: e.buf,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records() -> Vec<Record> {
+        (0..3)
+            .map(|i| Record::new(Some(Bytes::from(format!("k{i}"))), format!("v{i}"), i))
+            .collect()
+    }
+
+    /// Encoded spans of the records of an encoded batch.
+    fn encoded(records: &[Record]) -> EncodedRecords {
+        let buf = Bytes::from(Batch::Records(records.to_vec()).encode());
+        let mut r = Reader::new(&buf);
+        let n = r.count().unwrap();
+        let spans = (0..n)
+            .map(|_| {
+                let start = r.offset() as u32;
+                r.record().unwrap();
+                (start, r.offset() as u32)
+            })
+            .collect();
+        EncodedRecords::new(buf, spans)
+    }
+
+    #[test]
+    fn encoded_and_decoded_batches_agree() {
+        let recs = records();
+        let enc = Batch::Encoded(encoded(&recs));
+        assert_eq!(enc.encode(), Batch::Records(recs.clone()).encode());
+        assert_eq!(enc.record(1), recs[1]);
+        assert_eq!(enc.clone().into_records(), recs);
+        let kept = enc.clone().select(&[true, false, true]).into_records();
+        assert_eq!(kept, vec![recs[0].clone(), recs[2].clone()]);
+        let parts = enc.split_by_key(2, |k| usize::from(k == b"k1"));
+        let parts: Vec<Vec<Record>> = parts.into_iter().map(Batch::into_records).collect();
+        assert_eq!(
+            parts,
+            vec![vec![recs[0].clone(), recs[2].clone()], vec![recs[1].clone()]]
+        );
+    }
+
+    #[test]
+    fn built_batches_are_plugin_input_as_they_are() {
+        let recs = records();
+        let mut b = EncodedBuilder::new(3, 64);
+        for r in &recs {
+            b.push(r.key.as_deref(), &r.value, r.timestamp);
+        }
+        let built = b.finish();
+        assert!(built.is_whole_batch());
+        let built = Batch::Encoded(built);
+        assert_eq!(built.encode(), Batch::Records(recs.clone()).encode());
+        assert_eq!(built.into_records(), recs);
+    }
+}
