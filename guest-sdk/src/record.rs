@@ -109,17 +109,22 @@ fn parse_i64(b: &[u8]) -> Option<i64> {
         (b'+', rest) => (false, rest),
         _ => (false, b),
     };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() {
         return None;
     }
-    let first = digits.iter().position(|&d| d != b'0').unwrap_or(digits.len());
-    let significant = &digits[first..];
-    if significant.len() > 19 {
+    let mut n: u64 = 0;
+    let mut significant = 0usize;
+    for &d in digits {
+        let d = d.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        significant += usize::from(n != 0 || d != 0);
+        n = n.wrapping_mul(10).wrapping_add(u64::from(d));
+    }
+    if significant > 19 {
         return None;
     }
-    let n = significant
-        .iter()
-        .fold(0u64, |n, &d| n.wrapping_mul(10).wrapping_add(u64::from(d - b'0')));
     if negative {
         match n.cmp(&(1u64 << 63)) {
             std::cmp::Ordering::Less => Some(-(n as i64)),

@@ -10,6 +10,7 @@
 use bytes::{BufMut, BytesMut};
 use mailer::batch::Batch;
 use mailer::connectors::{BlackholeSink, GeneratorSource};
+use mailer::manifest::defaults;
 use mailer::operator::{FailurePolicy, Operator, OperatorError};
 use mailer::plan::{Endpoint, NodeKind, OperatorNode, OperatorStage, Plan};
 use mailer::plugin::{CallMode, PluginEngine, PluginLimits, World};
@@ -70,10 +71,7 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 }
 
 fn run_variant(name: &str) {
-    let n: u64 = std::env::var("MAILER_BENCH_RECORDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000_000);
+    let n: u64 = env_or("MAILER_BENCH_RECORDS", 20_000_000);
     let engine = PluginEngine::new().unwrap();
     let operators = match name {
         "w1-native" => vec![
@@ -93,8 +91,8 @@ fn run_variant(name: &str) {
     let plan = Plan {
         name: name.to_owned(),
         manifest_hash: String::new(),
-        batch_size: 256,
-        edge_capacity: 1024,
+        batch_size: env_or("MAILER_BENCH_BATCH", defaults::batch_size()),
+        edge_capacity: env_or("MAILER_BENCH_EDGE", defaults::edge_capacity()),
         shutdown_timeout: Duration::from_secs(30),
         source: Endpoint {
             description: "generator".into(),
@@ -125,6 +123,11 @@ fn run_variant(name: &str) {
         report.sink_records,
         peak_rss_kib()
     );
+}
+
+/// A number from the environment, or `default`.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn native(name: &str, f: fn() -> Box<dyn Operator>) -> OperatorNode {

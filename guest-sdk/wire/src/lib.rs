@@ -237,11 +237,12 @@ impl<'a> Reader<'a> {
 
     #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        let end = end.ok_or(WireError::Truncated { offset: self.pos })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
+        let rest = &self.buf[self.pos..];
+        if n > rest.len() {
+            return Err(WireError::Truncated { offset: self.pos });
+        }
+        self.pos += n;
+        Ok(&rest[..n])
     }
 
     /// Reads a `u8`.

@@ -223,11 +223,11 @@ pub mod defaults {
 
     /// Records an edge holds.
     pub const fn edge_capacity() -> usize {
-        1024
+        4096
     }
     /// Records per batch.
     pub const fn batch_size() -> usize {
-        256
+        1024
     }
     /// Graceful drain limit.
     pub const fn shutdown_timeout() -> Duration {
