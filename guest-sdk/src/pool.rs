@@ -36,11 +36,14 @@ impl Pool {
             key: r.key.map(|k| self.copy(k)),
             value: self.copy(r.value),
             timestamp: r.timestamp,
-            headers: r
-                .headers
-                .into_iter()
-                .map(|(n, v)| (n.to_owned(), v.to_vec()))
-                .collect(),
+            headers: if r.headers.is_empty() {
+                Vec::new()
+            } else {
+                r.headers
+                    .iter()
+                    .map(|(n, v)| (n.to_owned(), v.to_vec()))
+                    .collect()
+            },
         }
     }
 

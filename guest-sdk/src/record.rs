@@ -81,7 +81,7 @@ impl Record {
             timestamp: r.timestamp,
             headers: r
                 .headers
-                .into_iter()
+                .iter()
                 .map(|(n, v)| (n.to_owned(), v.to_vec()))
                 .collect(),
         }
@@ -104,7 +104,7 @@ impl Record {
 /// multiplication becomes a 128-bit library call: at most 19 significant
 /// digits accumulate in a `u64` without any check, then one range check.
 fn parse_i64(b: &[u8]) -> Option<i64> {
-    let (negative, digits) = match b.split_first()? {
+    let (negative, mut digits) = match b.split_first()? {
         (b'-', rest) => (true, rest),
         (b'+', rest) => (false, rest),
         _ => (false, b),
@@ -112,18 +112,21 @@ fn parse_i64(b: &[u8]) -> Option<i64> {
     if digits.is_empty() {
         return None;
     }
+    if digits.len() > 19 {
+        // Only leading zeros may make a long number fit.
+        let first = digits.iter().position(|&d| d != b'0').unwrap_or(digits.len() - 1);
+        digits = &digits[first..];
+        if digits.len() > 19 {
+            return None;
+        }
+    }
     let mut n: u64 = 0;
-    let mut significant = 0usize;
     for &d in digits {
         let d = d.wrapping_sub(b'0');
         if d > 9 {
             return None;
         }
-        significant += usize::from(n != 0 || d != 0);
         n = n.wrapping_mul(10).wrapping_add(u64::from(d));
-    }
-    if significant > 19 {
-        return None;
     }
     if negative {
         match n.cmp(&(1u64 << 63)) {
@@ -154,14 +157,31 @@ fn write_u64(out: &mut Vec<u8>, n: u64) {
     write_u32(out, low, 8);
 }
 
-/// Appends `n` in decimal, left-padded with zeros to `width` digits.
+/// Two ASCII digits for each of 0..100.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends `n` in decimal, left-padded with zeros to `width` digits; two
+/// digits per division.
 fn write_u32(out: &mut Vec<u8>, mut n: u32, width: usize) {
     let mut digits = [b'0'; 10];
     let mut i = digits.len();
-    while n > 0 {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else if n > 0 {
         i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
+        digits[i] = b'0' + n as u8;
     }
     let start = i.min(digits.len() - width.max(1));
     out.extend_from_slice(&digits[start..]);

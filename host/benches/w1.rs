@@ -127,7 +127,10 @@ fn run_variant(name: &str) {
 
 /// A number from the environment, or `default`.
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn native(name: &str, f: fn() -> Box<dyn Operator>) -> OperatorNode {

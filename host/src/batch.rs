@@ -110,7 +110,7 @@ pub fn to_record(buf: &Bytes, r: RecordRef<'_>) -> Record {
             Vec::new()
         } else {
             r.headers
-                .into_iter()
+                .iter()
                 .map(|(n, v)| (n.to_owned(), buf.slice_ref(v)))
                 .collect()
         },

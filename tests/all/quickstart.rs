@@ -37,7 +37,10 @@ fn describe_shows_stages_edges_and_plugin_digests() {
         text.contains("stage `keyed-2`: parallelism 2, keyed by hash over 128 key groups"),
         "{text}"
     );
-    assert!(text.contains("edge: capacity 4096 records (4 batches of up to 1024)"), "{text}");
+    assert!(
+        text.contains("edge: capacity 4096 records (4 batches of up to 1024)"),
+        "{text}"
+    );
     assert!(text.contains("world `flat-map` sha256 "), "{text}");
     assert!(text.contains("world `reduce` sha256 "), "{text}");
 }

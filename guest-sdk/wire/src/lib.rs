@@ -30,7 +30,7 @@
 //! assert_eq!(r.count().unwrap(), 1);
 //! let rec = r.record().unwrap();
 //! assert_eq!((rec.key, rec.value, rec.timestamp), (Some(&b"k"[..]), &b"v"[..], 7));
-//! assert_eq!(rec.headers, vec![("h", &b"1"[..])]);
+//! assert_eq!(rec.headers.iter().collect::<Vec<_>>(), vec![("h", &b"1"[..])]);
 //! r.end().unwrap();
 //! ```
 
@@ -43,8 +43,43 @@ pub const ERR: u8 = 1;
 
 const HAS_KEY: u8 = 1;
 
+/// The headers of a record borrowed from an encoded buffer: checked when the
+/// record was read, decoded when iterated (most records have none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Headers<'a> {
+    raw: &'a [u8],
+    count: usize,
+}
+
+impl<'a> Headers<'a> {
+    /// How many headers.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The headers in order, as (name, value).
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
+        let mut r = Reader::new(self.raw);
+        (0..self.count).map(move |_| {
+            let name = r.str().expect("headers were checked when their record was read");
+            (
+                name,
+                r.bytes()
+                    .expect("headers were checked when their record was read"),
+            )
+        })
+    }
+}
+
 /// A record borrowed from an encoded buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordRef<'a> {
     /// The key, if present.
     pub key: Option<&'a [u8]>,
@@ -53,7 +88,7 @@ pub struct RecordRef<'a> {
     /// Event time in milliseconds.
     pub timestamp: i64,
     /// Headers in order.
-    pub headers: Vec<(&'a str, &'a [u8])>,
+    pub headers: Headers<'a>,
 }
 
 /// What went wrong while reading an encoded buffer.
@@ -296,12 +331,16 @@ impl<'a> Reader<'a> {
         };
         let value = self.bytes()?;
         let timestamp = self.i64()?;
-        let n = self.u32()?;
-        // Each header takes at least 8 bytes: never trust `n` for an allocation.
-        let mut headers = Vec::with_capacity(n.min((self.buf.len() - self.pos) / 8));
-        for _ in 0..n {
-            headers.push((self.str()?, self.bytes()?));
+        let count = self.u32()?;
+        let start = self.pos;
+        for _ in 0..count {
+            self.str()?;
+            self.bytes()?;
         }
+        let headers = Headers {
+            raw: &self.buf[start..self.pos],
+            count,
+        };
         Ok(RecordRef {
             key,
             value,
