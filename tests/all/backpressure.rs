@@ -3,7 +3,6 @@
 
 use crate::support::*;
 use std::io::{BufRead, BufReader, Read};
-use std::process::Stdio;
 use std::time::Duration;
 
 #[test]
@@ -28,12 +27,7 @@ type = "stdout"
 format = "value"
 "#
     ));
-    let mut child = mailer()
-        .args(["run", manifest.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&manifest);
     let pid = child.id();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     // The sink is writing once the first byte arrives; from then on nobody

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// The repository's root.
 pub fn repo() -> PathBuf {
@@ -71,6 +71,17 @@ impl Workdir {
 /// Runs `mailer <args>` to completion.
 pub fn run(args: &[&str]) -> Output {
     mailer().args(args).output().unwrap()
+}
+
+/// Starts `mailer run <manifest>` with stdout and stderr piped.
+pub fn spawn_run(manifest: &Path) -> Child {
+    mailer()
+        .arg("run")
+        .arg(manifest)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 pub fn stderr(o: &Output) -> String {

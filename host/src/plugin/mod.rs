@@ -8,6 +8,7 @@ mod instance;
 mod loaded;
 mod outcome;
 mod reduce;
+mod retry;
 mod stateless;
 mod world;
 

@@ -3,7 +3,8 @@
 //! (the key and its new accumulator).
 
 use super::outcome::{Outcome, Raw, RecordOutcome};
-use super::{CallMode, PluginError, PluginInstance};
+use super::retry::{self, PluginCalls, fatal};
+use super::{CallMode, PluginInstance};
 use crate::batch::{Batch, write_record};
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
@@ -36,13 +37,6 @@ impl WasmReduce {
     /// The accumulator held for `key`.
     pub fn accumulator(&self, key: &[u8]) -> Option<&Bytes> {
         self.accumulators.get(key)
-    }
-
-    fn fatal(&self, e: PluginError) -> OperatorError {
-        OperatorError::Plugin {
-            operator: self.name.clone(),
-            reason: e.to_string(),
-        }
     }
 
     /// Encodes records with their keys' accumulators: each distinct key is a
@@ -90,7 +84,7 @@ impl WasmReduce {
                     .map(|r| r.and_then(|o| o.owned(0)))
             }
         };
-        res.map_err(|e| self.fatal(e))
+        res.map_err(|e| fatal(&self.name, e))
     }
 
     fn apply(
@@ -112,39 +106,46 @@ impl WasmReduce {
     }
 }
 
+impl PluginCalls for WasmReduce {
+    fn operator_name(&self) -> &str {
+        &self.name
+    }
+
+    fn call_mode(&self) -> CallMode {
+        self.mode
+    }
+
+    fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
+        let input = input.into_records();
+        let outcomes = match self.instance.batch_outcomes(&self.encode(&input), input.len()) {
+            Err(e) => return Err(fatal(&self.name, e)),
+            Ok(Err(reason)) => return Ok(Err((reason, Batch::Records(input)))),
+            Ok(Ok(outcomes)) => outcomes,
+        };
+        let mut out = Vec::with_capacity(input.len());
+        for (rec, raw) in input.into_iter().zip(outcomes.items()) {
+            let outcome = match *raw {
+                Raw::Accumulator(s) => Ok(Outcome::Accumulator(outcomes.bytes(s))),
+                Raw::Failed(m) => Err(outcomes.message(m)),
+                _ => unreachable!("parsed as a reduce output"),
+            };
+            self.apply(rec, outcome, &mut out)?;
+        }
+        Ok(Ok(Batch::Records(out)))
+    }
+
+    fn single(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        let outcome = self.one(&rec)?;
+        self.apply(rec, outcome, out)
+    }
+}
+
 impl Operator for WasmReduce {
     fn name(&self) -> &str {
         &self.name
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
-        let input = input.into_records();
-        let mut out = Vec::with_capacity(input.len());
-        if self.mode == CallMode::Batch {
-            let encoded = self.encode(&input);
-            match self.instance.batch_outcomes(&encoded, input.len()) {
-                Err(e) => return Err(self.fatal(e)),
-                Ok(Ok(outcomes)) => {
-                    for (rec, raw) in input.into_iter().zip(outcomes.items()) {
-                        let outcome = match *raw {
-                            Raw::Accumulator(s) => Ok(Outcome::Accumulator(outcomes.bytes(s))),
-                            Raw::Failed(m) => Err(outcomes.message(m)),
-                            _ => unreachable!("parsed as a reduce output"),
-                        };
-                        self.apply(rec, outcome, &mut out)?;
-                    }
-                    return Ok(Batch::Records(out));
-                }
-                Ok(Err(reason)) => {
-                    tracing::warn!(operator = %self.name, %reason, records = input.len(),
-                        "batch call failed; retrying its records one by one");
-                }
-            }
-        }
-        for rec in input {
-            let outcome = self.one(&rec)?;
-            self.apply(rec, outcome, &mut out)?;
-        }
-        Ok(Batch::Records(out))
+        retry::process(self, input)
     }
 }

@@ -1,7 +1,8 @@
 //! Map, filter and flat-map operators backed by a plugin.
 
 use super::outcome::{Outcome, Outcomes, Raw, RecordOutcome};
-use super::{CallMode, PluginError, PluginInstance, World};
+use super::retry::{self, PluginCalls, fatal};
+use super::{CallMode, PluginInstance, World};
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
@@ -24,13 +25,6 @@ impl WasmStateless {
             instance,
             mode,
             failure,
-        }
-    }
-
-    fn fatal(&self, e: PluginError) -> OperatorError {
-        OperatorError::Plugin {
-            operator: self.name.clone(),
-            reason: e.to_string(),
         }
     }
 
@@ -75,7 +69,7 @@ impl WasmStateless {
                     .map(|r| r.and_then(|o| o.owned(0)))
             }
         };
-        res.map_err(|e| self.fatal(e))
+        res.map_err(|e| fatal(&self.name, e))
     }
 
     fn apply_one(
@@ -99,27 +93,35 @@ impl WasmStateless {
     }
 }
 
+impl PluginCalls for WasmStateless {
+    fn operator_name(&self) -> &str {
+        &self.name
+    }
+
+    fn call_mode(&self) -> CallMode {
+        self.mode
+    }
+
+    fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
+        match self.instance.batch_outcomes(&input.encode(), input.len()) {
+            Err(e) => Err(fatal(&self.name, e)),
+            Ok(Ok(outcomes)) => self.apply_all(input, &outcomes).map(Ok),
+            Ok(Err(reason)) => Ok(Err((reason, input))),
+        }
+    }
+
+    fn single(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        let outcome = self.one(&rec)?;
+        self.apply_one(rec, outcome, out)
+    }
+}
+
 impl Operator for WasmStateless {
     fn name(&self) -> &str {
         &self.name
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
-        if self.mode == CallMode::Batch {
-            match self.instance.batch_outcomes(&input.encode(), input.len()) {
-                Err(e) => return Err(self.fatal(e)),
-                Ok(Ok(outcomes)) => return self.apply_all(input, &outcomes),
-                Ok(Err(reason)) => {
-                    tracing::warn!(operator = %self.name, %reason, records = input.len(),
-                        "batch call failed; retrying its records one by one");
-                }
-            }
-        }
-        let mut out = Vec::with_capacity(input.len());
-        for rec in input.into_records() {
-            let outcome = self.one(&rec)?;
-            self.apply_one(rec, outcome, &mut out)?;
-        }
-        Ok(Batch::Records(out))
+        retry::process(self, input)
     }
 }
