@@ -109,6 +109,10 @@ fn run_variant(name: &str) {
             open: Box::new(|| Ok(Box::new(BlackholeSink) as _)),
         },
         dead_letter: None,
+        late_output: None,
+        watermark: None,
+        state: mailer::state::BackendKind::Memory,
+        key_groups: defaults::max_parallelism(),
     };
     let report = run(plan, &Shutdown::new()).unwrap();
     assert_eq!(

@@ -153,6 +153,19 @@ impl Batch {
         }
     }
 
+    /// The largest event time in the batch.
+    pub fn max_timestamp(&self) -> Option<i64> {
+        match self {
+            Batch::Records(r) => r.iter().map(|r| r.timestamp).max(),
+            Batch::Encoded(e) => e
+                .spans
+                .iter()
+                .filter_map(|&(start, _)| Reader::at(&e.buf, start as usize).record().ok())
+                .map(|r| r.timestamp)
+                .max(),
+        }
+    }
+
     /// The record at index `i` (a copy: payloads are shared, not copied).
     pub fn record(&self, i: usize) -> Record {
         match self {

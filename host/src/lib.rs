@@ -8,9 +8,12 @@
 
 pub mod batch;
 pub mod connectors;
+pub mod json;
 pub mod manifest;
 pub mod operator;
 pub mod plan;
 pub mod plugin;
 pub mod record;
 pub mod runtime;
+pub mod state;
+pub mod time;

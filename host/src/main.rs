@@ -105,6 +105,7 @@ fn run(command: Command) -> Result<()> {
                 source_records = report.source_records,
                 sink_records = report.sink_records,
                 dead_lettered = report.dead_lettered,
+                late_records = report.late_records,
                 drained = report.cancelled,
                 secs = report.elapsed.as_secs_f64(),
                 "pipeline finished"

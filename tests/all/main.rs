@@ -4,6 +4,7 @@
 
 mod backpressure;
 mod failure_policies;
+mod golden;
 mod manifests;
 mod quickstart;
 mod shutdown;

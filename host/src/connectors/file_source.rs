@@ -2,6 +2,7 @@
 
 use super::{ConnectorError, Poll, Source};
 use crate::batch::Batch;
+use crate::json::field;
 use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -85,11 +86,6 @@ impl FileSource {
         };
         Ok(Record::new(key, line, timestamp))
     }
-}
-
-/// The value at a dotted path (`a.b.c`) of a JSON document.
-pub fn field<'a>(doc: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
-    path.split('.').try_fold(doc, |v, part| v.get(part))
 }
 
 fn now_ms() -> i64 {

@@ -4,6 +4,7 @@
 mod error;
 mod spec;
 mod validate;
+mod validate_operators;
 mod vars;
 
 pub use error::{ManifestError, line_column};

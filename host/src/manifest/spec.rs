@@ -25,6 +25,52 @@ pub struct ManifestSpec {
     /// Where records go that an operator with `on_error = "dead-letter"`
     /// fails on, with the reason in the `mailer.error` header.
     pub dead_letter: Option<Spanned<SinkSpec>>,
+    /// Where records too late for their windows go, for windows with
+    /// `late = "side-output"`.
+    pub late_output: Option<Spanned<SinkSpec>>,
+    /// Event-time watermarks from the source; none when absent (windows then
+    /// fire at the end of a bounded input).
+    pub watermark: Option<Spanned<WatermarkSpec>>,
+    /// Where keyed state lives; in memory when absent.
+    pub state: Option<Spanned<StateSpec>>,
+}
+
+/// Watermarks with bounded out-of-orderness.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatermarkSpec {
+    /// How far out of order (in event time) records may arrive: the
+    /// watermark trails the largest event time seen by this much.
+    #[serde(default, with = "humantime_serde")]
+    pub max_out_of_orderness: Duration,
+    /// A source split (partition) with no record for this long stops
+    /// holding the watermark back; never when absent.
+    #[serde(default, with = "humantime_serde::option")]
+    pub idle_timeout: Option<Duration>,
+}
+
+/// Where keyed state lives.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateSpec {
+    /// `memory` (default) or `rocksdb`.
+    #[serde(default)]
+    pub backend: StateBackendName,
+    /// The folder of the RocksDB databases (one per keyed worker and
+    /// operator), relative to the manifest's folder; `.mailer/<pipeline>/state`
+    /// when absent.
+    pub path: Option<ConfigString>,
+}
+
+/// A state backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateBackendName {
+    /// In memory.
+    #[default]
+    Memory,
+    /// RocksDB on disk.
+    Rocksdb,
 }
 
 /// Pipeline-wide settings.
@@ -148,6 +194,67 @@ pub enum OperatorSpec {
     Reduce(PluginOperatorSpec),
     /// Starts a keyed stage: records are spread over its workers by key.
     KeyBy(KeyBySpec),
+    /// Built-in windows with built-in aggregates; needs a `key_by` before it.
+    Window(WindowOperatorSpec),
+}
+
+/// A built-in window operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowOperatorSpec {
+    /// The operator's name; `window` when absent.
+    pub name: Option<String>,
+    /// `tumbling`, `sliding` or `session`.
+    pub window: WindowKind,
+    /// Window length (tumbling, sliding).
+    #[serde(default, with = "humantime_serde::option")]
+    pub size: Option<Duration>,
+    /// Distance between window starts (sliding).
+    #[serde(default, with = "humantime_serde::option")]
+    pub slide: Option<Duration>,
+    /// Inactivity that closes a session (session).
+    #[serde(default, with = "humantime_serde::option")]
+    pub gap: Option<Duration>,
+    /// How long after its end a window still takes records (and emits its
+    /// result again).
+    #[serde(default, with = "humantime_serde")]
+    pub allowed_lateness: Duration,
+    /// The aggregates of each result: `count`, `sum`, `min`, `max`, `avg`.
+    #[serde(default = "defaults::aggregates")]
+    pub aggregates: Vec<crate::time::AggregateKind>,
+    /// The JSON field (dotted path) of the number to aggregate; the value
+    /// itself as decimal text when absent.
+    pub field: Option<String>,
+    /// Records too late for every window: `drop` (default) or `side-output`
+    /// (to `[late_output]`); counted either way.
+    #[serde(default)]
+    pub late: LateSpec,
+    /// What to do with a record that has no number to aggregate.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+}
+
+/// A window shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowKind {
+    /// Fixed, non-overlapping.
+    Tumbling,
+    /// Fixed length, overlapping.
+    Sliding,
+    /// Per key, closed by inactivity.
+    Session,
+}
+
+/// What happens to records too late for their windows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LateSpec {
+    /// Dropped (counted).
+    #[default]
+    Drop,
+    /// Sent to `[late_output]` (counted).
+    SideOutput,
 }
 
 impl OperatorSpec {
@@ -155,7 +262,7 @@ impl OperatorSpec {
     pub fn plugin(&self) -> Option<&PluginOperatorSpec> {
         match self {
             Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) => Some(p),
-            Self::KeyBy(_) => None,
+            Self::KeyBy(_) | Self::Window(_) => None,
         }
     }
 
@@ -163,7 +270,7 @@ impl OperatorSpec {
     pub fn plugin_mut(&mut self) -> Option<&mut PluginOperatorSpec> {
         match self {
             Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) => Some(p),
-            Self::KeyBy(_) => None,
+            Self::KeyBy(_) | Self::Window(_) => None,
         }
     }
 
@@ -175,7 +282,7 @@ impl OperatorSpec {
             Self::Filter(_) => Some(World::Filter),
             Self::FlatMap(_) => Some(World::FlatMap),
             Self::Reduce(_) => Some(World::Reduce),
-            Self::KeyBy(_) => None,
+            Self::KeyBy(_) | Self::Window(_) => None,
         }
     }
 }
@@ -248,6 +355,10 @@ pub mod defaults {
     /// Per-call deadline.
     pub const fn plugin_timeout() -> Duration {
         Duration::from_secs(1)
+    }
+    /// Window aggregates.
+    pub fn aggregates() -> Vec<crate::time::AggregateKind> {
+        vec![crate::time::AggregateKind::Count]
     }
     /// Instance memory limit.
     pub const fn memory_limit_mb() -> u64 {

@@ -4,8 +4,6 @@
 use super::spec::*;
 use super::vars::ConfigString;
 use super::{Manifest, ManifestError};
-use crate::operator::FailurePolicy;
-use std::collections::HashSet;
 use std::ops::Range;
 
 type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -14,9 +12,14 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
     check_pipeline(m)?;
     resolve_all(m, env)?;
     check_source(m)?;
-    check_operators(m)?;
-    if let Some(dl) = &m.spec.dead_letter {
-        check_sink(m, dl.get_ref(), &dl.span())?;
+    super::validate_operators::check_operators(m)?;
+    for side in [&m.spec.dead_letter, &m.spec.late_output].into_iter().flatten() {
+        check_sink(m, side.get_ref(), &side.span())?;
+    }
+    if let Some(w) = &m.spec.watermark
+        && w.get_ref().idle_timeout.is_some_and(|t| t.is_zero())
+    {
+        return Err(m.error_at(&w.span(), "idle_timeout", "idle_timeout must be longer than 0"));
     }
     check_sink(m, m.spec.sink.get_ref(), &m.spec.sink.span())
 }
@@ -146,124 +149,7 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
     Ok(())
 }
 
-fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
-    let max = m.spec.pipeline.get_ref().max_parallelism as usize;
-    let has_dead_letter = m.spec.dead_letter.is_some();
-    let mut names = Vec::with_capacity(m.spec.operators.len());
-    let mut seen = HashSet::new();
-    let mut keyed = false;
-    let count = m.spec.operators.len();
-    for (i, op) in m.spec.operators.iter().enumerate() {
-        let span = op.span();
-        let name = match op.get_ref() {
-            OperatorSpec::KeyBy(k) => {
-                if !(1..=max).contains(&k.parallelism) {
-                    return Err(m.error_at(
-                        &span,
-                        "parallelism",
-                        format!(
-                            "key_by parallelism {} is out of range: expected 1 to max_parallelism ({max})",
-                            k.parallelism
-                        ),
-                    ));
-                }
-                if i + 1 == count {
-                    return Err(m.error_at(
-                        &span,
-                        "type",
-                        "`key_by` is the last operator: put the keyed operators (e.g. a `reduce`) after it",
-                    ));
-                }
-                keyed = true;
-                "key_by".to_owned()
-            }
-            other => {
-                let p = other.plugin().expect("not key_by");
-                if matches!(other, OperatorSpec::Reduce(_)) && !keyed {
-                    return Err(m.error_at(
-                        &span,
-                        "type",
-                        "`reduce` needs a keyed stream: add an operator with `type = \"key_by\"` before it",
-                    ));
-                }
-                if let Some(par) = p.parallelism {
-                    if keyed {
-                        return Err(m.error_at(
-                            &span,
-                            "parallelism",
-                            "operators after `key_by` run on its workers: set `parallelism` on the `key_by` instead",
-                        ));
-                    }
-                    if !(1..=max).contains(&par) {
-                        return Err(m.error_at(
-                            &span,
-                            "parallelism",
-                            format!(
-                                "parallelism {par} is out of range: expected 1 to max_parallelism ({max})"
-                            ),
-                        ));
-                    }
-                }
-                if p.timeout.is_zero() {
-                    return Err(m.error_at(
-                        &span,
-                        "timeout",
-                        "timeout must be longer than 0 (e.g. \"500ms\")",
-                    ));
-                }
-                if p.memory_limit_mb == 0 || p.memory_limit_mb > 4096 {
-                    return Err(m.error_at(
-                        &span,
-                        "memory_limit_mb",
-                        format!(
-                            "memory_limit_mb {} is out of range: expected 1 to 4096",
-                            p.memory_limit_mb
-                        ),
-                    ));
-                }
-                if p.on_error == FailurePolicy::DeadLetter && !has_dead_letter {
-                    return Err(m.error_at(
-                        &span,
-                        "on_error",
-                        "`on_error = \"dead-letter\"` needs a `[dead_letter]` sink in the manifest",
-                    ));
-                }
-                let path = m.path(&p.plugin);
-                if !path.is_file() {
-                    return Err(m.error_at(
-                        &span,
-                        "plugin",
-                        format!(
-                            "plugin file {} does not exist; build the plugins with `just plugins`",
-                            shown(&p.plugin, &path)
-                        ),
-                    ));
-                }
-                p.name.clone().unwrap_or_else(|| {
-                    path.file_stem()
-                        .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().replace('_', "-"))
-                })
-            }
-        };
-        let name = if matches!(op.get_ref(), OperatorSpec::KeyBy(_)) && seen.contains(&name) {
-            format!("key_by-{i}")
-        } else {
-            name
-        };
-        if !seen.insert(name.clone()) {
-            return Err(m.error_at(
-                &span,
-                "name",
-                format!("operator name `{name}` is used twice: give each operator a unique `name`"),
-            ));
-        }
-        names.push(name);
-    }
-    m.operator_names = names;
-    Ok(())
-}
-
-fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> Result<(), ManifestError> {
+pub(super) fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> Result<(), ManifestError> {
     if let SinkSpec::File(f) = sink {
         let path = m.path(&f.path);
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
@@ -280,7 +166,7 @@ fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> Result<(), 
 
 /// A path for an error message: as written, plus where it resolved to unless
 /// it holds a `${VAR}` (whose value is never shown).
-fn shown(value: &ConfigString, resolved: &std::path::Path) -> String {
+pub(super) fn shown(value: &ConfigString, resolved: &std::path::Path) -> String {
     if value.has_placeholders() {
         format!("`{value}`")
     } else {

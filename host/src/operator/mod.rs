@@ -48,6 +48,14 @@ pub enum OperatorError {
         /// The operator's name.
         operator: String,
     },
+    /// The state backend failed.
+    #[error("operator `{operator}`: state: {reason}")]
+    State {
+        /// The operator's name.
+        operator: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The plugin could not be instantiated again after a trap.
     #[error("operator `{operator}`: {reason}")]
     Plugin {

@@ -1,11 +1,16 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
-use super::{Endpoint, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan};
+use super::{Endpoint, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan, WatermarkSettings};
 use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
-use crate::manifest::{Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec};
+use crate::manifest::{
+    LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName, WindowKind,
+    WindowOperatorSpec,
+};
 use crate::plugin::{PluginEngine, PluginLimits};
 use crate::runtime::Routing;
+use crate::state::BackendKind;
+use crate::time::{Assigner, WindowSpec, millis};
 
 /// Plans the manifest's pipeline, loading its plugins with `engine`. A plugin
 /// that cannot be loaded, or whose world does not fit its operator, is
@@ -17,6 +22,14 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
     let mut keyed = false;
     for (op, name) in m.spec.operators.iter().zip(&m.operator_names) {
         let spec = op.get_ref();
+        if let OperatorSpec::Window(w) = spec {
+            stages
+                .last_mut()
+                .expect("validated: a window follows a key_by")
+                .operators
+                .push(window_node(name, w));
+            continue;
+        }
         if let OperatorSpec::KeyBy(k) = spec {
             keyed = true;
             stages.push(OperatorStage {
@@ -66,7 +79,58 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         stages,
         sink: sink(m, m.spec.sink.get_ref()),
         dead_letter: m.spec.dead_letter.as_ref().map(|d| sink(m, d.get_ref())),
+        late_output: m.spec.late_output.as_ref().map(|d| sink(m, d.get_ref())),
+        watermark: m.spec.watermark.as_ref().map(|w| WatermarkSettings {
+            delay: w.get_ref().max_out_of_orderness,
+            idle_timeout: w.get_ref().idle_timeout,
+        }),
+        state: state_backend(m),
+        key_groups,
     })
+}
+
+fn state_backend(m: &Manifest) -> BackendKind {
+    let Some(spec) = m.spec.state.as_ref().map(|s| s.get_ref()) else {
+        return BackendKind::Memory;
+    };
+    match spec.backend {
+        StateBackendName::Memory => BackendKind::Memory,
+        StateBackendName::Rocksdb => BackendKind::Rocks(match &spec.path {
+            Some(p) => m.path(p),
+            None => m
+                .dir
+                .join(".mailer")
+                .join(&m.spec.pipeline.get_ref().name)
+                .join("state"),
+        }),
+    }
+}
+
+fn window_node(name: &str, w: &WindowOperatorSpec) -> OperatorNode {
+    let ms = |d: Option<std::time::Duration>| d.map_or(1, millis);
+    let assigner = match w.window {
+        WindowKind::Tumbling => Assigner::Tumbling { size: ms(w.size) },
+        WindowKind::Sliding => Assigner::Sliding {
+            size: ms(w.size),
+            slide: ms(w.slide),
+        },
+        WindowKind::Session => Assigner::Session { gap: ms(w.gap) },
+    };
+    OperatorNode {
+        name: name.to_owned(),
+        kind: NodeKind::Window {
+            spec: WindowSpec {
+                assigner,
+                allowed_lateness: i64::try_from(w.allowed_lateness.as_millis()).unwrap_or(i64::MAX),
+                aggregates: w.aggregates.clone(),
+                field: w.field.clone(),
+            },
+            side_output: w.late == LateSpec::SideOutput,
+            late_records: Default::default(),
+        },
+        policy: w.on_error,
+        failures: Default::default(),
+    }
 }
 
 fn source(m: &Manifest) -> Endpoint<OpenSource> {

@@ -54,6 +54,24 @@ pub fn describe(plan: &Plan) -> String {
                 NodeKind::Native(_) => {
                     let _ = writeln!(s, "  - `{}`: native", op.name);
                 }
+                NodeKind::Window {
+                    spec, side_output, ..
+                } => {
+                    let aggregates: Vec<&str> = spec.aggregates.iter().map(|a| a.name()).collect();
+                    let _ = writeln!(
+                        s,
+                        "  - `{}`: window {:?}, allowed lateness {} ms, aggregates {}, late records {}",
+                        op.name,
+                        spec.assigner,
+                        spec.allowed_lateness,
+                        aggregates.join(", "),
+                        if *side_output {
+                            "to the late output"
+                        } else {
+                            "dropped"
+                        },
+                    );
+                }
             }
         }
     }
@@ -62,6 +80,10 @@ pub fn describe(plan: &Plan) -> String {
     if let Some(dl) = &plan.dead_letter {
         let _ = writeln!(s, "dead letter: {}", dl.description);
     }
+    if let Some(late) = &plan.late_output {
+        let _ = writeln!(s, "late output: {}", late.description);
+    }
+    let _ = writeln!(s, "state: {:?}, {} key groups", plan.state, plan.key_groups);
     s
 }
 

@@ -13,9 +13,24 @@ use crate::operator::{DeadLetterSender, FailureHandler, FailurePolicy, FailureSt
 use crate::plugin::{
     CallMode, LoadedPlugin, PluginError, PluginInstance, PluginLimits, WasmReduce, WasmStateless, World,
 };
+use crate::record::Record;
 use crate::runtime::Routing;
+use crate::state::{BackendKind, StateError};
+use crate::time::{LatePolicy, WindowOperator, WindowSpec};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
+
+/// Why an operator instance could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum InstantiateError {
+    /// Its plugin could not be instantiated.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// Its state backend could not be opened.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
 
 /// Opens a source when the run starts.
 pub type OpenSource = Box<dyn FnOnce() -> Result<Box<dyn Source>, ConnectorError> + Send>;
@@ -44,6 +59,41 @@ pub struct Plan {
     pub sink: Endpoint<OpenSink>,
     /// The dead-letter sink, if any operator may need it.
     pub dead_letter: Option<Endpoint<OpenSink>>,
+    /// The sink of records too late for their windows, if any.
+    pub late_output: Option<Endpoint<OpenSink>>,
+    /// Watermark generation at the source, if configured.
+    pub watermark: Option<WatermarkSettings>,
+    /// Where keyed operators keep their state.
+    pub state: BackendKind,
+    /// The number of key groups.
+    pub key_groups: u32,
+}
+
+/// How the source derives watermarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatermarkSettings {
+    /// Allowed out-of-orderness.
+    pub delay: Duration,
+    /// When a quiet split stops holding the watermark back.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// What an operator instance is given when a worker creates it.
+pub struct InstanceContext<'a> {
+    /// The dead-letter channel, if the pipeline has one.
+    pub dead_letter: Option<DeadLetterSender>,
+    /// The late-record channel, if the pipeline has one.
+    pub late_output: Option<flume::Sender<Record>>,
+    /// Where state lives.
+    pub state: &'a BackendKind,
+    /// The stage's name (names state folders).
+    pub stage: &'a str,
+    /// The worker's index in its stage.
+    pub worker: usize,
+    /// The operator's index in the pipeline (its state namespace).
+    pub op_index: u16,
+    /// The number of key groups.
+    pub key_groups: u32,
 }
 
 impl Plan {
@@ -99,21 +149,68 @@ pub enum NodeKind {
     },
     /// Native Rust (benchmarks, built-ins).
     Native(NativeFactory),
+    /// The built-in window operator.
+    Window {
+        /// What it computes.
+        spec: WindowSpec,
+        /// Whether late records go to the late output.
+        side_output: bool,
+        /// Late records, counted over all workers.
+        late_records: Arc<AtomicU64>,
+    },
 }
 
 impl OperatorNode {
     /// A new instance for one worker.
-    pub fn instantiate(
-        &self,
-        dead_letter: Option<DeadLetterSender>,
-    ) -> Result<Box<dyn Operator>, PluginError> {
-        let failure = FailureHandler::new(&self.name, self.policy, dead_letter, self.failures.clone());
+    pub fn instantiate(&self, ctx: &InstanceContext<'_>) -> Result<Box<dyn Operator>, InstantiateError> {
+        let failure = FailureHandler::new(
+            &self.name,
+            self.policy,
+            ctx.dead_letter.clone(),
+            self.failures.clone(),
+        );
         Ok(match &self.kind {
             NodeKind::Native(factory) => factory(),
+            NodeKind::Window {
+                spec,
+                side_output,
+                late_records,
+            } => {
+                let state = ctx
+                    .state
+                    .open(&format!("{}-{}", ctx.stage, self.name), ctx.worker)?;
+                let late = match (side_output, &ctx.late_output) {
+                    (true, Some(tx)) => LatePolicy::SideOutput(tx.clone()),
+                    _ => LatePolicy::Drop,
+                };
+                Box::new(WindowOperator::new(
+                    &self.name,
+                    ctx.op_index,
+                    spec.clone(),
+                    ctx.key_groups,
+                    state,
+                    late,
+                    late_records.clone(),
+                    failure,
+                ))
+            }
             NodeKind::Plugin { plugin, limits, mode } => {
                 let instance = PluginInstance::new(plugin.clone(), *limits)?;
                 match plugin.world() {
-                    World::Reduce => Box::new(WasmReduce::new(&self.name, instance, *mode, failure)),
+                    World::Reduce => {
+                        let state = ctx
+                            .state
+                            .open(&format!("{}-{}", ctx.stage, self.name), ctx.worker)?;
+                        Box::new(WasmReduce::new(
+                            &self.name,
+                            ctx.op_index,
+                            ctx.key_groups,
+                            instance,
+                            *mode,
+                            failure,
+                            state,
+                        ))
+                    }
                     _ => Box::new(WasmStateless::new(&self.name, instance, *mode, failure)),
                 }
             }

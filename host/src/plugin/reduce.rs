@@ -8,40 +8,68 @@ use super::{CallMode, PluginInstance};
 use crate::batch::{Batch, write_record};
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
-use bytes::Bytes;
+use crate::runtime::Routing;
+use crate::state::keys;
+use crate::state::{StateBackend, StateError};
 use mailer_wire::Writer;
 use rustc_hash::FxHashMap;
 
-/// A keyed reduce backed by a plugin of the reduce world, with its
-/// accumulators in memory (one instance per keyed worker).
+/// A keyed reduce backed by a plugin of the reduce world; each key's
+/// accumulator lives in the worker's state backend.
 pub struct WasmReduce {
     name: String,
+    op: u16,
+    key_groups: u32,
     instance: PluginInstance,
     mode: CallMode,
     failure: FailureHandler,
-    accumulators: FxHashMap<Bytes, Bytes>,
+    state: Box<dyn StateBackend>,
 }
 
 impl WasmReduce {
-    /// The operator `name` calling `instance` in `mode`.
-    pub fn new(name: &str, instance: PluginInstance, mode: CallMode, failure: FailureHandler) -> Self {
+    /// The operator `name` (state namespace `op`) calling `instance` in
+    /// `mode`, keeping accumulators in `state`.
+    pub fn new(
+        name: &str,
+        op: u16,
+        key_groups: u32,
+        instance: PluginInstance,
+        mode: CallMode,
+        failure: FailureHandler,
+        state: Box<dyn StateBackend>,
+    ) -> Self {
         Self {
             name: name.to_owned(),
+            op,
+            key_groups,
             instance,
             mode,
             failure,
-            accumulators: FxHashMap::default(),
+            state,
         }
     }
 
-    /// The accumulator held for `key`.
-    pub fn accumulator(&self, key: &[u8]) -> Option<&Bytes> {
-        self.accumulators.get(key)
+    fn state_key(&self, key: &[u8]) -> Vec<u8> {
+        let kg = Routing::key_group(key, self.key_groups) as u16;
+        keys::keyed(kg, self.op, key)
+    }
+
+    fn accumulator(&self, key: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {
+        self.state
+            .get(&self.state_key(key))
+            .map_err(|e| self.state_error(e))
+    }
+
+    fn state_error(&self, e: StateError) -> OperatorError {
+        OperatorError::State {
+            operator: self.name.clone(),
+            reason: e.to_string(),
+        }
     }
 
     /// Encodes records with their keys' accumulators: each distinct key is a
     /// slot carrying its accumulator once.
-    fn encode(&self, records: &[Record]) -> Vec<u8> {
+    fn encode(&self, records: &[Record]) -> Result<Vec<u8>, OperatorError> {
         let mut slot_of: FxHashMap<&[u8], usize> = FxHashMap::default();
         let mut slots: Vec<&[u8]> = Vec::new();
         let record_slots: Vec<usize> = records
@@ -55,10 +83,10 @@ impl WasmReduce {
             .collect();
         let mut w = Writer::with_capacity(slots.len(), records.len() * 48);
         for key in &slots {
-            match self.accumulators.get(*key) {
+            match self.accumulator(key)? {
                 Some(acc) => {
                     w.u8(1);
-                    w.bytes(acc);
+                    w.bytes(&acc);
                 }
                 None => w.u8(0),
             }
@@ -68,17 +96,17 @@ impl WasmReduce {
             w.u32(slot);
             write_record(&mut w, r);
         }
-        w.finish()
+        Ok(w.finish())
     }
 
     fn one(&mut self, rec: &Record) -> Result<RecordOutcome, OperatorError> {
         let res = match self.mode {
             CallMode::Record => {
-                let acc = self.accumulators.get(rec.key_bytes()).cloned();
+                let acc = self.accumulator(rec.key_bytes())?;
                 self.instance.one_outcome(rec, acc.as_deref())
             }
             CallMode::Batch => {
-                let input = self.encode(std::slice::from_ref(rec));
+                let input = self.encode(std::slice::from_ref(rec))?;
                 self.instance
                     .batch_outcomes(&input, 1)
                     .map(|r| r.and_then(|o| o.owned(0)))
@@ -95,8 +123,8 @@ impl WasmReduce {
     ) -> Result<(), OperatorError> {
         match outcome {
             Ok(Outcome::Accumulator(acc)) => {
-                let key = rec.key.clone().unwrap_or_default();
-                self.accumulators.insert(key, acc.clone());
+                let k = self.state_key(rec.key_bytes());
+                self.state.put(&k, &acc).map_err(|e| self.state_error(e))?;
                 out.push(Record::new(rec.key, acc, rec.timestamp));
             }
             Ok(_) => unreachable!("decoded by the reduce world"),
@@ -117,7 +145,8 @@ impl PluginCalls for WasmReduce {
 
     fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
         let input = input.into_records();
-        let outcomes = match self.instance.batch_outcomes(&self.encode(&input), input.len()) {
+        let encoded = self.encode(&input)?;
+        let outcomes = match self.instance.batch_outcomes(&encoded, input.len()) {
             Err(e) => return Err(fatal(&self.name, e)),
             Ok(Err(reason)) => return Ok(Err((reason, Batch::Records(input)))),
             Ok(Ok(outcomes)) => outcomes,

@@ -8,7 +8,7 @@ use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
 use crate::operator::Chain;
 use crate::plan::Plan;
-use crate::plugin::PluginError;
+use crate::plan::{Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink};
 use crate::record::Record;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -23,6 +23,8 @@ pub struct RunReport {
     pub sink_records: u64,
     /// Records sent to the dead-letter sink.
     pub dead_lettered: u64,
+    /// Records too late for their windows (dropped or sent to the late output).
+    pub late_records: u64,
     /// Whether the run was cancelled (drained) rather than run to its end.
     pub cancelled: bool,
     /// Wall time of the run.
@@ -46,7 +48,7 @@ pub enum RunError {
         /// The operator.
         operator: String,
         /// Why.
-        source: PluginError,
+        source: InstantiateError,
     },
     /// A thread could not be started.
     #[error("cannot start a stage thread: {0}")]
@@ -66,40 +68,43 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let messages = plan.edge_messages();
     let mut handles: Vec<StageHandle> = Vec::new();
 
-    let (dead_letter_tx, dead_letter) = match plan.dead_letter {
-        Some(end) => {
-            let sink = (end.open)().map_err(|source| RunError::Open {
-                what: "the dead-letter sink",
-                source,
-            })?;
-            let (tx, rx) = flume::bounded(plan.edge_capacity);
-            (Some(tx), Some((sink, rx)))
-        }
-        None => (None, None),
-    };
+    let (dead_letter_tx, dead_letter) =
+        side_output(plan.dead_letter, "the dead-letter sink", plan.edge_capacity)?;
+    let (late_tx, late_output) = side_output(plan.late_output, "the late-record sink", plan.edge_capacity)?;
 
     // Every instance exists before any thread starts, so a plugin that
     // cannot be instantiated stops the run before it begins.
     let mut stage_chains = Vec::with_capacity(plan.stages.len());
+    let mut first_op = 0u16;
     for stage in &plan.stages {
         let mut chains = Vec::with_capacity(stage.parallelism);
-        for _ in 0..stage.parallelism {
+        for worker in 0..stage.parallelism {
             let ops = stage
                 .operators
                 .iter()
-                .map(|node| {
-                    node.instantiate(dead_letter_tx.clone())
-                        .map_err(|source| RunError::Instantiate {
-                            operator: node.name.clone(),
-                            source,
-                        })
+                .enumerate()
+                .map(|(i, node)| {
+                    let ctx = InstanceContext {
+                        dead_letter: dead_letter_tx.clone(),
+                        late_output: late_tx.clone(),
+                        state: &plan.state,
+                        stage: &stage.name,
+                        worker,
+                        op_index: first_op + i as u16,
+                        key_groups: plan.key_groups,
+                    };
+                    node.instantiate(&ctx).map_err(|source| RunError::Instantiate {
+                        operator: node.name.clone(),
+                        source,
+                    })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             chains.push(Chain::new(ops));
         }
+        first_op += stage.operators.len() as u16;
         stage_chains.push(chains);
     }
-    drop(dead_letter_tx);
+    drop((dead_letter_tx, late_tx));
     let source = (plan.source.open)().map_err(|source| RunError::Open {
         what: "the source",
         source,
@@ -112,9 +117,14 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let source_stats = StageStats::new("source");
     let (tx, mut rx) = edge("source".to_owned(), messages, shutdown);
     {
-        let (stats, shutdown, batch) = (source_stats.clone(), shutdown.clone(), plan.batch_size);
+        let (stats, shutdown, batch, wm) = (
+            source_stats.clone(),
+            shutdown.clone(),
+            plan.batch_size,
+            plan.watermark,
+        );
         handles.push(spawn_stage("source".into(), move || {
-            run_source(source, tx, batch, shutdown, stats)
+            run_source(source, tx, batch, wm, shutdown, stats)
         })?);
     }
     for (stage, chains) in plan.stages.iter().zip(stage_chains) {
@@ -148,15 +158,32 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     if let Some((sink, rx)) = dead_letter {
         let (stats, batch) = (dead_letter_stats.clone(), plan.batch_size);
         handles.push(spawn_stage("dead-letter".into(), move || {
-            run_dead_letter(sink, rx, batch, &stats)
+            run_side_output(sink, rx, batch, &stats)
+        })?);
+    }
+    if let Some((sink, rx)) = late_output {
+        let (stats, batch) = (StageStats::new("late-output"), plan.batch_size);
+        handles.push(spawn_stage("late-output".into(), move || {
+            run_side_output(sink, rx, batch, &stats)
         })?);
     }
 
+    let late_counters: Vec<_> = plan
+        .stages
+        .iter()
+        .flat_map(|s| &s.operators)
+        .filter_map(|op| match &op.kind {
+            NodeKind::Window { late_records, .. } => Some(late_records.clone()),
+            _ => None,
+        })
+        .collect();
     let cancelled = supervise(handles, shutdown, plan.shutdown_timeout)?;
+    let late_records = late_counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
     Ok(RunReport {
         source_records: source_stats.records_out.load(Ordering::Relaxed),
         sink_records: sink_stats.records_out.load(Ordering::Relaxed),
         dead_lettered: dead_letter_stats.records_out.load(Ordering::Relaxed),
+        late_records,
         cancelled,
         elapsed: started.elapsed(),
     })
@@ -204,9 +231,28 @@ fn supervise(
     }
 }
 
-/// Writes dead-lettered records in batches until every operator let go of
-/// the channel.
-fn run_dead_letter(
+/// A side output's channel and opened sink, when the plan has one.
+type SideOutput = (
+    Option<flume::Sender<Record>>,
+    Option<(Box<dyn Sink>, flume::Receiver<Record>)>,
+);
+
+fn side_output(
+    end: Option<Endpoint<OpenSink>>,
+    what: &'static str,
+    capacity: usize,
+) -> Result<SideOutput, RunError> {
+    let Some(end) = end else {
+        return Ok((None, None));
+    };
+    let sink = (end.open)().map_err(|source| RunError::Open { what, source })?;
+    let (tx, rx) = flume::bounded(capacity);
+    Ok((Some(tx), Some((sink, rx))))
+}
+
+/// Writes the records of a side output (dead letters, late records) in
+/// batches until every operator let go of the channel.
+fn run_side_output(
     mut sink: Box<dyn Sink>,
     rx: flume::Receiver<Record>,
     batch_size: usize,

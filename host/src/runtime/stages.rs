@@ -3,8 +3,10 @@
 use super::{EdgeReceiver, EdgeSender};
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
 use crate::operator::{Chain, OperatorError};
+use crate::plan::WatermarkSettings;
 use crate::record::Message;
 use crate::runtime::Shutdown;
+use crate::time::WatermarkGenerator;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -72,23 +74,41 @@ impl StageStats {
 }
 
 /// Pulls batches from the source until it ends (then sends `EndOfStream`) or
-/// the run is cancelled (then just closes: a drain).
+/// the run is cancelled (then just closes: a drain). With watermarks on, a
+/// watermark follows every batch that advanced it.
 pub fn run_source(
     mut source: Box<dyn Source>,
     out: EdgeSender,
     batch_size: usize,
+    watermarks: Option<WatermarkSettings>,
     shutdown: Shutdown,
     stats: Arc<StageStats>,
 ) -> Result<(), StageError> {
+    let mut generator = watermarks.map(|w| WatermarkGenerator::new(1, w.delay, w.idle_timeout));
     while !shutdown.is_cancelled() {
         let msg = match source.poll(batch_size).map_err(StageError::Source)? {
-            Poll::Records(batch) => Message::Records(batch),
-            Poll::Idle => continue,
-            Poll::End => Message::EndOfStream,
+            Poll::Records(batch) => {
+                if let (Some(g), Some(ts)) = (generator.as_mut(), batch.max_timestamp()) {
+                    g.observe(0, ts);
+                }
+                Some(Message::Records(batch))
+            }
+            Poll::Idle => None,
+            Poll::End => Some(Message::EndOfStream),
         };
-        let end = msg == Message::EndOfStream;
-        stats.count_out(&msg);
-        if out.send(msg).is_err() || end {
+        let end = msg == Some(Message::EndOfStream);
+        if let Some(msg) = msg {
+            stats.count_out(&msg);
+            if out.send(msg).is_err() {
+                break;
+            }
+        }
+        if end {
+            break;
+        }
+        if let Some(wm) = generator.as_mut().and_then(WatermarkGenerator::advance)
+            && out.send(Message::Watermark(wm)).is_err()
+        {
             break;
         }
     }

@@ -1,0 +1,211 @@
+//! Checks of the operator list: each operator's settings, the order they
+//! can run in, and unique names.
+
+use super::spec::*;
+use super::validate::shown;
+use super::{Manifest, ManifestError};
+use crate::operator::FailurePolicy;
+use std::collections::HashSet;
+use std::ops::Range;
+
+pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
+    let count = m.spec.operators.len();
+    let mut names = Vec::with_capacity(count);
+    let mut seen = HashSet::new();
+    let mut keyed = false;
+    for (i, op) in m.spec.operators.iter().enumerate() {
+        let span = op.span();
+        let name = match op.get_ref() {
+            OperatorSpec::KeyBy(k) => {
+                check_key_by(m, k, &span, i + 1 == count)?;
+                keyed = true;
+                if seen.contains("key_by") {
+                    format!("key_by-{i}")
+                } else {
+                    "key_by".to_owned()
+                }
+            }
+            OperatorSpec::Window(w) => {
+                needs_keyed(m, &span, "window", keyed)?;
+                check_window(m, w, &span)?;
+                w.name.clone().unwrap_or_else(|| "window".to_owned())
+            }
+            other => {
+                if matches!(other, OperatorSpec::Reduce(_)) {
+                    needs_keyed(m, &span, "reduce", keyed)?;
+                }
+                check_plugin(
+                    m,
+                    other.plugin().expect("every other operator runs a plugin"),
+                    &span,
+                    keyed,
+                )?
+            }
+        };
+        if !seen.insert(name.clone()) {
+            return Err(m.error_at(
+                &span,
+                "name",
+                format!("operator name `{name}` is used twice: give each operator a unique `name`"),
+            ));
+        }
+        names.push(name);
+    }
+    m.operator_names = names;
+    Ok(())
+}
+
+fn max_parallelism(m: &Manifest) -> usize {
+    m.spec.pipeline.get_ref().max_parallelism as usize
+}
+
+fn needs_keyed(m: &Manifest, span: &Range<usize>, what: &str, keyed: bool) -> Result<(), ManifestError> {
+    if keyed {
+        return Ok(());
+    }
+    Err(m.error_at(
+        span,
+        "type",
+        format!("`{what}` needs a keyed stream: add an operator with `type = \"key_by\"` before it"),
+    ))
+}
+
+fn check_key_by(m: &Manifest, k: &KeyBySpec, span: &Range<usize>, last: bool) -> Result<(), ManifestError> {
+    let max = max_parallelism(m);
+    if !(1..=max).contains(&k.parallelism) {
+        return Err(m.error_at(
+            span,
+            "parallelism",
+            format!(
+                "key_by parallelism {} is out of range: expected 1 to max_parallelism ({max})",
+                k.parallelism
+            ),
+        ));
+    }
+    if last {
+        return Err(m.error_at(
+            span,
+            "type",
+            "`key_by` is the last operator: put the keyed operators (e.g. a `reduce`) after it",
+        ));
+    }
+    Ok(())
+}
+
+fn check_policy(m: &Manifest, policy: FailurePolicy, span: &Range<usize>) -> Result<(), ManifestError> {
+    if policy == FailurePolicy::DeadLetter && m.spec.dead_letter.is_none() {
+        return Err(m.error_at(
+            span,
+            "on_error",
+            "`on_error = \"dead-letter\"` needs a `[dead_letter]` sink in the manifest",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a plugin operator; returns its name.
+fn check_plugin(
+    m: &Manifest,
+    p: &PluginOperatorSpec,
+    span: &Range<usize>,
+    keyed: bool,
+) -> Result<String, ManifestError> {
+    let max = max_parallelism(m);
+    if let Some(par) = p.parallelism {
+        if keyed {
+            return Err(m.error_at(
+                span,
+                "parallelism",
+                "operators after `key_by` run on its workers: set `parallelism` on the `key_by` instead",
+            ));
+        }
+        if !(1..=max).contains(&par) {
+            return Err(m.error_at(
+                span,
+                "parallelism",
+                format!("parallelism {par} is out of range: expected 1 to max_parallelism ({max})"),
+            ));
+        }
+    }
+    if p.timeout.is_zero() {
+        return Err(m.error_at(span, "timeout", "timeout must be longer than 0 (e.g. \"500ms\")"));
+    }
+    if p.memory_limit_mb == 0 || p.memory_limit_mb > 4096 {
+        return Err(m.error_at(
+            span,
+            "memory_limit_mb",
+            format!(
+                "memory_limit_mb {} is out of range: expected 1 to 4096",
+                p.memory_limit_mb
+            ),
+        ));
+    }
+    check_policy(m, p.on_error, span)?;
+    let path = m.path(&p.plugin);
+    if !path.is_file() {
+        return Err(m.error_at(
+            span,
+            "plugin",
+            format!(
+                "plugin file {} does not exist; build the plugins with `just plugins`",
+                shown(&p.plugin, &path)
+            ),
+        ));
+    }
+    Ok(p.name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().replace('_', "-"))
+    }))
+}
+
+fn check_window(m: &Manifest, w: &WindowOperatorSpec, span: &Range<usize>) -> Result<(), ManifestError> {
+    let (needed, unused): (&[&str], &[&str]) = match w.window {
+        WindowKind::Tumbling => (&["size"], &["slide", "gap"]),
+        WindowKind::Sliding => (&["size", "slide"], &["gap"]),
+        WindowKind::Session => (&["gap"], &["size", "slide"]),
+    };
+    let value = |key: &str| match key {
+        "size" => w.size,
+        "slide" => w.slide,
+        _ => w.gap,
+    };
+    let kind = format!("{:?}", w.window).to_lowercase();
+    for key in needed {
+        match value(key) {
+            None => {
+                return Err(m.error_at(
+                    span,
+                    "window",
+                    format!("a {kind} window needs `{key}` (e.g. \"1m\")"),
+                ));
+            }
+            Some(d) if d.as_millis() == 0 => {
+                return Err(m.error_at(span, key, format!("`{key}` must be at least 1ms")));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(key) = unused.iter().find(|k| value(k).is_some()) {
+        return Err(m.error_at(span, key, format!("`{key}` does not apply to a {kind} window")));
+    }
+    if let (Some(size), Some(slide)) = (w.size, w.slide)
+        && slide > size
+    {
+        return Err(m.error_at(span, "slide", "`slide` must not be longer than `size`"));
+    }
+    if w.aggregates.is_empty() {
+        return Err(m.error_at(
+            span,
+            "aggregates",
+            "`aggregates` is empty: name at least one of count, sum, min, max, avg",
+        ));
+    }
+    if w.late == LateSpec::SideOutput && m.spec.late_output.is_none() {
+        return Err(m.error_at(
+            span,
+            "late",
+            "`late = \"side-output\"` needs a `[late_output]` sink in the manifest",
+        ));
+    }
+    check_policy(m, w.on_error, span)
+}

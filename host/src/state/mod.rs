@@ -1,0 +1,80 @@
+//! Keyed state, owned by the host: one backend per keyed worker, bytes in,
+//! bytes out, in key order. Operators lay their entries out with
+//! [`keys`], key group first, so a worker's state splits by key group.
+
+pub mod keys;
+mod memory;
+#[cfg(feature = "rocksdb")]
+mod rocks;
+
+pub use memory::MemoryBackend;
+#[cfg(feature = "rocksdb")]
+pub use rocks::RocksBackend;
+
+use std::path::PathBuf;
+
+/// Why a state operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The storage engine failed.
+    #[error("state backend `{backend}` at `{path}`: {message}")]
+    Storage {
+        /// Which backend.
+        backend: &'static str,
+        /// Where it keeps its files.
+        path: String,
+        /// The engine's explanation.
+        message: String,
+    },
+    /// The manifest asks for a backend this build does not have.
+    #[error("the `{0}` state backend is not part of this build (enable the cargo feature `{0}`)")]
+    NotBuilt(&'static str),
+}
+
+/// One keyed worker's state: an ordered map of byte strings.
+pub trait StateBackend: Send {
+    /// The value at `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError>;
+
+    /// Sets `key` to `value`.
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError>;
+
+    /// Removes `key` (nothing when absent).
+    fn delete(&mut self, key: &[u8]) -> Result<(), StateError>;
+
+    /// Calls `f` with each entry whose key is in `from..to`, in key order,
+    /// until `f` returns false.
+    fn scan(&self, from: &[u8], to: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool)
+    -> Result<(), StateError>;
+}
+
+/// Which backend a pipeline's keyed workers use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendKind {
+    /// In memory (default): fast, bounded by RAM.
+    Memory,
+    /// RocksDB under this folder, one database per worker: bounded by disk.
+    Rocks(PathBuf),
+}
+
+impl BackendKind {
+    /// A fresh, empty backend for keyed worker `worker` of stage `stage`.
+    pub fn open(&self, stage: &str, worker: usize) -> Result<Box<dyn StateBackend>, StateError> {
+        match self {
+            BackendKind::Memory => Ok(Box::new(MemoryBackend::default())),
+            #[cfg(feature = "rocksdb")]
+            BackendKind::Rocks(dir) => {
+                let path = dir.join(format!("{stage}-worker-{worker}"));
+                Ok(Box::new(RocksBackend::open_fresh(&path)?))
+            }
+            #[cfg(not(feature = "rocksdb"))]
+            BackendKind::Rocks(_) => {
+                let _ = (stage, worker);
+                Err(StateError::NotBuilt("rocksdb"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod model_tests;

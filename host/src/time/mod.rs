@@ -1,0 +1,12 @@
+//! Event time: watermarks from the sources, window assignment, incremental
+//! aggregates, and the window operator that fires on watermarks.
+
+mod aggregate;
+mod assigner;
+mod watermark;
+mod window_operator;
+
+pub use aggregate::{Accumulator, AggregateKind, Number};
+pub use assigner::{Assigner, Window, millis};
+pub use watermark::WatermarkGenerator;
+pub use window_operator::{LatePolicy, WindowOperator, WindowSpec};

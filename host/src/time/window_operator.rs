@@ -1,0 +1,391 @@
+//! The window operator: assigns each record of a key to its windows, keeps
+//! one accumulator per (key, window) and the windows' timers in the state
+//! backend, and emits a window's result when the watermark passes its end.
+//!
+//! Allowed lateness `L`: a record for a window whose end passed the
+//! watermark, but by less than `L`, still updates it and the window's result
+//! is emitted again; the window's state is dropped when the watermark passes
+//! `end - 1 + L`. A record too late for every window it belongs to is
+//! counted and dropped or sent to the side output.
+
+use super::aggregate::{Accumulator, AggregateKind, Number};
+use super::assigner::{Assigner, Window};
+use crate::batch::Batch;
+use crate::json::field;
+use crate::operator::{FailureHandler, Operator, OperatorError};
+use crate::record::Record;
+use crate::runtime::Routing;
+use crate::state::keys::{self, TIMERS};
+use crate::state::{StateBackend, StateError};
+use bytes::Bytes;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const FIRE: u8 = 0;
+const CLEANUP: u8 = 1;
+
+/// What a window operator computes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowSpec {
+    /// How records are grouped into windows.
+    pub assigner: Assigner,
+    /// How long after its end a window still accepts records, ms.
+    pub allowed_lateness: i64,
+    /// The aggregates in each result, in order.
+    pub aggregates: Vec<AggregateKind>,
+    /// The JSON field holding the number to aggregate (dotted path); the
+    /// value itself, as decimal text, when absent.
+    pub field: Option<String>,
+}
+
+impl WindowSpec {
+    fn needs_value(&self) -> bool {
+        self.aggregates.iter().any(|a| *a != AggregateKind::Count)
+    }
+}
+
+/// What happens to records too late for every window.
+#[derive(Debug, Clone)]
+pub enum LatePolicy {
+    /// Counted and dropped.
+    Drop,
+    /// Counted and sent here.
+    SideOutput(flume::Sender<Record>),
+}
+
+/// One keyed worker's window operator.
+pub struct WindowOperator {
+    name: String,
+    op: u16,
+    spec: WindowSpec,
+    key_groups: u32,
+    state: Box<dyn StateBackend>,
+    watermark: i64,
+    late: LatePolicy,
+    late_records: Arc<AtomicU64>,
+    failure: FailureHandler,
+}
+
+impl WindowOperator {
+    /// The operator `name` (state namespace `op`) over `key_groups` key
+    /// groups, keeping its state in `state`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: &str,
+        op: u16,
+        spec: WindowSpec,
+        key_groups: u32,
+        state: Box<dyn StateBackend>,
+        late: LatePolicy,
+        late_records: Arc<AtomicU64>,
+        failure: FailureHandler,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            op,
+            spec,
+            key_groups,
+            state,
+            watermark: i64::MIN,
+            late,
+            late_records,
+            failure,
+        }
+    }
+
+    fn state_error(&self, e: StateError) -> OperatorError {
+        OperatorError::State {
+            operator: self.name.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    fn acc_key(&self, kg: u16, key: &[u8], w: Window) -> Vec<u8> {
+        let mut k = keys::keyed(kg, self.op, key);
+        k.extend_from_slice(&keys::sortable(w.start));
+        k.extend_from_slice(&keys::sortable(w.end));
+        k
+    }
+
+    fn timer_key(&self, kind: u8, time: i64, kg: u16, key: &[u8], w: Window) -> Vec<u8> {
+        let mut payload = Vec::with_capacity(17);
+        payload.push(kind);
+        payload.extend_from_slice(&keys::sortable(w.start));
+        payload.extend_from_slice(&keys::sortable(w.end));
+        keys::timer(self.op, time, kg, key, &payload)
+    }
+
+    fn get(&self, k: &[u8]) -> Result<Option<Accumulator>, OperatorError> {
+        let bytes = self.state.get(k).map_err(|e| self.state_error(e))?;
+        Ok(bytes.and_then(|b| Accumulator::decode(&b)))
+    }
+
+    fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), OperatorError> {
+        self.state.put(k, v).map_err(|e| self.state_error(e))
+    }
+
+    fn delete(&mut self, k: &[u8]) -> Result<(), OperatorError> {
+        self.state.delete(k).map_err(|e| self.state_error(e))
+    }
+
+    /// The number a record contributes, or why it has none.
+    fn value_of(&self, rec: &Record) -> Result<Option<Number>, String> {
+        if !self.spec.needs_value() {
+            return Ok(None);
+        }
+        let n = match &self.spec.field {
+            None => std::str::from_utf8(&rec.value).ok().and_then(Number::parse),
+            Some(f) => {
+                let doc: serde_json::Value =
+                    serde_json::from_slice(&rec.value).map_err(|e| format!("value is not JSON: {e}"))?;
+                match field(&doc, f) {
+                    None => return Err(format!("no field `{f}`")),
+                    Some(v) => Number::from_json(v),
+                }
+            }
+        };
+        n.map(Some).ok_or_else(|| match &self.spec.field {
+            Some(f) => format!("field `{f}` is not a number"),
+            None => "value is not a number".to_owned(),
+        })
+    }
+
+    fn emit(&self, key: &[u8], w: Window, acc: &Accumulator, out: &mut Vec<Record>) {
+        let mut json = String::with_capacity(96);
+        json.push_str("{\"key\":");
+        json.push_str(&serde_json::Value::from(String::from_utf8_lossy(key)).to_string());
+        json.push_str(&format!(",\"start\":{},\"end\":{},", w.start, w.end));
+        acc.write_json(&self.spec.aggregates, &mut json);
+        json.push('}');
+        out.push(Record::new(
+            Some(Bytes::copy_from_slice(key)),
+            json,
+            w.max_timestamp(),
+        ));
+    }
+
+    fn too_late(&self, w: Window) -> bool {
+        w.max_timestamp().saturating_add(self.spec.allowed_lateness) <= self.watermark
+    }
+
+    fn late(&self, rec: Record) {
+        self.late_records.fetch_add(1, Ordering::Relaxed);
+        if let LatePolicy::SideOutput(tx) = &self.late {
+            // A stopped side output means the pipeline is stopping.
+            let _ = tx.send(rec);
+        }
+    }
+
+    /// Records a window's timers when it first gets state.
+    fn register(&mut self, kg: u16, key: &[u8], w: Window) -> Result<(), OperatorError> {
+        if w.max_timestamp() > self.watermark {
+            let t = self.timer_key(FIRE, w.max_timestamp(), kg, key, w);
+            self.put(&t, &[])?;
+        }
+        if self.spec.allowed_lateness > 0 {
+            let at = w.max_timestamp().saturating_add(self.spec.allowed_lateness);
+            let t = self.timer_key(CLEANUP, at, kg, key, w);
+            self.put(&t, &[])?;
+        }
+        Ok(())
+    }
+
+    fn unregister(&mut self, kg: u16, key: &[u8], w: Window) -> Result<(), OperatorError> {
+        let fire = self.timer_key(FIRE, w.max_timestamp(), kg, key, w);
+        self.delete(&fire)?;
+        let at = w.max_timestamp().saturating_add(self.spec.allowed_lateness);
+        let cleanup = self.timer_key(CLEANUP, at, kg, key, w);
+        self.delete(&cleanup)
+    }
+
+    fn add_fixed(
+        &mut self,
+        rec: Record,
+        v: Option<Number>,
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
+        let key = rec.key_bytes().to_vec();
+        let kg = Routing::key_group(&key, self.key_groups) as u16;
+        let mut accepted = false;
+        for w in self.spec.assigner.assign(rec.timestamp) {
+            if self.too_late(w) {
+                continue;
+            }
+            accepted = true;
+            let k = self.acc_key(kg, &key, w);
+            let existing = self.get(&k)?;
+            let fresh = existing.is_none();
+            let mut acc = existing.unwrap_or_default();
+            acc.add(v);
+            self.put(&k, &acc.encode())?;
+            if fresh {
+                self.register(kg, &key, w)?;
+            }
+            if w.max_timestamp() <= self.watermark {
+                self.emit(&key, w, &acc, out);
+            }
+        }
+        if !accepted {
+            self.late(rec);
+        }
+        Ok(())
+    }
+
+    fn add_session(
+        &mut self,
+        rec: Record,
+        v: Option<Number>,
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
+        let key = rec.key_bytes().to_vec();
+        let kg = Routing::key_group(&key, self.key_groups) as u16;
+        let prefix = keys::keyed(kg, self.op, &key);
+        let end = keys::prefix_end(&prefix).expect("a keyed prefix starts below 0xFFFF");
+        let mut sessions: Vec<(Window, Accumulator)> = Vec::new();
+        let mut bad = None;
+        self.state
+            .scan(&prefix, &end, &mut |k, v| {
+                let w = k.get(prefix.len()..).and_then(|t| {
+                    Some(Window {
+                        start: keys::unsortable(t.get(..8)?)?,
+                        end: keys::unsortable(t.get(8..16)?)?,
+                    })
+                });
+                match (w, Accumulator::decode(v)) {
+                    (Some(w), Some(acc)) => sessions.push((w, acc)),
+                    _ => bad = Some(k.to_vec()),
+                }
+                true
+            })
+            .map_err(|e| self.state_error(e))?;
+        if bad.is_some() {
+            return Err(OperatorError::State {
+                operator: self.name.clone(),
+                reason: "a session entry in the state backend is corrupt".into(),
+            });
+        }
+        let mut merged = self.spec.assigner.assign(rec.timestamp)[0];
+        let mut acc = Accumulator::default();
+        acc.add(v);
+        let mut absorbed = vec![false; sessions.len()];
+        loop {
+            let mut changed = false;
+            for (i, (w, a)) in sessions.iter().enumerate() {
+                if !absorbed[i] && w.touches(&merged) {
+                    merged = merged.cover(w);
+                    acc.merge(a);
+                    absorbed[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if self.too_late(merged) {
+            self.late(rec);
+            return Ok(());
+        }
+        for (i, (w, _)) in sessions.iter().enumerate() {
+            if absorbed[i] {
+                let k = self.acc_key(kg, &key, *w);
+                self.delete(&k)?;
+                self.unregister(kg, &key, *w)?;
+            }
+        }
+        let k = self.acc_key(kg, &key, merged);
+        self.put(&k, &acc.encode())?;
+        self.register(kg, &key, merged)?;
+        if merged.max_timestamp() <= self.watermark {
+            self.emit(&key, merged, &acc, out);
+        }
+        Ok(())
+    }
+
+    /// Fires every timer due at `upto`, in time order.
+    fn fire(&mut self, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        let from = keys::timers_until(self.op, i64::MIN);
+        let to = match upto.checked_add(1) {
+            Some(t) => keys::timers_until(self.op, t),
+            None => {
+                let mut p = TIMERS.to_be_bytes().to_vec();
+                p.extend_from_slice(&self.op.to_be_bytes());
+                keys::prefix_end(&p).unwrap_or_else(|| vec![0xFF; 5])
+            }
+        };
+        let mut due = Vec::new();
+        self.state
+            .scan(&from, &to, &mut |k, _| {
+                due.push(k.to_vec());
+                true
+            })
+            .map_err(|e| self.state_error(e))?;
+        for t in due {
+            self.delete(&t)?;
+            let Some((_, kg, key, payload)) = keys::parse_timer(&t) else {
+                continue;
+            };
+            let (Some(&kind), Some(start), Some(end)) = (
+                payload.first(),
+                payload.get(1..9).and_then(keys::unsortable),
+                payload.get(9..17).and_then(keys::unsortable),
+            ) else {
+                continue;
+            };
+            let w = Window { start, end };
+            let k = self.acc_key(kg, key, w);
+            if kind == FIRE {
+                if let Some(acc) = self.get(&k)? {
+                    self.emit(key, w, &acc, out);
+                }
+                if self.spec.allowed_lateness == 0 {
+                    self.delete(&k)?;
+                }
+            } else {
+                self.delete(&k)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Operator for WindowOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        let mut out = Vec::new();
+        for rec in input.into_records() {
+            let v = match self.value_of(&rec) {
+                Ok(v) => v,
+                Err(reason) => {
+                    self.failure.fail(rec, &reason)?;
+                    continue;
+                }
+            };
+            if self.spec.assigner.is_merging() {
+                self.add_session(rec, v, &mut out)?;
+            } else {
+                self.add_fixed(rec, v, &mut out)?;
+            }
+        }
+        Ok(Batch::Records(out))
+    }
+
+    fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        if watermark > self.watermark {
+            self.watermark = watermark;
+            self.fire(watermark, out)?;
+        }
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        self.watermark = i64::MAX;
+        self.fire(i64::MAX, out)
+    }
+}
+
+#[cfg(test)]
+mod model_tests;

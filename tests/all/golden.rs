@@ -1,0 +1,116 @@
+//! Golden pipelines: every manifest in `pipelines/` gives the same output on
+//! the in-memory and the RocksDB state backend, at keyed parallelism 1 and 3.
+
+use crate::support::*;
+
+/// The manifest `name` with its keyed parallelism set to `parallelism`, its
+/// state in `backend`, and its relative paths made absolute.
+fn variant(w: &Workdir, name: &str, parallelism: usize, backend: &str) -> std::path::PathBuf {
+    let dir = repo().join("pipelines");
+    let text = std::fs::read_to_string(dir.join(name)).unwrap();
+    let mut out = String::new();
+    let mut in_key_by = false;
+    for line in text.lines() {
+        if line.starts_with("[[") || line.starts_with('[') {
+            in_key_by = false;
+        }
+        if line.trim() == "type = \"key_by\"" {
+            in_key_by = true;
+        }
+        let line = if in_key_by && line.starts_with("parallelism") {
+            format!("parallelism = {parallelism}")
+        } else {
+            line.replace("\"data/", &format!("\"{}/data/", dir.display()))
+                .replace("\"../plugins/", &format!("\"{}/plugins/", repo().display()))
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\n[state]\nbackend = \"{backend}\"\npath = \"{}\"\n",
+        w.path("state").display()
+    ));
+    w.write(name, &out)
+}
+
+fn sorted_output(manifest: &std::path::Path) -> Vec<String> {
+    let out = run(&["run", manifest.to_str().unwrap()]);
+    assert!(out.status.success(), "{}: {}", manifest.display(), stderr(&out));
+    let mut lines: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn pipelines_give_the_same_output_on_both_backends_at_parallelism_1_and_3() {
+    let mut manifests: Vec<String> = std::fs::read_dir(repo().join("pipelines"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    manifests.sort();
+    assert!(manifests.len() >= 2, "{manifests:?}");
+    for name in &manifests {
+        let w = Workdir::new();
+        let reference = sorted_output(&variant(&w, name, 1, "memory"));
+        assert!(!reference.is_empty(), "{name} printed nothing");
+        for (parallelism, backend) in [(3, "memory"), (1, "rocksdb"), (3, "rocksdb")] {
+            let got = sorted_output(&variant(&w, name, parallelism, backend));
+            assert_eq!(got, reference, "{name} at parallelism {parallelism} on {backend}");
+        }
+    }
+}
+
+#[test]
+fn orders_tumbling_sums_each_customers_minutes() {
+    let out = run(&[
+        "run",
+        repo().join("pipelines/orders-tumbling.toml").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Recompute from the data, with the pipeline's rules: a record is late
+    // when its window's end - 1 + 10 s lateness is at or before the
+    // watermark (largest time seen before its batch - 5 s - 1).
+    let data = std::fs::read_to_string(repo().join("pipelines/data/orders.jsonl")).unwrap();
+    let docs: Vec<serde_json::Value> = data.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut watermark = i64::MIN;
+    let mut max_seen = i64::MIN;
+    let mut expected: std::collections::BTreeMap<(String, i64), (u64, f64)> = Default::default();
+    let mut late = 0;
+    for batch in docs.chunks(10) {
+        for d in batch {
+            let ts = d["ts"].as_i64().unwrap();
+            let start = ts - ts.rem_euclid(60_000);
+            if start + 60_000 - 1 + 10_000 <= watermark {
+                late += 1;
+                continue;
+            }
+            let e = expected
+                .entry((d["customer"].as_str().unwrap().to_owned(), start))
+                .or_default();
+            e.0 += 1;
+            e.1 += d["amount"].as_f64().unwrap();
+            max_seen = max_seen.max(ts);
+        }
+        watermark = watermark.max(max_seen - 5_000 - 1);
+    }
+    assert_eq!(finished_field(&stderr(&out), "late_records"), late);
+    let mut last: std::collections::BTreeMap<(String, i64), (u64, f64)> = Default::default();
+    for line in stdout(&out).lines() {
+        let d: serde_json::Value = serde_json::from_str(line).unwrap();
+        let k = (
+            d["key"].as_str().unwrap().to_owned(),
+            d["start"].as_i64().unwrap(),
+        );
+        last.insert(k, (d["count"].as_u64().unwrap(), d["sum"].as_f64().unwrap()));
+    }
+    assert_eq!(
+        last.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (k, (count, sum)) in &expected {
+        let (c, s) = last[k];
+        assert_eq!(c, *count, "{k:?}");
+        assert!((s - sum).abs() < 1e-6, "{k:?}: {s} vs {sum}");
+    }
+}
