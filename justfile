@@ -32,7 +32,7 @@ test: plugins
 
 # Benchmarks (release builds); `just bench w1` runs those whose name starts with w1.
 bench prefix="": plugins
-    cargo bench -p mailer --bench w1 -- {{ prefix }}
+    cargo bench -p mailer --bench workloads -- {{ prefix }}
 
 # Formatting and lints, warnings as errors.
 lint:

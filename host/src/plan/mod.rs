@@ -37,7 +37,8 @@ pub type OpenSource = Box<dyn FnOnce() -> Result<Box<dyn Source>, ConnectorError
 /// Opens a sink when the run starts.
 pub type OpenSink = Box<dyn FnOnce() -> Result<Box<dyn Sink>, ConnectorError> + Send>;
 /// Makes one native operator instance per worker.
-pub type NativeFactory = Arc<dyn Fn() -> Box<dyn Operator> + Send + Sync>;
+pub type NativeFactory =
+    Arc<dyn Fn(&InstanceContext<'_>) -> Result<Box<dyn Operator>, InstantiateError> + Send + Sync>;
 
 /// A pipeline ready to run.
 pub struct Plan {
@@ -170,7 +171,7 @@ impl OperatorNode {
             self.failures.clone(),
         );
         Ok(match &self.kind {
-            NodeKind::Native(factory) => factory(),
+            NodeKind::Native(factory) => factory(ctx)?,
             NodeKind::Window {
                 spec,
                 side_output,

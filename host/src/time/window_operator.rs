@@ -61,6 +61,8 @@ pub struct WindowOperator {
     key_groups: u32,
     state: Box<dyn StateBackend>,
     watermark: i64,
+    /// Every timer at or before this has fired.
+    fired_upto: i64,
     late: LatePolicy,
     late_records: Arc<AtomicU64>,
     failure: FailureHandler,
@@ -87,6 +89,7 @@ impl WindowOperator {
             key_groups,
             state,
             watermark: i64::MIN,
+            fired_upto: i64::MIN,
             late,
             late_records,
             failure,
@@ -302,9 +305,12 @@ impl WindowOperator {
         Ok(())
     }
 
-    /// Fires every timer due at `upto`, in time order.
+    /// Fires every timer due at `upto`, in time order. Timers are only ever
+    /// registered after the current watermark, so the scan starts where the
+    /// last one ended (and never walks over the deleted ones before it).
     fn fire(&mut self, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        let from = keys::timers_until(self.op, i64::MIN);
+        let from = keys::timers_until(self.op, self.fired_upto.saturating_add(1));
+        self.fired_upto = upto;
         let to = match upto.checked_add(1) {
             Some(t) => keys::timers_until(self.op, t),
             None => {

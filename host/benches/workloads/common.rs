@@ -1,0 +1,181 @@
+//! What the workloads share: plans, nodes, measuring and printing.
+
+use mailer::batch::Batch;
+use mailer::connectors::{BlackholeSink, GeneratorSource};
+use mailer::manifest::defaults;
+use mailer::operator::{FailurePolicy, Operator};
+use mailer::plan::{
+    Endpoint, InstanceContext, InstantiateError, NodeKind, OperatorNode, OperatorStage, Plan,
+    WatermarkSettings,
+};
+use mailer::plugin::{CallMode, PluginEngine, PluginLimits, World};
+use mailer::runtime::{Routing, RunReport, Shutdown, run};
+use mailer::state::BackendKind;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A number from the environment, or `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// N: the records of a workload run.
+pub fn records() -> u64 {
+    env_or("MAILER_BENCH_RECORDS", 20_000_000)
+}
+
+/// The process's peak resident memory, KiB.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A native operator node; `f` makes one instance per worker.
+pub fn native(
+    name: &str,
+    f: impl Fn(&InstanceContext<'_>) -> Result<Box<dyn Operator>, InstantiateError> + Send + Sync + 'static,
+) -> OperatorNode {
+    OperatorNode {
+        name: name.into(),
+        kind: NodeKind::Native(Arc::new(f)),
+        policy: FailurePolicy::Fail,
+        failures: Default::default(),
+    }
+}
+
+/// A plugin operator node from `plugins/dist/<plugin>.wasm`.
+pub fn wasm(engine: &PluginEngine, plugin: &str, world: World, mode: CallMode) -> OperatorNode {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plugins/dist/{plugin}.wasm"));
+    OperatorNode {
+        name: plugin.into(),
+        kind: NodeKind::Plugin {
+            plugin: engine
+                .load(&path, world, plugin)
+                .expect("run `just plugins` first"),
+            limits: PluginLimits {
+                timeout: Duration::from_secs(1),
+                memory_bytes: 64 << 20,
+            },
+            mode,
+        },
+        policy: FailurePolicy::Fail,
+        failures: Default::default(),
+    }
+}
+
+/// A stage of `operators` at `parallelism`, keyed or not.
+pub fn stage(name: &str, parallelism: usize, keyed: bool, operators: Vec<OperatorNode>) -> OperatorStage {
+    OperatorStage {
+        name: name.into(),
+        parallelism,
+        routing: if keyed {
+            Routing::Hash {
+                key_groups: defaults::max_parallelism(),
+            }
+        } else {
+            Routing::RoundRobin
+        },
+        operators,
+    }
+}
+
+/// generator(n, keys, divisor) -> stages -> blackhole, manifest defaults.
+pub fn plan(
+    name: &str,
+    n: u64,
+    keys: Option<u64>,
+    time_divisor: u64,
+    stages: Vec<OperatorStage>,
+    watermark: bool,
+    state: BackendKind,
+) -> Plan {
+    Plan {
+        name: name.to_owned(),
+        manifest_hash: String::new(),
+        batch_size: env_or("MAILER_BENCH_BATCH", defaults::batch_size()),
+        edge_capacity: env_or("MAILER_BENCH_EDGE", defaults::edge_capacity()),
+        shutdown_timeout: Duration::from_secs(30),
+        source: Endpoint {
+            description: "generator".into(),
+            open: Box::new(move || {
+                Ok(Box::new(GeneratorSource::new(Some(n), keys, 0, time_divisor, None)) as _)
+            }),
+        },
+        stages,
+        sink: Endpoint {
+            description: "blackhole".into(),
+            open: Box::new(|| Ok(Box::new(BlackholeSink) as _)),
+        },
+        dead_letter: None,
+        late_output: None,
+        watermark: watermark.then_some(WatermarkSettings {
+            delay: Duration::ZERO,
+            idle_timeout: None,
+        }),
+        state,
+        key_groups: defaults::max_parallelism(),
+    }
+}
+
+/// Runs a plan and prints its line; checks the sink saw `expected` records.
+pub fn measure(name: &str, n: u64, plan: Plan, expected: u64, extra: &str) {
+    let report: RunReport = run(plan, &Shutdown::new()).unwrap();
+    assert_eq!(report.sink_records, expected, "{name}: records at the sink");
+    let secs = report.elapsed.as_secs_f64();
+    println!(
+        "bench {name} records={n} secs={secs:.3} rec_per_s={:.0} sink_records={} peak_rss_kib={}{extra}",
+        n as f64 / secs,
+        report.sink_records,
+        peak_rss_kib()
+    );
+}
+
+/// A state folder for a RocksDB variant, removed first.
+pub fn rocks_dir(name: &str) -> BackendKind {
+    let dir = std::env::temp_dir().join(format!("mailer-bench-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    BackendKind::Rocks(dir)
+}
+
+/// Takes a batch's records (native operators work on decoded records).
+pub fn records_of(b: Batch) -> Vec<mailer::record::Record> {
+    b.into_records()
+}
+
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let start = line.find(&format!(" {key}="))? + key.len() + 2;
+    line[start..].split_whitespace().next()
+}
+
+/// `bench <x>-ratio` lines: each Wasm variant against its native twin.
+pub fn ratios(outputs: &[String]) -> Vec<String> {
+    let rates: Vec<(String, f64)> = outputs
+        .iter()
+        .flat_map(|o| o.lines())
+        .filter_map(|l| {
+            let name = l.strip_prefix("bench ")?.split_whitespace().next()?.to_owned();
+            Some((name, field(l, "rec_per_s")?.parse().ok()?))
+        })
+        .collect();
+    let rate = |n: &str| rates.iter().find(|(v, _)| v == n).map(|(_, r)| *r);
+    let mut out = Vec::new();
+    for (name, r) in &rates {
+        if let Some(twin) = name
+            .contains("wasm")
+            .then(|| name.replace("wasm-batch", "native").replace("wasm", "native"))
+            && let Some(native) = rate(&twin)
+        {
+            out.push(format!("bench {name}-ratio wasm_vs_native={:.3}", r / native));
+        }
+    }
+    out
+}

@@ -1,0 +1,62 @@
+//! The benchmark workloads of `BENCH-WORKLOADS.md` (W1, W2, W3) and the state
+//! backend micro-benchmarks, each variant in its own process so that its
+//! peak RSS is its own.
+//!
+//! `cargo bench -p mailer --bench workloads -- [name-prefix]` (or `just bench
+//! [prefix]`; the plugins must be built). `MAILER_BENCH_RECORDS` overrides N.
+//! Each variant prints `bench <name> records=<n> secs=<s> rec_per_s=<r> …`.
+
+mod common;
+mod state;
+mod w1;
+mod w2;
+mod w3;
+
+fn variants() -> Vec<(String, Box<dyn Fn()>)> {
+    let mut v = Vec::new();
+    v.extend(w1::variants());
+    v.extend(w2::variants());
+    v.extend(w3::variants());
+    v.extend(state::variants());
+    v
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--variant") {
+        let name = &args[i + 1];
+        let (_, run) = variants()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("unknown variant {name}"));
+        run();
+        return;
+    }
+    if !args.iter().any(|a| a == "--bench") {
+        println!("workloads: benchmarks; run them with `just bench` or `cargo bench`");
+        return;
+    }
+    let prefix = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .cloned()
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    for (name, _) in variants().into_iter().filter(|(n, _)| n.starts_with(&prefix)) {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--variant", &name])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        print!("{text}");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lines.push(text);
+    }
+    for ratio in common::ratios(&lines) {
+        println!("{ratio}");
+    }
+}

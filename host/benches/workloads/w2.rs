@@ -1,0 +1,97 @@
+//! W2: key_by key (100,000 keys) -> running sum of the values, one update
+//! emitted per record -> blackhole; Wasm and native, keyed parallelism 1
+//! and 2, in-memory and RocksDB state.
+
+use crate::common::{measure, native, plan, records, records_of, rocks_dir, stage, wasm};
+use bytes::Bytes;
+use mailer::batch::Batch;
+use mailer::operator::{Operator, OperatorError};
+use mailer::plugin::{CallMode, PluginEngine, World};
+use mailer::record::Record;
+use mailer::runtime::Routing;
+use mailer::state::{BackendKind, StateBackend, keys};
+
+const KEYS: u64 = 100_000;
+
+pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
+    let mut v: Vec<(String, Box<dyn Fn()>)> = Vec::new();
+    for how in ["native", "wasm"] {
+        for p in [1, 2] {
+            for backend in ["memory", "rocksdb"] {
+                let name = format!("w2-keyed-reduce-{how}-p{p}-{backend}");
+                let n2 = name.clone();
+                v.push((name, Box::new(move || run(&n2, how, p, backend))));
+            }
+        }
+    }
+    v
+}
+
+fn run(name: &str, how: &str, parallelism: usize, backend: &str) {
+    let n = records();
+    let engine = PluginEngine::new().unwrap();
+    let node = if how == "wasm" {
+        wasm(&engine, "bench-sum", World::Reduce, CallMode::Batch)
+    } else {
+        native("sum", |ctx| {
+            Ok(Box::new(NativeSum {
+                op: ctx.op_index,
+                key_groups: ctx.key_groups,
+                state: ctx.state.open(&format!("{}-sum", ctx.stage), ctx.worker)?,
+            }))
+        })
+    };
+    let state = if backend == "rocksdb" {
+        rocks_dir(name)
+    } else {
+        BackendKind::Memory
+    };
+    let stages = vec![stage("keyed", parallelism, true, vec![node])];
+    let p = plan(name, n, Some(KEYS), 1, stages, false, state);
+    measure(name, n, p, n, "");
+}
+
+/// The running sum per key, in the state backend like the plugin's.
+struct NativeSum {
+    op: u16,
+    key_groups: u32,
+    state: Box<dyn StateBackend>,
+}
+
+impl Operator for NativeSum {
+    fn name(&self) -> &str {
+        "sum"
+    }
+
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        let err = |reason: String| OperatorError::State {
+            operator: "sum".into(),
+            reason,
+        };
+        let mut out = Vec::with_capacity(input.len());
+        let mut text = itoa::Buffer::new();
+        for r in records_of(input) {
+            let kg = Routing::key_group(r.key_bytes(), self.key_groups) as u16;
+            let k = keys::keyed(kg, self.op, r.key_bytes());
+            let acc: i64 = match self.state.get(&k).map_err(|e| err(e.to_string()))? {
+                Some(a) => std::str::from_utf8(&a)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0),
+                None => 0,
+            };
+            let v: i64 = std::str::from_utf8(&r.value)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let sum = text.format(acc + v).as_bytes();
+            self.state.put(&k, sum).map_err(|e| err(e.to_string()))?;
+            out.push(Record::new(
+                r.key.clone(),
+                Bytes::copy_from_slice(sum),
+                r.timestamp,
+            ));
+        }
+        Ok(Batch::Records(out))
+    }
+}
