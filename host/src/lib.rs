@@ -7,6 +7,7 @@
 //! user's logic in plugins ([`plugin`]).
 
 pub mod batch;
+pub mod builtins;
 pub mod connectors;
 pub mod json;
 pub mod manifest;

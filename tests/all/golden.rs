@@ -114,3 +114,53 @@ fn orders_tumbling_sums_each_customers_minutes() {
         assert!((s - sum).abs() < 1e-6, "{k:?}: {s} vs {sum}");
     }
 }
+
+#[test]
+fn orders_running_totals_follow_each_customers_orders() {
+    let out = run(&[
+        "run",
+        repo()
+            .join("pipelines/orders-running-totals.toml")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let data = std::fs::read_to_string(repo().join("pipelines/data/orders.jsonl")).unwrap();
+    // The model: per customer, in file order, the running count and sum of
+    // the amounts of at least 20.
+    let mut expected: std::collections::BTreeMap<String, Vec<(u64, f64)>> = Default::default();
+    let mut running: std::collections::BTreeMap<String, (u64, f64)> = Default::default();
+    for line in data.lines() {
+        let d: serde_json::Value = serde_json::from_str(line).unwrap();
+        let amount = d["amount"].as_f64().unwrap();
+        if amount < 20.0 {
+            continue;
+        }
+        let customer = d["customer"].as_str().unwrap().to_owned();
+        let r = running.entry(customer.clone()).or_default();
+        r.0 += 1;
+        r.1 += amount;
+        expected.entry(customer).or_default().push(*r);
+    }
+    let mut got: std::collections::BTreeMap<String, Vec<(u64, f64)>> = Default::default();
+    for line in stdout(&out).lines() {
+        let (key, value) = line.split_once('\t').unwrap();
+        let d: serde_json::Value = serde_json::from_str(value).unwrap();
+        assert_eq!(d["key"], key);
+        got.entry(key.to_owned())
+            .or_default()
+            .push((d["count"].as_u64().unwrap(), d["sum"].as_f64().unwrap()));
+    }
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (customer, seq) in &expected {
+        let g = &got[customer];
+        assert_eq!(g.len(), seq.len(), "{customer}");
+        for ((c1, s1), (c2, s2)) in g.iter().zip(seq) {
+            assert_eq!(c1, c2, "{customer}");
+            assert!((s1 - s2).abs() < 1e-6, "{customer}: {s1} vs {s2}");
+        }
+    }
+}

@@ -54,7 +54,7 @@ fn the_valid_manifest_is_accepted() {
 #[test]
 fn each_malformed_manifest_gets_its_own_located_error() {
     let up_plugin = "plugin = \"{plugin:uppercase}\"";
-    let cases: Vec<(String, &str)> = vec![
+    let mut cases: Vec<(String, &str)> = vec![
         (with("name = \"m\"", "name = \"m"), "bad.toml:2:"),
         (
             with("[pipeline]", "[pipelin]"),
@@ -172,6 +172,13 @@ fn each_malformed_manifest_gets_its_own_located_error() {
             "bad.toml:15:1: the folder of sink file `no/such/dir/out.txt` (`no/such/dir`) does not exist",
         ),
     ];
+    let builtin = |op: &str| with("[sink]", &format!("[[operators]]\n{op}\n\n[sink]"));
+    cases.extend([
+        (builtin("type = \"key_by\"\n\n[[operators]]\ntype = \"window\"\nwindow = \"tumbling\""), "bad.toml:18:1: a tumbling window needs `size` (e.g. \"1m\")"),
+        (builtin("type = \"key_by\"\n\n[[operators]]\ntype = \"window\"\nwindow = \"session\"\ngap = \"1s\"\nsize = \"1m\""), "bad.toml:20:1: `size` does not apply to a session window"),
+        (builtin("type = \"field_filter\"\nfield = \"a\"\nop = \"regex\"\nvalue = \"(\""), "bad.toml:17:1: invalid regex `(`"),
+        (builtin("type = \"aggregate\""), "bad.toml:14:1: `aggregate` needs a keyed stream"),
+    ]);
     assert!(cases.len() >= 15);
     let mut seen = std::collections::HashSet::new();
     for (text, expected) in &cases {

@@ -46,7 +46,7 @@ pub fn native(
 ) -> OperatorNode {
     OperatorNode {
         name: name.into(),
-        kind: NodeKind::Native(Arc::new(f)),
+        kind: NodeKind::Native(Arc::new(move |ctx: &InstanceContext<'_>, _| f(ctx))),
         policy: FailurePolicy::Fail,
         failures: Default::default(),
     }

@@ -196,6 +196,91 @@ pub enum OperatorSpec {
     KeyBy(KeyBySpec),
     /// Built-in windows with built-in aggregates; needs a `key_by` before it.
     Window(WindowOperatorSpec),
+    /// Keeps records whose JSON field compares true with a constant.
+    FieldFilter(FieldFilterSpec),
+    /// Keeps only some fields of each JSON value.
+    Project(ProjectSpec),
+    /// Renames fields of each JSON value.
+    Rename(RenameSpec),
+    /// Sets fields of each JSON value to constants.
+    Set(SetSpec),
+    /// Running count / sum / min / max / avg per key, one result per
+    /// record; needs a `key_by` before it.
+    Aggregate(AggregateSpec),
+}
+
+/// The `field_filter` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldFilterSpec {
+    /// The operator's name; `field_filter` when absent.
+    pub name: Option<String>,
+    /// The JSON field (dotted path) to compare.
+    pub field: String,
+    /// `eq`, `ne`, `lt`, `le`, `gt`, `ge`, `exists` or `regex`.
+    pub op: crate::builtins::Compare,
+    /// The constant to compare with (a pattern for `regex`; none for
+    /// `exists`).
+    pub value: Option<toml::Value>,
+    /// What to do with a record whose value is not JSON.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+}
+
+/// The `project` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectSpec {
+    /// The operator's name; `project` when absent.
+    pub name: Option<String>,
+    /// The fields (dotted paths) to keep.
+    pub fields: Vec<String>,
+    /// What to do with a record whose value is not a JSON object.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+}
+
+/// The `rename` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenameSpec {
+    /// The operator's name; `rename` when absent.
+    pub name: Option<String>,
+    /// `old = "new"` for each field (dotted paths).
+    pub fields: std::collections::BTreeMap<String, String>,
+    /// What to do with a record whose value is not a JSON object.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+}
+
+/// The `set` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetSpec {
+    /// The operator's name; `set` when absent.
+    pub name: Option<String>,
+    /// `field = value` for each field (dotted paths; any TOML value).
+    pub fields: std::collections::BTreeMap<String, toml::Value>,
+    /// What to do with a record whose value is not a JSON object.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+}
+
+/// The `aggregate` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateSpec {
+    /// The operator's name; `aggregate` when absent.
+    pub name: Option<String>,
+    /// Any of `count`, `sum`, `min`, `max`, `avg`.
+    #[serde(default = "defaults::aggregates")]
+    pub aggregates: Vec<crate::time::AggregateKind>,
+    /// The JSON field (dotted path) of the number; the value itself as
+    /// decimal text when absent.
+    pub field: Option<String>,
+    /// What to do with a record that has no number.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
 }
 
 /// A built-in window operator.
@@ -262,7 +347,7 @@ impl OperatorSpec {
     pub fn plugin(&self) -> Option<&PluginOperatorSpec> {
         match self {
             Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) => Some(p),
-            Self::KeyBy(_) | Self::Window(_) => None,
+            _ => None,
         }
     }
 
@@ -270,7 +355,7 @@ impl OperatorSpec {
     pub fn plugin_mut(&mut self) -> Option<&mut PluginOperatorSpec> {
         match self {
             Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) => Some(p),
-            Self::KeyBy(_) | Self::Window(_) => None,
+            _ => None,
         }
     }
 
@@ -282,7 +367,7 @@ impl OperatorSpec {
             Self::Filter(_) => Some(World::Filter),
             Self::FlatMap(_) => Some(World::FlatMap),
             Self::Reduce(_) => Some(World::Reduce),
-            Self::KeyBy(_) | Self::Window(_) => None,
+            _ => None,
         }
     }
 }
@@ -322,6 +407,12 @@ pub struct KeyBySpec {
     /// The number of keyed workers (default 1).
     #[serde(default = "defaults::one_usize")]
     pub parallelism: usize,
+    /// Key by this JSON field (dotted path) of the value; by the record's
+    /// key when absent.
+    pub field: Option<String>,
+    /// What to do with a record without the field (with `field`).
+    #[serde(default)]
+    pub on_error: FailurePolicy,
 }
 
 /// Defaults of optional fields.

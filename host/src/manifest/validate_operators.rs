@@ -15,32 +15,54 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
     let mut keyed = false;
     for (i, op) in m.spec.operators.iter().enumerate() {
         let span = op.span();
-        let name = match op.get_ref() {
+        // An explicit name must be unique; a default one gets the operator's
+        // position when taken.
+        let (explicit, default) = match op.get_ref() {
             OperatorSpec::KeyBy(k) => {
                 check_key_by(m, k, &span, i + 1 == count)?;
                 keyed = true;
-                if seen.contains("key_by") {
-                    format!("key_by-{i}")
-                } else {
-                    "key_by".to_owned()
-                }
+                (None, "key_by".to_owned())
             }
             OperatorSpec::Window(w) => {
                 needs_keyed(m, &span, "window", keyed)?;
                 check_window(m, w, &span)?;
-                w.name.clone().unwrap_or_else(|| "window".to_owned())
+                (w.name.clone(), "window".to_owned())
+            }
+            OperatorSpec::Aggregate(a) => {
+                needs_keyed(m, &span, "aggregate", keyed)?;
+                check_aggregates(m, &a.aggregates, &span)?;
+                check_policy(m, a.on_error, &span)?;
+                (a.name.clone(), "aggregate".to_owned())
+            }
+            OperatorSpec::FieldFilter(f) => {
+                check_field_filter(m, f, &span)?;
+                (f.name.clone(), "field_filter".to_owned())
+            }
+            OperatorSpec::Project(p) => {
+                check_policy(m, p.on_error, &span)?;
+                (p.name.clone(), "project".to_owned())
+            }
+            OperatorSpec::Rename(r) => {
+                check_policy(m, r.on_error, &span)?;
+                (r.name.clone(), "rename".to_owned())
+            }
+            OperatorSpec::Set(s) => {
+                check_policy(m, s.on_error, &span)?;
+                (s.name.clone(), "set".to_owned())
             }
             other => {
                 if matches!(other, OperatorSpec::Reduce(_)) {
                     needs_keyed(m, &span, "reduce", keyed)?;
                 }
-                check_plugin(
-                    m,
-                    other.plugin().expect("every other operator runs a plugin"),
-                    &span,
-                    keyed,
-                )?
+                let p = other.plugin().expect("every other operator runs a plugin");
+                let default = check_plugin(m, p, &span, keyed)?;
+                (p.name.clone(), default)
             }
+        };
+        let name = match explicit {
+            Some(n) => n,
+            None if seen.contains(&default) => format!("{default}-{i}"),
+            None => default,
         };
         if !seen.insert(name.clone()) {
             return Err(m.error_at(
@@ -71,6 +93,7 @@ fn needs_keyed(m: &Manifest, span: &Range<usize>, what: &str, keyed: bool) -> Re
 }
 
 fn check_key_by(m: &Manifest, k: &KeyBySpec, span: &Range<usize>, last: bool) -> Result<(), ManifestError> {
+    check_policy(m, k.on_error, span)?;
     let max = max_parallelism(m);
     if !(1..=max).contains(&k.parallelism) {
         return Err(m.error_at(
@@ -103,7 +126,41 @@ fn check_policy(m: &Manifest, policy: FailurePolicy, span: &Range<usize>) -> Res
     Ok(())
 }
 
-/// Checks a plugin operator; returns its name.
+fn check_aggregates(
+    m: &Manifest,
+    aggregates: &[crate::time::AggregateKind],
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
+    if aggregates.is_empty() {
+        return Err(m.error_at(
+            span,
+            "aggregates",
+            "`aggregates` is empty: name at least one of count, sum, min, max, avg",
+        ));
+    }
+    Ok(())
+}
+
+fn check_field_filter(m: &Manifest, f: &FieldFilterSpec, span: &Range<usize>) -> Result<(), ManifestError> {
+    use crate::builtins::{Compare, FieldFilter};
+    check_policy(m, f.on_error, span)?;
+    let value = match (&f.value, f.op) {
+        (None, Compare::Exists) => serde_json::Value::Null,
+        (None, op) => {
+            return Err(m.error_at(
+                span,
+                "op",
+                format!("`op = \"{op:?}\"` needs a `value` to compare with").to_lowercase(),
+            ));
+        }
+        (Some(v), _) => crate::json::from_toml(v),
+    };
+    let failure = crate::operator::FailureHandler::new("check", f.on_error, None, Default::default());
+    FieldFilter::new("check", &f.field, f.op, value, failure).map_err(|e| m.error_at(span, "value", e))?;
+    Ok(())
+}
+
+/// Checks a plugin operator; returns its default name.
 fn check_plugin(
     m: &Manifest,
     p: &PluginOperatorSpec,
@@ -152,10 +209,9 @@ fn check_plugin(
             ),
         ));
     }
-    Ok(p.name.clone().unwrap_or_else(|| {
-        path.file_stem()
-            .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().replace('_', "-"))
-    }))
+    Ok(path
+        .file_stem()
+        .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().replace('_', "-")))
 }
 
 fn check_window(m: &Manifest, w: &WindowOperatorSpec, span: &Range<usize>) -> Result<(), ManifestError> {
@@ -193,13 +249,7 @@ fn check_window(m: &Manifest, w: &WindowOperatorSpec, span: &Range<usize>) -> Re
     {
         return Err(m.error_at(span, "slide", "`slide` must not be longer than `size`"));
     }
-    if w.aggregates.is_empty() {
-        return Err(m.error_at(
-            span,
-            "aggregates",
-            "`aggregates` is empty: name at least one of count, sum, min, max, avg",
-        ));
-    }
+    check_aggregates(m, &w.aggregates, span)?;
     if w.late == LateSpec::SideOutput && m.spec.late_output.is_none() {
         return Err(m.error_at(
             span,

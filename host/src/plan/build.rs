@@ -1,16 +1,23 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
-use super::{Endpoint, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan, WatermarkSettings};
-use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
-use crate::manifest::{
-    LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName, WindowKind,
-    WindowOperatorSpec,
+use super::{
+    Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan,
+    WatermarkSettings,
 };
+use crate::builtins::{FieldFilter, KeyFromField, Reshape, ReshapeKind, RunningAggregate};
+use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
+use crate::json::from_toml;
+use crate::manifest::{
+    AggregateSpec, FieldFilterSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec,
+    StateBackendName, WindowKind, WindowOperatorSpec,
+};
+use crate::operator::FailurePolicy;
 use crate::plugin::{PluginEngine, PluginLimits};
 use crate::runtime::Routing;
 use crate::state::BackendKind;
 use crate::time::{Assigner, WindowSpec, millis};
+use std::sync::Arc;
 
 /// Plans the manifest's pipeline, loading its plugins with `engine`. A plugin
 /// that cannot be loaded, or whose world does not fit its operator, is
@@ -22,15 +29,11 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
     let mut keyed = false;
     for (op, name) in m.spec.operators.iter().zip(&m.operator_names) {
         let spec = op.get_ref();
-        if let OperatorSpec::Window(w) = spec {
-            stages
-                .last_mut()
-                .expect("validated: a window follows a key_by")
-                .operators
-                .push(window_node(name, w));
-            continue;
-        }
         if let OperatorSpec::KeyBy(k) = spec {
+            if let Some(f) = &k.field {
+                let node = builtin(name, k.on_error, key_from_field(name, f));
+                place(&mut stages, node, 1, keyed);
+            }
             keyed = true;
             stages.push(OperatorStage {
                 name: format!("keyed-{}", stages.len() + 1),
@@ -40,34 +43,56 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
             });
             continue;
         }
-        let ps = spec.plugin().expect("every other operator runs a plugin");
-        let world = spec.world().expect("plugin operator");
-        let plugin = engine
-            .load(&m.path(&ps.plugin), world, name)
-            .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
-        let node = OperatorNode {
-            name: name.clone(),
-            kind: NodeKind::Plugin {
-                plugin,
-                limits: PluginLimits {
-                    timeout: ps.timeout,
-                    memory_bytes: (ps.memory_limit_mb as usize) << 20,
-                },
-                mode: ps.call,
-            },
-            policy: ps.on_error,
-            failures: Default::default(),
+        let (node, parallelism) = match spec {
+            OperatorSpec::Window(w) => (window_node(name, w), 1),
+            OperatorSpec::KeyBy(_) => unreachable!("handled above"),
+            OperatorSpec::FieldFilter(f) => (builtin(name, f.on_error, field_filter(name, f)), 1),
+            OperatorSpec::Project(p) => (
+                builtin(
+                    name,
+                    p.on_error,
+                    reshape(name, ReshapeKind::Project(p.fields.clone())),
+                ),
+                1,
+            ),
+            OperatorSpec::Rename(r) => {
+                let pairs = r.fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
+                (
+                    builtin(name, r.on_error, reshape(name, ReshapeKind::Rename(pairs))),
+                    1,
+                )
+            }
+            OperatorSpec::Set(st) => {
+                let pairs = st.fields.iter().map(|(a, v)| (a.clone(), from_toml(v))).collect();
+                (
+                    builtin(name, st.on_error, reshape(name, ReshapeKind::Set(pairs))),
+                    1,
+                )
+            }
+            OperatorSpec::Aggregate(a) => (builtin(name, a.on_error, aggregate(name, a)), 1),
+            plugin_op => {
+                let ps = plugin_op.plugin().expect("every other operator runs a plugin");
+                let world = plugin_op.world().expect("plugin operator");
+                let plugin = engine
+                    .load(&m.path(&ps.plugin), world, name)
+                    .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
+                let node = OperatorNode {
+                    name: name.clone(),
+                    kind: NodeKind::Plugin {
+                        plugin,
+                        limits: PluginLimits {
+                            timeout: ps.timeout,
+                            memory_bytes: (ps.memory_limit_mb as usize) << 20,
+                        },
+                        mode: ps.call,
+                    },
+                    policy: ps.on_error,
+                    failures: Default::default(),
+                };
+                (node, ps.parallelism.unwrap_or(1))
+            }
         };
-        let parallelism = ps.parallelism.unwrap_or(1);
-        match stages.last_mut() {
-            Some(s) if keyed || s.parallelism == parallelism => s.operators.push(node),
-            _ => stages.push(OperatorStage {
-                name: format!("stage-{}", stages.len() + 1),
-                parallelism,
-                routing: Routing::RoundRobin,
-                operators: vec![node],
-            }),
-        }
+        place(&mut stages, node, parallelism, keyed);
     }
     Ok(Plan {
         name: p.name.clone(),
@@ -183,4 +208,64 @@ fn serde_plain(v: &impl serde::Serialize) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+/// Puts an operator into the last stage when it can run there (a keyed
+/// stage takes everything after its `key_by`; a stateless one, operators of
+/// its parallelism), or into a new stage.
+fn place(stages: &mut Vec<OperatorStage>, node: OperatorNode, parallelism: usize, keyed: bool) {
+    match stages.last_mut() {
+        Some(s) if keyed || s.parallelism == parallelism => s.operators.push(node),
+        _ => stages.push(OperatorStage {
+            name: format!("stage-{}", stages.len() + 1),
+            parallelism,
+            routing: Routing::RoundRobin,
+            operators: vec![node],
+        }),
+    }
+}
+
+fn builtin(name: &str, policy: FailurePolicy, factory: NativeFactory) -> OperatorNode {
+    OperatorNode {
+        name: name.to_owned(),
+        kind: NodeKind::Native(factory),
+        policy,
+        failures: Default::default(),
+    }
+}
+
+fn key_from_field(name: &str, f: &str) -> NativeFactory {
+    let (name, f) = (name.to_owned(), f.to_owned());
+    Arc::new(move |_, failure| Ok(Box::new(KeyFromField::new(&name, &f, failure))))
+}
+
+fn field_filter(name: &str, f: &FieldFilterSpec) -> NativeFactory {
+    let (name, field, op) = (name.to_owned(), f.field.clone(), f.op);
+    let value = f.value.as_ref().map_or(serde_json::Value::Null, from_toml);
+    Arc::new(move |_, failure| {
+        let filter = FieldFilter::new(&name, &field, op, value.clone(), failure)
+            .expect("checked when the manifest was validated");
+        Ok(Box::new(filter))
+    })
+}
+
+fn reshape(name: &str, kind: ReshapeKind) -> NativeFactory {
+    let name = name.to_owned();
+    Arc::new(move |_, failure| Ok(Box::new(Reshape::new(&name, kind.clone(), failure))))
+}
+
+fn aggregate(name: &str, a: &AggregateSpec) -> NativeFactory {
+    let (name, aggregates, field) = (name.to_owned(), a.aggregates.clone(), a.field.clone());
+    Arc::new(move |ctx, failure| {
+        let state = ctx.state.open(&format!("{}-{}", ctx.stage, name), ctx.worker)?;
+        Ok(Box::new(RunningAggregate::new(
+            &name,
+            ctx.op_index,
+            ctx.key_groups,
+            aggregates.clone(),
+            field.clone(),
+            state,
+            failure,
+        )))
+    })
 }

@@ -37,8 +37,9 @@ pub type OpenSource = Box<dyn FnOnce() -> Result<Box<dyn Source>, ConnectorError
 /// Opens a sink when the run starts.
 pub type OpenSink = Box<dyn FnOnce() -> Result<Box<dyn Sink>, ConnectorError> + Send>;
 /// Makes one native operator instance per worker.
-pub type NativeFactory =
-    Arc<dyn Fn(&InstanceContext<'_>) -> Result<Box<dyn Operator>, InstantiateError> + Send + Sync>;
+pub type NativeFactory = Arc<
+    dyn Fn(&InstanceContext<'_>, FailureHandler) -> Result<Box<dyn Operator>, InstantiateError> + Send + Sync,
+>;
 
 /// A pipeline ready to run.
 pub struct Plan {
@@ -171,7 +172,7 @@ impl OperatorNode {
             self.failures.clone(),
         );
         Ok(match &self.kind {
-            NodeKind::Native(factory) => factory(ctx)?,
+            NodeKind::Native(factory) => factory(ctx, failure)?,
             NodeKind::Window {
                 spec,
                 side_output,

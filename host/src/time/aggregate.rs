@@ -129,6 +129,31 @@ impl Number {
     }
 }
 
+/// Whether any of `kinds` needs a number from each record (all but count).
+pub fn needs_values(kinds: &[AggregateKind]) -> bool {
+    kinds.iter().any(|a| *a != AggregateKind::Count)
+}
+
+/// The number a record contributes: its JSON `field` (dotted path), or its
+/// value as decimal text when there is no field.
+pub fn number_of(rec: &crate::record::Record, field: Option<&str>) -> Result<Number, String> {
+    let n = match field {
+        None => std::str::from_utf8(&rec.value).ok().and_then(Number::parse),
+        Some(f) => {
+            let doc: serde_json::Value =
+                serde_json::from_slice(&rec.value).map_err(|e| format!("value is not JSON: {e}"))?;
+            match crate::json::field(&doc, f) {
+                None => return Err(format!("no field `{f}`")),
+                Some(v) => Number::from_json(v),
+            }
+        }
+    };
+    n.ok_or_else(|| match field {
+        Some(f) => format!("field `{f}` is not a number"),
+        None => "value is not a number".to_owned(),
+    })
+}
+
 /// The running state of every built-in aggregate at once.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Accumulator {

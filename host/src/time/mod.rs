@@ -6,7 +6,7 @@ mod assigner;
 mod watermark;
 mod window_operator;
 
-pub use aggregate::{Accumulator, AggregateKind, Number};
+pub use aggregate::{Accumulator, AggregateKind, Number, needs_values, number_of};
 pub use assigner::{Assigner, Window, millis};
 pub use watermark::WatermarkGenerator;
 pub use window_operator::{LatePolicy, WindowOperator, WindowSpec};

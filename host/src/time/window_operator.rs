@@ -8,10 +8,9 @@
 //! `end - 1 + L`. A record too late for every window it belongs to is
 //! counted and dropped or sent to the side output.
 
-use super::aggregate::{Accumulator, AggregateKind, Number};
+use super::aggregate::{Accumulator, AggregateKind, Number, needs_values, number_of};
 use super::assigner::{Assigner, Window};
 use crate::batch::Batch;
-use crate::json::field;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use crate::runtime::Routing;
@@ -36,12 +35,6 @@ pub struct WindowSpec {
     /// The JSON field holding the number to aggregate (dotted path); the
     /// value itself, as decimal text, when absent.
     pub field: Option<String>,
-}
-
-impl WindowSpec {
-    fn needs_value(&self) -> bool {
-        self.aggregates.iter().any(|a| *a != AggregateKind::Count)
-    }
 }
 
 /// What happens to records too late for every window.
@@ -133,24 +126,10 @@ impl WindowOperator {
 
     /// The number a record contributes, or why it has none.
     fn value_of(&self, rec: &Record) -> Result<Option<Number>, String> {
-        if !self.spec.needs_value() {
+        if !needs_values(&self.spec.aggregates) {
             return Ok(None);
         }
-        let n = match &self.spec.field {
-            None => std::str::from_utf8(&rec.value).ok().and_then(Number::parse),
-            Some(f) => {
-                let doc: serde_json::Value =
-                    serde_json::from_slice(&rec.value).map_err(|e| format!("value is not JSON: {e}"))?;
-                match field(&doc, f) {
-                    None => return Err(format!("no field `{f}`")),
-                    Some(v) => Number::from_json(v),
-                }
-            }
-        };
-        n.map(Some).ok_or_else(|| match &self.spec.field {
-            Some(f) => format!("field `{f}` is not a number"),
-            None => "value is not a number".to_owned(),
-        })
+        number_of(rec, self.spec.field.as_deref()).map(Some)
     }
 
     fn emit(&self, key: &[u8], w: Window, acc: &Accumulator, out: &mut Vec<Record>) {

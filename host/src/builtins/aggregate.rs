@@ -1,0 +1,134 @@
+//! `aggregate`: running count, sum, min, max and avg per key, one updated
+//! result per record (like a reduce); the accumulators live in the state
+//! backend.
+
+use crate::batch::Batch;
+use crate::operator::{FailureHandler, Operator, OperatorError};
+use crate::record::Record;
+use crate::runtime::Routing;
+use crate::state::{StateBackend, keys};
+use crate::time::{Accumulator, AggregateKind, needs_values, number_of};
+
+/// Running aggregates per key.
+pub struct RunningAggregate {
+    name: String,
+    op: u16,
+    key_groups: u32,
+    aggregates: Vec<AggregateKind>,
+    field: Option<String>,
+    state: Box<dyn StateBackend>,
+    failure: FailureHandler,
+}
+
+impl RunningAggregate {
+    /// The operator `name` (state namespace `op`) computing `aggregates` of
+    /// `field` (the value itself when absent).
+    pub fn new(
+        name: &str,
+        op: u16,
+        key_groups: u32,
+        aggregates: Vec<AggregateKind>,
+        field: Option<String>,
+        state: Box<dyn StateBackend>,
+        failure: FailureHandler,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            op,
+            key_groups,
+            aggregates,
+            field,
+            state,
+            failure,
+        }
+    }
+
+    fn state_error(&self, e: impl std::fmt::Display) -> OperatorError {
+        OperatorError::State {
+            operator: self.name.clone(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+impl Operator for RunningAggregate {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        let mut out = Vec::with_capacity(input.len());
+        let needs = needs_values(&self.aggregates);
+        for rec in input.into_records() {
+            let v = if needs {
+                match number_of(&rec, self.field.as_deref()) {
+                    Ok(n) => Some(n),
+                    Err(reason) => {
+                        self.failure.fail(rec, &reason)?;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            let kg = Routing::key_group(rec.key_bytes(), self.key_groups) as u16;
+            let k = keys::keyed(kg, self.op, rec.key_bytes());
+            let stored = self.state.get(&k).map_err(|e| self.state_error(e))?;
+            let mut acc = stored.and_then(|b| Accumulator::decode(&b)).unwrap_or_default();
+            acc.add(v);
+            self.state
+                .put(&k, &acc.encode())
+                .map_err(|e| self.state_error(e))?;
+            let mut json = String::from("{\"key\":");
+            json.push_str(&serde_json::Value::from(String::from_utf8_lossy(rec.key_bytes())).to_string());
+            json.push(',');
+            acc.write_json(&self.aggregates, &mut json);
+            json.push('}');
+            out.push(Record::new(rec.key, json, rec.timestamp));
+        }
+        Ok(Batch::Records(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::FailurePolicy;
+    use crate::state::MemoryBackend;
+    use bytes::Bytes;
+
+    #[test]
+    fn running_aggregates_per_key() {
+        let failure = FailureHandler::new("a", FailurePolicy::Skip, None, Default::default());
+        let mut a = RunningAggregate::new(
+            "a",
+            1,
+            128,
+            vec![AggregateKind::Count, AggregateKind::Sum, AggregateKind::Max],
+            Some("n".into()),
+            Box::new(MemoryBackend::default()),
+            failure,
+        );
+        let rec =
+            |k: &'static str, v: &str| Record::new(Some(Bytes::from_static(k.as_bytes())), v.to_owned(), 0);
+        let input = vec![
+            rec("x", r#"{"n":3}"#),
+            rec("y", r#"{"n":1}"#),
+            rec("x", r#"{"n":-1}"#),
+            rec("x", "{}"),
+        ];
+        let out = a.process(Batch::Records(input)).unwrap().into_records();
+        let values: Vec<String> = out
+            .iter()
+            .map(|r| String::from_utf8(r.value.to_vec()).unwrap())
+            .collect();
+        assert_eq!(
+            values,
+            [
+                r#"{"key":"x","count":1,"sum":3,"max":3}"#,
+                r#"{"key":"y","count":1,"sum":1,"max":1}"#,
+                r#"{"key":"x","count":2,"sum":2,"max":3}"#,
+            ]
+        );
+    }
+}
