@@ -52,6 +52,9 @@ pub enum Message {
     Records(Batch),
     /// No record with an event time below this (ms) will follow.
     Watermark(i64),
+    /// The wall clock (ms) as the source saw it: processing-time timers up to
+    /// it fire. Sent periodically when an operator works on processing time.
+    ProcessingTime(i64),
     /// A checkpoint barrier.
     Barrier(Barrier),
     /// The input is complete (a bounded source ended). Unlike a plain close

@@ -9,4 +9,5 @@ mod manifests;
 mod quickstart;
 mod shutdown;
 mod support;
+mod windows;
 mod word_count;

@@ -48,6 +48,7 @@ fn run(name: &str, parallelism: usize, backend: &str) {
                 allowed_lateness: 0,
                 aggregates: vec![AggregateKind::Count, AggregateKind::Sum],
                 field: None,
+                processing_time: false,
             },
             side_output: false,
             late_records: Default::default(),

@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How the lines of a file become records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,16 +87,10 @@ impl FileSource {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 impl Source for FileSource {
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         let mut batch = Vec::with_capacity(max);
-        let now = now_ms();
+        let now = crate::runtime::now_ms();
         while batch.len() < max {
             self.line.clear();
             let n = self

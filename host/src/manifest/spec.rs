@@ -317,6 +317,21 @@ pub struct WindowOperatorSpec {
     /// What to do with a record that has no number to aggregate.
     #[serde(default)]
     pub on_error: FailurePolicy,
+    /// `event` (default: the records' event time, fired by watermarks) or
+    /// `processing` (the wall clock; tumbling and sliding windows only).
+    #[serde(default)]
+    pub time: TimeDomain,
+}
+
+/// Which time windows follow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeDomain {
+    /// The records' event time.
+    #[default]
+    Event,
+    /// The wall clock when a record is handled.
+    Processing,
 }
 
 /// A window shape.

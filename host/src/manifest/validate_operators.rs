@@ -250,6 +250,13 @@ fn check_window(m: &Manifest, w: &WindowOperatorSpec, span: &Range<usize>) -> Re
         return Err(m.error_at(span, "slide", "`slide` must not be longer than `size`"));
     }
     check_aggregates(m, &w.aggregates, span)?;
+    if w.window == WindowKind::Session && w.time == TimeDomain::Processing {
+        return Err(m.error_at(
+            span,
+            "time",
+            "session windows are on event time only: remove `time = \"processing\"`",
+        ));
+    }
     if w.late == LateSpec::SideOutput && m.spec.late_output.is_none() {
         return Err(m.error_at(
             span,

@@ -31,6 +31,10 @@ impl Chain {
                 let wm = *wm;
                 self.each_op(|op, out| op.on_watermark(wm, out))?
             }
+            Message::ProcessingTime(now) => {
+                let now = *now;
+                self.each_op(|op, out| op.on_processing_time(now, out))?
+            }
             Message::EndOfStream => self.each_op(|op, out| op.on_end(out))?,
             Message::Barrier(_) => Batch::Records(Vec::new()),
         };

@@ -23,6 +23,11 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Processing time advanced to `now` (ms); may emit records.
+    fn on_processing_time(&mut self, _now: i64, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
     /// The input is complete; emit what is still held back.
     fn on_end(&mut self, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
         Ok(())

@@ -10,7 +10,7 @@ use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, St
 use crate::json::from_toml;
 use crate::manifest::{
     AggregateSpec, FieldFilterSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec,
-    StateBackendName, WindowKind, WindowOperatorSpec,
+    StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
 };
 use crate::operator::FailurePolicy;
 use crate::plugin::{PluginEngine, PluginLimits};
@@ -149,6 +149,7 @@ fn window_node(name: &str, w: &WindowOperatorSpec) -> OperatorNode {
                 allowed_lateness: i64::try_from(w.allowed_lateness.as_millis()).unwrap_or(i64::MAX),
                 aggregates: w.aggregates.clone(),
                 field: w.field.clone(),
+                processing_time: w.time == TimeDomain::Processing,
             },
             side_output: w.late == LateSpec::SideOutput,
             late_records: Default::default(),

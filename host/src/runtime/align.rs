@@ -21,6 +21,8 @@ pub fn merge_aligned(inputs: Vec<EdgeReceiver>, out: EdgeSender, shutdown: &Shut
     let mut pending: Option<Message> = None;
     let mut watermarks = vec![i64::MIN; n];
     let mut emitted_watermark = i64::MIN;
+    let mut clocks = vec![i64::MIN; n];
+    let mut emitted_clock = i64::MIN;
     loop {
         if pending.is_some() && (0..n).all(|i| holding[i] || !open[i]) {
             let marker = pending.take().expect("checked above");
@@ -60,6 +62,16 @@ pub fn merge_aligned(inputs: Vec<EdgeReceiver>, out: EdgeSender, shutdown: &Shut
                 if min > emitted_watermark {
                     emitted_watermark = min;
                     if out.send(Message::Watermark(min)).is_err() {
+                        return;
+                    }
+                }
+            }
+            Some(Message::ProcessingTime(t)) => {
+                clocks[i] = clocks[i].max(t);
+                let min = (0..n).filter(|&j| open[j]).map(|j| clocks[j]).min().unwrap_or(t);
+                if min > emitted_clock {
+                    emitted_clock = min;
+                    if out.send(Message::ProcessingTime(min)).is_err() {
                         return;
                     }
                 }

@@ -13,4 +13,4 @@ pub use edge::{Closed, EdgeReceiver, EdgeSender, EdgeStats, edge};
 pub use parallel::Routing;
 pub use pipeline::{RunError, RunReport, run};
 pub use shutdown::Shutdown;
-pub use stages::{StageError, StageStats};
+pub use stages::{StageError, StageStats, now_ms};

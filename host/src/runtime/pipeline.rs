@@ -2,7 +2,9 @@
 //! stages with bounded edges, and supervises the run to its end.
 
 use super::parallel::spawn_parallel;
-use super::stages::{StageError, StageHandle, StageStats, run_chain, run_sink, run_source, spawn_stage};
+use super::stages::{
+    SourceTime, StageError, StageHandle, StageStats, run_chain, run_sink, run_source, spawn_stage,
+};
 use super::{Shutdown, edge};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
@@ -13,6 +15,9 @@ use crate::record::Record;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// How often the source sends the processing time when an operator needs it.
+const PROCESSING_TICK: Duration = Duration::from_millis(50);
 
 /// What a finished run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,14 +122,18 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let source_stats = StageStats::new("source");
     let (tx, mut rx) = edge("source".to_owned(), messages, shutdown);
     {
-        let (stats, shutdown, batch, wm) = (
-            source_stats.clone(),
-            shutdown.clone(),
-            plan.batch_size,
-            plan.watermark,
-        );
+        let processing_time = plan
+            .stages
+            .iter()
+            .flat_map(|s| &s.operators)
+            .any(|op| matches!(&op.kind, NodeKind::Window { spec, .. } if spec.processing_time));
+        let time = SourceTime {
+            watermarks: plan.watermark,
+            ticks: processing_time.then_some(PROCESSING_TICK),
+        };
+        let (stats, shutdown, batch) = (source_stats.clone(), shutdown.clone(), plan.batch_size);
         handles.push(spawn_stage("source".into(), move || {
-            run_source(source, tx, batch, wm, shutdown, stats)
+            run_source(source, tx, batch, time, shutdown, stats)
         })?);
     }
     for (stage, chains) in plan.stages.iter().zip(stage_chains) {

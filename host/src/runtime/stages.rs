@@ -10,6 +10,7 @@ use crate::time::WatermarkGenerator;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Why a stage stopped the pipeline.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +74,22 @@ impl StageStats {
     }
 }
 
+/// What the source stage adds to the stream besides records.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SourceTime {
+    /// Watermark generation, if configured.
+    pub watermarks: Option<WatermarkSettings>,
+    /// How often to send the processing time, if an operator needs it.
+    pub ticks: Option<Duration>,
+}
+
+/// The wall clock, ms since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// Pulls batches from the source until it ends (then sends `EndOfStream`) or
 /// the run is cancelled (then just closes: a drain). With watermarks on, a
 /// watermark follows every batch that advanced it.
@@ -80,12 +97,23 @@ pub fn run_source(
     mut source: Box<dyn Source>,
     out: EdgeSender,
     batch_size: usize,
-    watermarks: Option<WatermarkSettings>,
+    time: SourceTime,
     shutdown: Shutdown,
     stats: Arc<StageStats>,
 ) -> Result<(), StageError> {
-    let mut generator = watermarks.map(|w| WatermarkGenerator::new(1, w.delay, w.idle_timeout));
+    let mut generator = time
+        .watermarks
+        .map(|w| WatermarkGenerator::new(1, w.delay, w.idle_timeout));
+    let mut last_tick = Instant::now();
     while !shutdown.is_cancelled() {
+        if let Some(every) = time.ticks
+            && last_tick.elapsed() >= every
+        {
+            last_tick = Instant::now();
+            if out.send(Message::ProcessingTime(now_ms())).is_err() {
+                break;
+            }
+        }
         let msg = match source.poll(batch_size).map_err(StageError::Source)? {
             Poll::Records(batch) => {
                 if let (Some(g), Some(ts)) = (generator.as_mut(), batch.max_timestamp()) {
@@ -152,7 +180,7 @@ pub fn run_sink(
                 }
             }
             Message::Barrier(_) | Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,
-            Message::Watermark(_) => {}
+            Message::Watermark(_) | Message::ProcessingTime(_) => {}
         }
     }
     sink.close().map_err(StageError::Sink)

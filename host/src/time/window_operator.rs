@@ -35,7 +35,13 @@ pub struct WindowSpec {
     /// The JSON field holding the number to aggregate (dotted path); the
     /// value itself, as decimal text, when absent.
     pub field: Option<String>,
+    /// Windows of processing time (the wall clock when a record is handled,
+    /// fired by the source's processing-time ticks) instead of event time.
+    pub processing_time: bool,
 }
+
+/// A clock in ms since the Unix epoch.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// What happens to records too late for every window.
 #[derive(Debug, Clone)]
@@ -59,6 +65,7 @@ pub struct WindowOperator {
     late: LatePolicy,
     late_records: Arc<AtomicU64>,
     failure: FailureHandler,
+    clock: Clock,
 }
 
 impl WindowOperator {
@@ -86,7 +93,23 @@ impl WindowOperator {
             late,
             late_records,
             failure,
+            clock: Arc::new(crate::runtime::now_ms),
         }
+    }
+
+    /// The same operator reading processing time from `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Advances time (event or processing) to `t` and fires what is due.
+    fn advance(&mut self, t: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        if t > self.watermark {
+            self.watermark = t;
+            self.fire(t, out)?;
+        }
+        Ok(())
     }
 
     fn state_error(&self, e: StateError) -> OperatorError {
@@ -183,13 +206,14 @@ impl WindowOperator {
     fn add_fixed(
         &mut self,
         rec: Record,
+        ts: i64,
         v: Option<Number>,
         out: &mut Vec<Record>,
     ) -> Result<(), OperatorError> {
         let key = rec.key_bytes().to_vec();
         let kg = Routing::key_group(&key, self.key_groups) as u16;
         let mut accepted = false;
-        for w in self.spec.assigner.assign(rec.timestamp) {
+        for w in self.spec.assigner.assign(ts) {
             if self.too_late(w) {
                 continue;
             }
@@ -352,18 +376,29 @@ impl Operator for WindowOperator {
             if self.spec.assigner.is_merging() {
                 self.add_session(rec, v, &mut out)?;
             } else {
-                self.add_fixed(rec, v, &mut out)?;
+                let ts = if self.spec.processing_time {
+                    (self.clock)()
+                } else {
+                    rec.timestamp
+                };
+                self.add_fixed(rec, ts, v, &mut out)?;
             }
         }
         Ok(Batch::Records(out))
     }
 
     fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        if watermark > self.watermark {
-            self.watermark = watermark;
-            self.fire(watermark, out)?;
+        if self.spec.processing_time {
+            return Ok(());
         }
-        Ok(())
+        self.advance(watermark, out)
+    }
+
+    fn on_processing_time(&mut self, now: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        if !self.spec.processing_time {
+            return Ok(());
+        }
+        self.advance(now, out)
     }
 
     fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {

@@ -209,6 +209,7 @@ fn run_fixed(assigner: Assigner, lateness: i64, evs: &[Event]) -> Result<(), Tes
         allowed_lateness: lateness,
         aggregates: vec![AggregateKind::Count, AggregateKind::Sum],
         field: None,
+        processing_time: false,
     };
     let mut op = operator(spec);
     let mut model = FixedModel {
@@ -264,6 +265,7 @@ proptest! {
             allowed_lateness: 0,
             aggregates: vec![AggregateKind::Count, AggregateKind::Sum],
             field: None,
+            processing_time: false,
         };
         let mut op = operator(spec);
         let mut model = SessionModel { gap, watermark: i64::MIN, live: BTreeMap::new(), late: 0 };
@@ -284,4 +286,34 @@ proptest! {
         }
         prop_assert_eq!(op.late_records.load(Ordering::Relaxed), model.late);
     }
+}
+
+/// Processing time: records go to the window of the clock when handled, and
+/// windows fire on processing-time ticks, not on watermarks.
+#[test]
+fn processing_time_windows_follow_the_clock_and_its_ticks() {
+    use std::sync::atomic::AtomicI64;
+    let spec = WindowSpec {
+        assigner: Assigner::Tumbling { size: 100 },
+        allowed_lateness: 0,
+        aggregates: vec![AggregateKind::Count, AggregateKind::Sum],
+        field: None,
+        processing_time: true,
+    };
+    let now = Arc::new(AtomicI64::new(1_000));
+    let clock = now.clone();
+    let mut op = operator(spec).with_clock(Arc::new(move || clock.load(Ordering::Relaxed)));
+    // Event times are ignored: both land in [1000, 1100).
+    op.process(Batch::Records(vec![record(0, 5, 1), record(0, 999_999, 2)]))
+        .unwrap();
+    let mut out = Vec::new();
+    op.on_watermark(5_000, &mut out).unwrap();
+    assert!(out.is_empty(), "watermarks do not fire processing-time windows");
+    now.store(1_150, Ordering::Relaxed);
+    op.process(Batch::Records(vec![record(0, 7, 4)])).unwrap();
+    op.on_processing_time(1_120, &mut out).unwrap();
+    assert_eq!(parse(out), vec![("k0".to_owned(), 1_000, 1_100, 2, 3)]);
+    let mut out = Vec::new();
+    op.on_end(&mut out).unwrap();
+    assert_eq!(parse(out), vec![("k0".to_owned(), 1_100, 1_200, 1, 4)]);
 }
