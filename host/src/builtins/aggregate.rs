@@ -42,13 +42,6 @@ impl RunningAggregate {
             failure,
         }
     }
-
-    fn state_error(&self, e: impl std::fmt::Display) -> OperatorError {
-        OperatorError::State {
-            operator: self.name.clone(),
-            reason: e.to_string(),
-        }
-    }
 }
 
 impl Operator for RunningAggregate {
@@ -73,12 +66,15 @@ impl Operator for RunningAggregate {
             };
             let kg = Routing::key_group(rec.key_bytes(), self.key_groups) as u16;
             let k = keys::keyed(kg, self.op, rec.key_bytes());
-            let stored = self.state.get(&k).map_err(|e| self.state_error(e))?;
+            let stored = self
+                .state
+                .get(&k)
+                .map_err(|e| OperatorError::state(&self.name, e))?;
             let mut acc = stored.and_then(|b| Accumulator::decode(&b)).unwrap_or_default();
             acc.add(v);
             self.state
                 .put(&k, &acc.encode())
-                .map_err(|e| self.state_error(e))?;
+                .map_err(|e| OperatorError::state(&self.name, e))?;
             let mut json = String::from("{\"key\":");
             json.push_str(&serde_json::Value::from(String::from_utf8_lossy(rec.key_bytes())).to_string());
             json.push(',');

@@ -34,6 +34,16 @@ pub trait Operator: Send {
     }
 }
 
+impl OperatorError {
+    /// The state backend of operator `operator` failed.
+    pub fn state(operator: &str, e: impl std::fmt::Display) -> Self {
+        OperatorError::State {
+            operator: operator.to_owned(),
+            reason: e.to_string(),
+        }
+    }
+}
+
 /// Why an operator stopped the pipeline.
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {

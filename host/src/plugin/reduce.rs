@@ -9,10 +9,10 @@ use crate::batch::{Batch, write_record};
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use crate::runtime::Routing;
+use crate::state::StateBackend;
 use crate::state::keys;
-use crate::state::{StateBackend, StateError};
 use mailer_wire::Writer;
-use rustc_hash::FxHashMap;
+use std::collections::HashMap;
 
 /// A keyed reduce backed by a plugin of the reduce world; each key's
 /// accumulator lives in the worker's state backend.
@@ -57,20 +57,13 @@ impl WasmReduce {
     fn accumulator(&self, key: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {
         self.state
             .get(&self.state_key(key))
-            .map_err(|e| self.state_error(e))
-    }
-
-    fn state_error(&self, e: StateError) -> OperatorError {
-        OperatorError::State {
-            operator: self.name.clone(),
-            reason: e.to_string(),
-        }
+            .map_err(|e| OperatorError::state(&self.name, e))
     }
 
     /// Encodes records with their keys' accumulators: each distinct key is a
     /// slot carrying its accumulator once.
     fn encode(&self, records: &[Record]) -> Result<Vec<u8>, OperatorError> {
-        let mut slot_of: FxHashMap<&[u8], usize> = FxHashMap::default();
+        let mut slot_of: HashMap<&[u8], usize> = HashMap::with_capacity(records.len());
         let mut slots: Vec<&[u8]> = Vec::new();
         let record_slots: Vec<usize> = records
             .iter()
@@ -124,7 +117,9 @@ impl WasmReduce {
         match outcome {
             Ok(Outcome::Accumulator(acc)) => {
                 let k = self.state_key(rec.key_bytes());
-                self.state.put(&k, &acc).map_err(|e| self.state_error(e))?;
+                self.state
+                    .put(&k, &acc)
+                    .map_err(|e| OperatorError::state(&self.name, e))?;
                 out.push(Record::new(rec.key, acc, rec.timestamp));
             }
             Ok(_) => unreachable!("decoded by the reduce world"),

@@ -14,8 +14,8 @@ use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use crate::runtime::Routing;
+use crate::state::StateBackend;
 use crate::state::keys::{self, TIMERS};
-use crate::state::{StateBackend, StateError};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,13 +112,6 @@ impl WindowOperator {
         Ok(())
     }
 
-    fn state_error(&self, e: StateError) -> OperatorError {
-        OperatorError::State {
-            operator: self.name.clone(),
-            reason: e.to_string(),
-        }
-    }
-
     fn acc_key(&self, kg: u16, key: &[u8], w: Window) -> Vec<u8> {
         let mut k = keys::keyed(kg, self.op, key);
         k.extend_from_slice(&keys::sortable(w.start));
@@ -135,16 +128,23 @@ impl WindowOperator {
     }
 
     fn get(&self, k: &[u8]) -> Result<Option<Accumulator>, OperatorError> {
-        let bytes = self.state.get(k).map_err(|e| self.state_error(e))?;
+        let bytes = self
+            .state
+            .get(k)
+            .map_err(|e| OperatorError::state(&self.name, e))?;
         Ok(bytes.and_then(|b| Accumulator::decode(&b)))
     }
 
     fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), OperatorError> {
-        self.state.put(k, v).map_err(|e| self.state_error(e))
+        self.state
+            .put(k, v)
+            .map_err(|e| OperatorError::state(&self.name, e))
     }
 
     fn delete(&mut self, k: &[u8]) -> Result<(), OperatorError> {
-        self.state.delete(k).map_err(|e| self.state_error(e))
+        self.state
+            .delete(k)
+            .map_err(|e| OperatorError::state(&self.name, e))
     }
 
     /// The number a record contributes, or why it has none.
@@ -263,7 +263,7 @@ impl WindowOperator {
                 }
                 true
             })
-            .map_err(|e| self.state_error(e))?;
+            .map_err(|e| OperatorError::state(&self.name, e))?;
         if bad.is_some() {
             return Err(OperatorError::State {
                 operator: self.name.clone(),
@@ -328,7 +328,7 @@ impl WindowOperator {
                 due.push(k.to_vec());
                 true
             })
-            .map_err(|e| self.state_error(e))?;
+            .map_err(|e| OperatorError::state(&self.name, e))?;
         for t in due {
             self.delete(&t)?;
             let Some((_, kg, key, payload)) = keys::parse_timer(&t) else {
