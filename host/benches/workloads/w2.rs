@@ -8,7 +8,6 @@ use mailer::batch::Batch;
 use mailer::operator::{Operator, OperatorError};
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
-use mailer::runtime::Routing;
 use mailer::state::{BackendKind, StateBackend, keys};
 
 const KEYS: u64 = 100_000;
@@ -37,7 +36,7 @@ fn run(name: &str, how: &str, parallelism: usize, backend: &str) {
             Ok(Box::new(NativeSum {
                 op: ctx.op_index,
                 key_groups: ctx.key_groups,
-                state: ctx.state.open(&format!("{}-sum", ctx.stage), ctx.worker)?,
+                state: ctx.open_state("sum")?,
             }))
         })
     };
@@ -71,8 +70,7 @@ impl Operator for NativeSum {
         let mut out = Vec::with_capacity(input.len());
         let mut text = itoa::Buffer::new();
         for r in records_of(input) {
-            let kg = Routing::key_group(r.key_bytes(), self.key_groups) as u16;
-            let k = keys::keyed(kg, self.op, r.key_bytes());
+            let k = keys::of_key(self.key_groups, self.op, r.key_bytes());
             let acc: i64 = match self.state.get(&k).map_err(|e| err(e.to_string()))? {
                 Some(a) => std::str::from_utf8(&a)
                     .ok()

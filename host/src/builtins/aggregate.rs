@@ -5,7 +5,6 @@
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
-use crate::runtime::Routing;
 use crate::state::{StateBackend, keys};
 use crate::time::{Accumulator, AggregateKind, needs_values, number_of};
 
@@ -64,8 +63,7 @@ impl Operator for RunningAggregate {
             } else {
                 None
             };
-            let kg = Routing::key_group(rec.key_bytes(), self.key_groups) as u16;
-            let k = keys::keyed(kg, self.op, rec.key_bytes());
+            let k = keys::of_key(self.key_groups, self.op, rec.key_bytes());
             let stored = self
                 .state
                 .get(&k)

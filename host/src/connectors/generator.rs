@@ -15,11 +15,10 @@ pub fn splitmix64(g: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Generates records `start, start + step, …` (one split of the sequence).
+/// Generates records `0, 1, 2, …`.
 #[derive(Debug)]
 pub struct GeneratorSource {
     next: u64,
-    step: u64,
     end: Option<u64>,
     keys: Option<u64>,
     seed: u64,
@@ -42,7 +41,6 @@ impl GeneratorSource {
     ) -> Self {
         Self {
             next: 0,
-            step: 1,
             end: count,
             keys: keys.filter(|&k| k > 0),
             seed,
@@ -61,7 +59,7 @@ impl Source for GeneratorSource {
             if self.next >= end {
                 return Ok(Poll::End);
             }
-            n = n.min((end - self.next).div_ceil(self.step));
+            n = n.min(end - self.next);
         }
         if let Some(rate) = self.rate {
             let allowed = (self.started.elapsed().as_secs_f64() * rate as f64) as u64;
@@ -84,7 +82,7 @@ impl Source for GeneratorSource {
                 value_text.format(g).as_bytes(),
                 (g / self.time_divisor) as i64,
             );
-            self.next += self.step;
+            self.next += 1;
         }
         self.produced += n;
         Ok(Poll::Records(Batch::Encoded(batch.finish())))

@@ -258,7 +258,7 @@ fn reshape(name: &str, kind: ReshapeKind) -> NativeFactory {
 fn aggregate(name: &str, a: &AggregateSpec) -> NativeFactory {
     let (name, aggregates, field) = (name.to_owned(), a.aggregates.clone(), a.field.clone());
     Arc::new(move |ctx, failure| {
-        let state = ctx.state.open(&format!("{}-{}", ctx.stage, name), ctx.worker)?;
+        let state = ctx.open_state(&name)?;
         Ok(Box::new(RunningAggregate::new(
             &name,
             ctx.op_index,

@@ -15,7 +15,7 @@ use crate::plugin::{
 };
 use crate::record::Record;
 use crate::runtime::Routing;
-use crate::state::{BackendKind, StateError};
+use crate::state::{BackendKind, StateBackend, StateError};
 use crate::time::{LatePolicy, WindowOperator, WindowSpec};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -162,6 +162,14 @@ pub enum NodeKind {
     },
 }
 
+impl InstanceContext<'_> {
+    /// A fresh state backend for operator `operator` on this worker.
+    pub fn open_state(&self, operator: &str) -> Result<Box<dyn StateBackend>, StateError> {
+        self.state
+            .open(&format!("{}-{operator}", self.stage), self.worker)
+    }
+}
+
 impl OperatorNode {
     /// A new instance for one worker.
     pub fn instantiate(&self, ctx: &InstanceContext<'_>) -> Result<Box<dyn Operator>, InstantiateError> {
@@ -178,9 +186,7 @@ impl OperatorNode {
                 side_output,
                 late_records,
             } => {
-                let state = ctx
-                    .state
-                    .open(&format!("{}-{}", ctx.stage, self.name), ctx.worker)?;
+                let state = ctx.open_state(&self.name)?;
                 let late = match (side_output, &ctx.late_output) {
                     (true, Some(tx)) => LatePolicy::SideOutput(tx.clone()),
                     _ => LatePolicy::Drop,
@@ -200,9 +206,7 @@ impl OperatorNode {
                 let instance = PluginInstance::new(plugin.clone(), *limits)?;
                 match plugin.world() {
                     World::Reduce => {
-                        let state = ctx
-                            .state
-                            .open(&format!("{}-{}", ctx.stage, self.name), ctx.worker)?;
+                        let state = ctx.open_state(&self.name)?;
                         Box::new(WasmReduce::new(
                             &self.name,
                             ctx.op_index,

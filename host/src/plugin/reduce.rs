@@ -8,7 +8,6 @@ use super::{CallMode, PluginInstance};
 use crate::batch::{Batch, write_record};
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
-use crate::runtime::Routing;
 use crate::state::StateBackend;
 use crate::state::keys;
 use mailer_wire::Writer;
@@ -50,8 +49,7 @@ impl WasmReduce {
     }
 
     fn state_key(&self, key: &[u8]) -> Vec<u8> {
-        let kg = Routing::key_group(key, self.key_groups) as u16;
-        keys::keyed(kg, self.op, key)
+        keys::of_key(self.key_groups, self.op, key)
     }
 
     fn accumulator(&self, key: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {

@@ -24,6 +24,17 @@ pub fn keyed(key_group: u16, op: u16, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The entry of operator `op` for `key`, in the key's key group out of
+/// `key_groups`.
+pub fn of_key(key_groups: u32, op: u16, key: &[u8]) -> Vec<u8> {
+    keyed(group(key, key_groups), op, key)
+}
+
+/// The key group of `key` out of `key_groups`, as stored in entries.
+pub fn group(key: &[u8], key_groups: u32) -> u16 {
+    crate::runtime::Routing::key_group(key, key_groups) as u16
+}
+
 /// A timer entry of operator `op` at `time` for `key`, with `payload`.
 pub fn timer(op: u16, time: i64, key_group: u16, key: &[u8], payload: &[u8]) -> Vec<u8> {
     let mut k = timers_until(op, time);

@@ -13,7 +13,6 @@ use super::assigner::{Assigner, Window};
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
-use crate::runtime::Routing;
 use crate::state::StateBackend;
 use crate::state::keys::{self, TIMERS};
 use bytes::Bytes;
@@ -211,7 +210,7 @@ impl WindowOperator {
         out: &mut Vec<Record>,
     ) -> Result<(), OperatorError> {
         let key = rec.key_bytes().to_vec();
-        let kg = Routing::key_group(&key, self.key_groups) as u16;
+        let kg = keys::group(&key, self.key_groups);
         let mut accepted = false;
         for w in self.spec.assigner.assign(ts) {
             if self.too_late(w) {
@@ -244,7 +243,7 @@ impl WindowOperator {
         out: &mut Vec<Record>,
     ) -> Result<(), OperatorError> {
         let key = rec.key_bytes().to_vec();
-        let kg = Routing::key_group(&key, self.key_groups) as u16;
+        let kg = keys::group(&key, self.key_groups);
         let prefix = keys::keyed(kg, self.op, &key);
         let end = keys::prefix_end(&prefix).expect("a keyed prefix starts below 0xFFFF");
         let mut sessions: Vec<(Window, Accumulator)> = Vec::new();
