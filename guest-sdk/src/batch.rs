@@ -57,9 +57,9 @@ pub fn filter_batch(f: fn(&Record) -> Result<bool>, input: &[u8]) -> Vec<u8> {
     })
 }
 
-/// Runs a flat-map function over a batch.
-pub fn flat_map_batch(f: fn(Record) -> Result<Vec<Record>>, input: &[u8]) -> Vec<u8> {
-    each_record(input, |rec, w, pool| match f(rec) {
+/// Writes a flat-map style outcome: the records, or the error.
+fn write_records(result: Result<Vec<Record>>, w: &mut Writer, pool: &mut Pool) {
+    match result {
         Ok(out) => {
             w.ok();
             w.u32(out.len());
@@ -69,6 +69,21 @@ pub fn flat_map_batch(f: fn(Record) -> Result<Vec<Record>>, input: &[u8]) -> Vec
             }
         }
         Err(e) => w.err(e.message()),
+    }
+}
+
+/// Runs a flat-map function over a batch.
+pub fn flat_map_batch(f: fn(Record) -> Result<Vec<Record>>, input: &[u8]) -> Vec<u8> {
+    each_record(input, |rec, w, pool| write_records(f(rec), w, pool))
+}
+
+/// Runs a process operator's record function over a batch (the records of
+/// one key): one outcome per record, the records it emitted.
+pub fn process_batch(f: fn(Record, &mut crate::Emit) -> Result<()>, input: &[u8]) -> Vec<u8> {
+    each_record(input, |rec, w, pool| {
+        let mut out = crate::Emit::at(rec.timestamp);
+        let result = f(rec, &mut out).map(|()| out.into_records());
+        write_records(result, w, pool)
     })
 }
 

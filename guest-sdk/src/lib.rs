@@ -28,6 +28,31 @@
 //! | `#[operator(filter)]` | `fn(&Record) -> Result<bool>` (true keeps the record) |
 //! | `#[operator(flat_map)]` | `fn(Record) -> Result<Vec<Record>>` |
 //! | `#[operator(reduce)]` | `fn(Option<&[u8]>, Record) -> Result<Vec<u8>>` (the key's accumulator, `None` at first; returns the new one) |
+//! | `#[operator(process)]` or `#[operator(process, on_timer = f)]` | `fn(Record, handles…) -> Result<()>` |
+//! | `#[operator(timer)]` (the `on_timer` of a process operator) | `fn(Timer, handles…) -> Result<()>` |
+//!
+//! A process operator runs after a `key_by`. Its handles are any of
+//! `&mut ValueState<T>`, `&mut ListState<T>`, `&mut MapState<K, V>`,
+//! `&mut Timers` and `&mut Emit`, in any order: each state is the current
+//! key's, named after its parameter, kept by the host (so it is
+//! checkpointed and survives an upgrade of the plugin), never by the plugin:
+//!
+//! ```
+//! use mailer_sdk::{operator, Emit, Record, Result, ValueState};
+//!
+//! #[operator(process)]
+//! fn count(rec: Record, state: &mut ValueState<u64>, out: &mut Emit) -> Result<()> {
+//!     let n = state.get()?.unwrap_or(0) + 1;
+//!     state.set(&n)?;
+//!     if n % 100 == 0 {
+//!         out.emit(rec.key(), n.to_string())?;
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! `#[operator(process)]` also makes `count_operator()`, which
+//! [`testing::Harness`] runs natively with in-memory state and a fake clock.
 //!
 //! An `Err` does not stop the pipeline by itself: the host applies the
 //! operator's failure policy (`fail`, `skip`, `dead-letter`) to that record.
@@ -39,18 +64,28 @@
 extern crate self as mailer_sdk;
 
 mod batch;
+mod emit;
 mod error;
+mod host;
+mod keyed;
 mod pool;
 mod record;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+mod timers;
 
+pub use emit::{Emit, ProcessOperator};
 pub use error::{Error, Result};
+pub use keyed::{ListState, MapState, Named, ValueState};
 pub use mailer_sdk_macros::operator;
 pub use record::Record;
+pub use timers::{TimeDomain, Timer, Timers};
 
 /// What the `#[operator]` attribute expands to refers to; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::batch::{filter_batch, flat_map_batch, map_batch, reduce_batch};
+    pub use crate::batch::{filter_batch, flat_map_batch, map_batch, process_batch, reduce_batch};
+    pub use crate::emit::no_timer;
     #[cfg(target_arch = "wasm32")]
     pub use crate::wit::*;
     pub use wit_bindgen;

@@ -61,3 +61,19 @@ world!(
     "export_flat_map"
 );
 world!(reduce, "reduce", "mailer_sdk::__private::reduce", "export_reduce");
+world!(
+    process,
+    "process",
+    "mailer_sdk::__private::process",
+    "export_process"
+);
+
+impl From<process::mailer::plugin::timers::TimeDomain> for crate::TimeDomain {
+    fn from(d: process::mailer::plugin::timers::TimeDomain) -> Self {
+        use process::mailer::plugin::timers::TimeDomain as Wit;
+        match d {
+            Wit::EventTime => Self::EventTime,
+            Wit::ProcessingTime => Self::ProcessingTime,
+        }
+    }
+}

@@ -6,6 +6,7 @@ mod backpressure;
 mod failure_policies;
 mod golden;
 mod manifests;
+mod process;
 mod quickstart;
 mod shutdown;
 mod support;

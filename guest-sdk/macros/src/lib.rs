@@ -5,8 +5,11 @@
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
 use quote::{quote, quote_spanned};
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Ident, ItemFn, parse_macro_input};
+use syn::{Ident, ItemFn, Meta, Token, parse_macro_input};
+
+mod keyed;
 
 /// One operator kind: its attribute name, world module, and the number of
 /// arguments its function takes.
@@ -40,12 +43,25 @@ const KINDS: [Kind; 4] = [
 ];
 
 /// Makes this function the plugin's operator: `#[operator(map)]`,
-/// `#[operator(filter)]`, `#[operator(flat_map)]` or `#[operator(reduce)]`.
+/// `#[operator(filter)]`, `#[operator(flat_map)]`, `#[operator(reduce)]`,
+/// `#[operator(process)]` (optionally `#[operator(process, on_timer = f)]`)
+/// or `#[operator(timer)]` (the timer function of a process operator).
 #[proc_macro_attribute]
 pub fn operator(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let kind = parse_macro_input!(attr as Ident);
+    let args = parse_macro_input!(attr with Punctuated::<Meta, Token![,]>::parse_terminated);
     let func = parse_macro_input!(item as ItemFn);
-    match expand(&kind, &func) {
+    let expanded = match args.first() {
+        Some(Meta::Path(p)) if p.is_ident("process") => keyed::process(&args, &func),
+        Some(Meta::Path(p)) if p.is_ident("timer") && args.len() == 1 => keyed::timer(&func),
+        Some(Meta::Path(p)) if args.len() == 1 && p.get_ident().is_some() => {
+            expand(p.get_ident().expect("checked"), &func)
+        }
+        _ => Err(syn::Error::new(
+            args.span(),
+            "expected an operator kind: map, filter, flat_map, reduce, process or timer",
+        )),
+    };
+    match expanded {
         Ok(exports) => quote!(#func #exports).into(),
         Err(e) => {
             let e = e.to_compile_error();
@@ -60,7 +76,7 @@ fn expand(kind_ident: &Ident, func: &ItemFn) -> syn::Result<Tokens> {
         syn::Error::new(
             kind_ident.span(),
             format!(
-                "unknown operator kind `{kind_ident}`; expected one of: {}",
+                "unknown operator kind `{kind_ident}`; expected one of: {}, process, timer",
                 names.join(", ")
             ),
         )

@@ -66,6 +66,7 @@ pub fn wasm(engine: &PluginEngine, plugin: &str, world: World, mode: CallMode) -
                 memory_bytes: 64 << 20,
             },
             mode,
+            state_ttl: Default::default(),
         },
         policy: FailurePolicy::Fail,
         failures: Default::default(),

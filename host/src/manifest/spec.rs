@@ -192,6 +192,9 @@ pub enum OperatorSpec {
     FlatMap(PluginOperatorSpec),
     /// A plugin of the `reduce` world; needs a `key_by` before it.
     Reduce(PluginOperatorSpec),
+    /// A plugin of the `process` world (keyed state and timers); needs a
+    /// `key_by` before it.
+    Process(PluginOperatorSpec),
     /// Starts a keyed stage: records are spread over its workers by key.
     KeyBy(KeyBySpec),
     /// Built-in windows with built-in aggregates; needs a `key_by` before it.
@@ -361,7 +364,7 @@ impl OperatorSpec {
     /// The plugin settings, for operators that run a plugin.
     pub fn plugin(&self) -> Option<&PluginOperatorSpec> {
         match self {
-            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) => Some(p),
+            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) | Self::Process(p) => Some(p),
             _ => None,
         }
     }
@@ -369,7 +372,7 @@ impl OperatorSpec {
     /// The plugin settings, mutable.
     pub fn plugin_mut(&mut self) -> Option<&mut PluginOperatorSpec> {
         match self {
-            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) => Some(p),
+            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) | Self::Process(p) => Some(p),
             _ => None,
         }
     }
@@ -382,6 +385,7 @@ impl OperatorSpec {
             Self::Filter(_) => Some(World::Filter),
             Self::FlatMap(_) => Some(World::FlatMap),
             Self::Reduce(_) => Some(World::Reduce),
+            Self::Process(_) => Some(World::Process),
             _ => None,
         }
     }
@@ -413,6 +417,11 @@ pub struct PluginOperatorSpec {
     /// Workers for a stateless operator before any `key_by` (default 1).
     /// After a `key_by`, operators run on its workers instead.
     pub parallelism: Option<usize>,
+    /// `process` operators: how long each named state lives after its last
+    /// write (`{ declines = "60s" }`); without an entry, state lives until
+    /// the plugin clears it.
+    #[serde(default)]
+    pub state_ttl: std::collections::BTreeMap<String, humantime_serde::Serde<Duration>>,
 }
 
 /// The `key_by` operator.

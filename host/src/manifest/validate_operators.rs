@@ -51,10 +51,13 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
                 (s.name.clone(), "set".to_owned())
             }
             other => {
-                if matches!(other, OperatorSpec::Reduce(_)) {
-                    needs_keyed(m, &span, "reduce", keyed)?;
+                match other {
+                    OperatorSpec::Reduce(_) => needs_keyed(m, &span, "reduce", keyed)?,
+                    OperatorSpec::Process(_) => needs_keyed(m, &span, "process", keyed)?,
+                    _ => {}
                 }
                 let p = other.plugin().expect("every other operator runs a plugin");
+                check_state_ttl(m, other, &span)?;
                 let default = check_plugin(m, p, &span, keyed)?;
                 (p.name.clone(), default)
             }
@@ -74,6 +77,36 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
         names.push(name);
     }
     m.operator_names = names;
+    Ok(())
+}
+
+fn check_state_ttl(m: &Manifest, op: &OperatorSpec, span: &Range<usize>) -> Result<(), ManifestError> {
+    let Some(p) = op.plugin() else { return Ok(()) };
+    if !p.state_ttl.is_empty() && !matches!(op, OperatorSpec::Process(_)) {
+        return Err(m.error_at(
+            span,
+            "state_ttl",
+            "`state_ttl` is for `process` operators (only they have named state): remove it",
+        ));
+    }
+    for (name, ttl) in &p.state_ttl {
+        if name.len() > 255 {
+            return Err(m.error_at(
+                span,
+                "state_ttl",
+                format!("state name `{name:.40}…` is longer than 255 bytes"),
+            ));
+        }
+        if ttl.is_zero() {
+            return Err(m.error_at(
+                span,
+                "state_ttl",
+                format!(
+                    "the time-to-live of state `{name}` is zero: give a positive duration such as \"60s\""
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 

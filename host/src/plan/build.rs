@@ -85,6 +85,11 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                             memory_bytes: (ps.memory_limit_mb as usize) << 20,
                         },
                         mode: ps.call,
+                        state_ttl: ps
+                            .state_ttl
+                            .iter()
+                            .map(|(name, ttl)| (name.clone(), millis(**ttl)))
+                            .collect(),
                     },
                     policy: ps.on_error,
                     failures: Default::default(),

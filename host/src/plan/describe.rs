@@ -33,7 +33,9 @@ pub fn describe(plan: &Plan) -> String {
         );
         for op in &stage.operators {
             match &op.kind {
-                NodeKind::Plugin { plugin, limits, mode } => {
+                NodeKind::Plugin {
+                    plugin, limits, mode, ..
+                } => {
                     let _ = writeln!(
                         s,
                         "  - `{}`: plugin `{}` world `{}` sha256 {} ({} bytes), calls per {}, timeout {:?}, memory {} MiB, on error {}",

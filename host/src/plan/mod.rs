@@ -11,12 +11,14 @@ pub use describe::describe;
 use crate::connectors::{ConnectorError, Sink, Source};
 use crate::operator::{DeadLetterSender, FailureHandler, FailurePolicy, FailureStats, Operator};
 use crate::plugin::{
-    CallMode, LoadedPlugin, PluginError, PluginInstance, PluginLimits, WasmReduce, WasmStateless, World,
+    CallMode, KeyedContext, LoadedPlugin, PluginError, PluginInstance, PluginLimits, WasmProcess, WasmReduce,
+    WasmStateless, World,
 };
 use crate::record::Record;
 use crate::runtime::Routing;
 use crate::state::{BackendKind, StateBackend, StateError};
 use crate::time::{LatePolicy, WindowOperator, WindowSpec};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -148,6 +150,8 @@ pub enum NodeKind {
         limits: PluginLimits,
         /// How calls cross into it.
         mode: CallMode,
+        /// Time-to-live in ms per state name (process plugins).
+        state_ttl: HashMap<String, i64>,
     },
     /// Native Rust (benchmarks, built-ins).
     Native(NativeFactory),
@@ -202,7 +206,12 @@ impl OperatorNode {
                     failure,
                 ))
             }
-            NodeKind::Plugin { plugin, limits, mode } => {
+            NodeKind::Plugin {
+                plugin,
+                limits,
+                mode,
+                state_ttl,
+            } => {
                 let instance = PluginInstance::new(plugin.clone(), *limits)?;
                 match plugin.world() {
                     World::Reduce => {
@@ -217,7 +226,20 @@ impl OperatorNode {
                             state,
                         ))
                     }
-                    _ => Box::new(WasmStateless::new(&self.name, instance, *mode, failure)),
+                    World::Process => {
+                        let state = ctx.open_state(&self.name)?;
+                        let keyed = KeyedContext::new(
+                            state,
+                            ctx.op_index,
+                            ctx.key_groups,
+                            state_ttl.clone(),
+                            Arc::new(crate::runtime::now_ms),
+                        );
+                        Box::new(WasmProcess::new(&self.name, instance, keyed, *mode, failure))
+                    }
+                    World::Map | World::Filter | World::FlatMap => {
+                        Box::new(WasmStateless::new(&self.name, instance, *mode, failure))
+                    }
                 }
             }
         })

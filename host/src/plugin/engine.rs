@@ -20,6 +20,8 @@ pub struct HostState {
     pub(super) wasi: WasiCtx,
     pub(super) table: ResourceTable,
     pub(super) limits: StoreLimits,
+    /// Keyed state and timers (process plugins only).
+    pub(super) keyed: Option<super::keyed::KeyedContext>,
 }
 
 impl WasiView for HostState {
@@ -52,6 +54,7 @@ impl PluginEngine {
         let engine = Engine::new(&config).map_err(|e| PluginError::Engine(e.to_string()))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
+        super::keyed_imports::add_to_linker(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
         let ticking = Arc::new(AtomicBool::new(true));
         let (ticker_engine, flag) = (engine.clone(), ticking.clone());
         std::thread::Builder::new()

@@ -19,3 +19,12 @@ pub mod flat_map {
 pub mod reduce {
     wasmtime::component::bindgen!({ world: "reduce", path: "../wit" });
 }
+
+/// The `process` world: its `state` and `timers` imports trap on a failure.
+pub mod process {
+    wasmtime::component::bindgen!({
+        world: "process",
+        path: "../wit",
+        imports: { default: trappable },
+    });
+}

@@ -4,7 +4,8 @@
 
 use super::PluginError;
 use super::engine::HostState;
-use super::generated::{filter, flat_map, map, reduce};
+use super::generated::{filter, flat_map, map, process, reduce};
+use super::keyed::KeyedContext;
 use super::loaded::{LoadedPlugin, WorldPre};
 use super::outcome::{Outcome, Outcomes, RecordOutcome};
 use crate::record::Record;
@@ -55,6 +56,7 @@ enum Bindings {
     Filter(filter::Filter),
     FlatMap(flat_map::FlatMap),
     Reduce(reduce::Reduce),
+    Process(process::Process),
 }
 
 /// A live instance of a plugin.
@@ -63,6 +65,8 @@ pub struct PluginInstance {
     limits: PluginLimits,
     deadline_ticks: u64,
     live: Option<(Store<HostState>, Bindings)>,
+    /// The keyed state while no instance is live (after a trap).
+    parked: Option<KeyedContext>,
 }
 
 impl PluginInstance {
@@ -74,9 +78,28 @@ impl PluginInstance {
             limits,
             deadline_ticks,
             live: None,
+            parked: None,
         };
         me.live = Some(me.instantiate()?);
         Ok(me)
+    }
+
+    /// The same instance with keyed state and timers behind its imports
+    /// (for plugins of the process world).
+    pub fn with_keyed(mut self, keyed: KeyedContext) -> Self {
+        match &mut self.live {
+            Some((store, _)) => store.data_mut().keyed = Some(keyed),
+            None => self.parked = Some(keyed),
+        }
+        self
+    }
+
+    /// The keyed state behind the imports, if any.
+    pub fn keyed(&mut self) -> Option<&mut KeyedContext> {
+        match &mut self.live {
+            Some((store, _)) => store.data_mut().keyed.as_mut(),
+            None => self.parked.as_mut(),
+        }
     }
 
     /// The plugin this is an instance of.
@@ -84,8 +107,9 @@ impl PluginInstance {
         &self.plugin
     }
 
-    fn instantiate(&self) -> Result<(Store<HostState>, Bindings), PluginError> {
+    fn instantiate(&mut self) -> Result<(Store<HostState>, Bindings), PluginError> {
         let state = HostState {
+            keyed: self.parked.take(),
             wasi: WasiCtx::builder()
                 .allow_tcp(false)
                 .allow_udp(false)
@@ -101,8 +125,9 @@ impl PluginInstance {
         store.limiter(|s| &mut s.limits);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(self.deadline_ticks);
+        let path = self.plugin.path().display().to_string();
         let err = |e: wasmtime::Error| PluginError::Instantiate {
-            path: self.plugin.path().display().to_string(),
+            path: path.clone(),
             reason: format!("{e:#}"),
         };
         let bindings = match &self.plugin.pre {
@@ -110,6 +135,7 @@ impl PluginInstance {
             WorldPre::Filter(p) => Bindings::Filter(p.instantiate(&mut store).map_err(err)?),
             WorldPre::FlatMap(p) => Bindings::FlatMap(p.instantiate(&mut store).map_err(err)?),
             WorldPre::Reduce(p) => Bindings::Reduce(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::Process(p) => Bindings::Process(p.instantiate(&mut store).map_err(err)?),
         };
         Ok((store, bindings))
     }
@@ -128,7 +154,9 @@ impl PluginInstance {
         match f(store, bindings) {
             Ok(v) => Ok(v),
             Err(e) => {
-                self.live = None;
+                if let Some((mut store, _)) = self.live.take() {
+                    self.parked = store.data_mut().keyed.take();
+                }
                 Err(match e.downcast_ref::<Trap>() {
                     Some(Trap::Interrupt) => CallError::Deadline(self.limits.timeout),
                     _ => CallError::Trap(describe_trap(&e)),
@@ -144,6 +172,7 @@ impl PluginInstance {
             Bindings::Filter(b) => b.call_filter_batch(store, input),
             Bindings::FlatMap(b) => b.call_flat_map_batch(store, input),
             Bindings::Reduce(b) => b.call_reduce_batch(store, input),
+            Bindings::Process(b) => b.call_process_batch(store, input),
         })
     }
 
@@ -201,7 +230,33 @@ impl PluginInstance {
                     .call_reduce(store, accumulator, &to_reduce(rec))?
                     .map(|acc| Outcome::Accumulator(Bytes::from(acc)))
                     .map_err(|e| e.message),
+                Bindings::Process(b) => b
+                    .call_on_record(store, &to_process(rec))?
+                    .map(|v| Outcome::Records(v.into_iter().map(from_process).collect()))
+                    .map_err(|e| e.message),
             })
+        })
+    }
+
+    /// Calls a process plugin's `on-timer` for `key`'s timer at `at`.
+    pub fn call_on_timer(
+        &mut self,
+        key: &[u8],
+        domain: super::keyed::TimeDomain,
+        at: i64,
+    ) -> Result<Result<Vec<Record>, String>, CallError> {
+        use process::mailer::plugin::timers::TimeDomain as Wit;
+        let domain = match domain {
+            super::keyed::TimeDomain::EventTime => Wit::EventTime,
+            super::keyed::TimeDomain::ProcessingTime => Wit::ProcessingTime,
+        };
+        let key = (!key.is_empty()).then_some(key);
+        self.call(|store, b| match b {
+            Bindings::Process(b) => Ok(b
+                .call_on_timer(store, key, domain, at)?
+                .map(|v| v.into_iter().map(from_process).collect())
+                .map_err(|e| e.message)),
+            _ => Err(wasmtime::Error::msg("only process plugins have timers")),
         })
     }
 }
@@ -254,3 +309,4 @@ convert!(to_map, from_map, map);
 convert!(to_filter, from_filter, filter);
 convert!(to_flat_map, from_flat_map, flat_map);
 convert!(to_reduce, from_reduce, reduce);
+convert!(to_process, from_process, process);

@@ -1,7 +1,7 @@
 //! A compiled, type-checked plugin, ready to be instantiated per worker.
 
 use super::engine::{HostState, PluginEngine};
-use super::generated::{filter, flat_map, map, reduce};
+use super::generated::{filter, flat_map, map, process, reduce};
 use super::{PluginError, World};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -15,6 +15,7 @@ pub(super) enum WorldPre {
     Filter(filter::FilterPre<HostState>),
     FlatMap(flat_map::FlatMapPre<HostState>),
     Reduce(reduce::ReducePre<HostState>),
+    Process(process::ProcessPre<HostState>),
 }
 
 /// A plugin compiled once and checked against its operator's world.
@@ -64,6 +65,7 @@ impl LoadedPlugin {
             World::Filter => WorldPre::Filter(filter::FilterPre::new(pre).map_err(link)?),
             World::FlatMap => WorldPre::FlatMap(flat_map::FlatMapPre::new(pre).map_err(link)?),
             World::Reduce => WorldPre::Reduce(reduce::ReducePre::new(pre).map_err(link)?),
+            World::Process => WorldPre::Process(process::ProcessPre::new(pre).map_err(link)?),
         };
         Ok(Self {
             path: path.to_owned(),

@@ -5,8 +5,11 @@
 mod engine;
 mod generated;
 mod instance;
+mod keyed;
+mod keyed_imports;
 mod loaded;
 mod outcome;
+mod process;
 mod reduce;
 mod retry;
 mod stateless;
@@ -14,7 +17,9 @@ mod world;
 
 pub use engine::{EPOCH_TICK, PluginEngine};
 pub use instance::{CallError, CallMode, PluginInstance, PluginLimits};
+pub use keyed::{KeyedContext, KeyedError, TimeDomain};
 pub use loaded::LoadedPlugin;
+pub use process::WasmProcess;
 pub use reduce::WasmReduce;
 pub use stateless::WasmStateless;
 pub use world::World;
@@ -40,7 +45,7 @@ pub enum PluginError {
     },
     /// The component exports none of the mailer worlds.
     #[error(
-        "plugin `{path}` exports none of the mailer:plugin worlds (map, filter, flat-map, reduce); \
+        "plugin `{path}` exports none of the mailer:plugin worlds (map, filter, flat-map, reduce, process); \
          its exports are: {exports}. Build it with the mailer SDK for one operator kind"
     )]
     NoWorld {

@@ -77,7 +77,7 @@ impl Outcomes {
                         Raw::Record(span(start, r.offset()))
                     }
                     World::Filter => Raw::Keep(r.u8()? != 0),
-                    World::FlatMap => {
+                    World::FlatMap | World::Process => {
                         let count = r.count()?;
                         let first = nested.len() as u32;
                         for _ in 0..count {

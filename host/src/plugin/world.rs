@@ -13,11 +13,19 @@ pub enum World {
     FlatMap,
     /// Fold each key's records into a host-held accumulator.
     Reduce,
+    /// Keyed process function with host-held state and timers.
+    Process,
 }
 
 impl World {
     /// Every world.
-    pub const ALL: [World; 4] = [World::Map, World::Filter, World::FlatMap, World::Reduce];
+    pub const ALL: [World; 5] = [
+        World::Map,
+        World::Filter,
+        World::FlatMap,
+        World::Reduce,
+        World::Process,
+    ];
 
     /// The world's name in WIT.
     pub fn wit_name(self) -> &'static str {
@@ -26,6 +34,7 @@ impl World {
             World::Filter => "filter",
             World::FlatMap => "flat-map",
             World::Reduce => "reduce",
+            World::Process => "process",
         }
     }
 
@@ -36,6 +45,7 @@ impl World {
             World::Filter => "filter",
             World::FlatMap => "flat_map",
             World::Reduce => "reduce",
+            World::Process => "process",
         }
     }
 
@@ -46,6 +56,7 @@ impl World {
             World::Filter => "filter-batch",
             World::FlatMap => "flat-map-batch",
             World::Reduce => "reduce-batch",
+            World::Process => "process-batch",
         }
     }
 }

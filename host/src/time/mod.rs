@@ -9,4 +9,4 @@ mod window_operator;
 pub use aggregate::{Accumulator, AggregateKind, Number, needs_values, number_of};
 pub use assigner::{Assigner, Window, millis};
 pub use watermark::WatermarkGenerator;
-pub use window_operator::{LatePolicy, WindowOperator, WindowSpec};
+pub use window_operator::{Clock, LatePolicy, WindowOperator, WindowSpec};

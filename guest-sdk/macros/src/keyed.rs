@@ -1,0 +1,163 @@
+//! `#[operator(process)]` and `#[operator(timer)]`: a function of a record
+//! (or a timer) and state handles, bound to the handles the host scopes to
+//! the current key.
+
+use proc_macro2::TokenStream as Tokens;
+use quote::{format_ident, quote, quote_spanned};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, FnArg, Ident, ItemFn, Meta, Pat, Token, Type};
+
+const HANDLES: &str =
+    "`&mut ValueState<T>`, `&mut ListState<T>`, `&mut MapState<K, V>`, `&mut Timers` or `&mut Emit`";
+
+/// The hidden wrapper of `f`: `fn(first, &mut Emit) -> Result<()>`, each
+/// handle made from its parameter's name.
+fn wrapper(func: &ItemFn, first: Tokens, signature: &str) -> syn::Result<(Ident, Tokens)> {
+    let sig = &func.sig;
+    if sig.asyncness.is_some()
+        || !sig.generics.params.is_empty()
+        || sig.variadic.is_some()
+        || sig.inputs.is_empty()
+    {
+        return Err(syn::Error::new(
+            sig.span(),
+            format!("a keyed operator function is a plain, non-async, non-generic fn: {signature}"),
+        ));
+    }
+    let mut args = Vec::new();
+    for input in sig.inputs.iter().skip(1) {
+        let FnArg::Typed(arg) = input else {
+            return Err(syn::Error::new(
+                input.span(),
+                "an operator function takes no `self`",
+            ));
+        };
+        let (Pat::Ident(name), Type::Reference(r)) = (&*arg.pat, &*arg.ty) else {
+            return Err(syn::Error::new(
+                arg.span(),
+                format!("each parameter after the first is `name: ` one of {HANDLES}"),
+            ));
+        };
+        if r.mutability.is_none() {
+            return Err(syn::Error::new(
+                r.span(),
+                format!("take the handle as `&mut`: one of {HANDLES}"),
+            ));
+        }
+        let elem = &r.elem;
+        let is_emit =
+            matches!(&**elem, Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Emit"));
+        let state_name = name.ident.to_string();
+        args.push(if is_emit {
+            quote!(__emit)
+        } else {
+            quote_spanned!(elem.span()=> &mut <#elem as ::mailer_sdk::Named>::named(#state_name))
+        });
+    }
+    let f = &sig.ident;
+    let wrapper = format_ident!("__mailer_{}", f);
+    let call = quote_spanned!(f.span()=> #f(first, #(#args),*));
+    Ok((
+        wrapper.clone(),
+        quote! {
+            #[doc(hidden)]
+            #[allow(dead_code)]
+            fn #wrapper(first: #first, __emit: &mut ::mailer_sdk::Emit) -> ::mailer_sdk::Result<()> {
+                #call
+            }
+        },
+    ))
+}
+
+/// `#[operator(timer)]`.
+pub fn timer(func: &ItemFn) -> syn::Result<Tokens> {
+    let (_, wrapper) = wrapper(
+        func,
+        quote!(::mailer_sdk::Timer),
+        "fn(Timer, handles…) -> Result<()>",
+    )?;
+    Ok(wrapper)
+}
+
+/// `#[operator(process)]` and `#[operator(process, on_timer = f)]`.
+pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn) -> syn::Result<Tokens> {
+    let mut on_timer = quote!(::mailer_sdk::__private::no_timer);
+    for arg in args.iter().skip(1) {
+        match arg {
+            Meta::NameValue(nv) if nv.path.is_ident("on_timer") => {
+                let Expr::Path(p) = &nv.value else {
+                    return Err(syn::Error::new(
+                        nv.value.span(),
+                        "`on_timer` names the `#[operator(timer)]` function",
+                    ));
+                };
+                let mut path = p.path.clone();
+                let last = path.segments.last_mut().expect("a path has a segment");
+                last.ident = format_ident!("__mailer_{}", last.ident, span = last.ident.span());
+                on_timer = quote!(#path);
+            }
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "expected `on_timer = <the #[operator(timer)] function>`",
+                ));
+            }
+        }
+    }
+    let (wrapper, wrapper_fn) = wrapper(
+        func,
+        quote!(::mailer_sdk::Record),
+        "fn(Record, handles…) -> Result<()>",
+    )?;
+    let vis = &func.vis;
+    let f = &func.sig.ident;
+    let operator_fn = format_ident!("{}_operator", f);
+    let doc = format!("The `{f}` process operator, for `mailer_sdk::testing::Harness`.");
+    let p = quote!(::mailer_sdk::__private);
+    let t = quote!(#p::process::mailer::plugin::types);
+    let domain = quote!(#p::process::mailer::plugin::timers::TimeDomain);
+    Ok(quote! {
+        #wrapper_fn
+
+        #[doc = #doc]
+        #[allow(dead_code)]
+        #vis fn #operator_fn() -> ::mailer_sdk::ProcessOperator {
+            ::mailer_sdk::ProcessOperator { on_record: #wrapper, on_timer: #on_timer }
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __MailerOperator;
+            fn __records(
+                result: ::mailer_sdk::Result<()>,
+                out: ::mailer_sdk::Emit,
+            ) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                result.map_err(#t::Error::from)?;
+                Ok(out.into_records().into_iter().map(::core::convert::Into::into).collect())
+            }
+            impl #p::process::Guest for __MailerOperator {
+                fn on_record(input: #t::Record) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                    let rec: ::mailer_sdk::Record = input.into();
+                    let mut out = ::mailer_sdk::Emit::at(rec.timestamp);
+                    let result = #wrapper(rec, &mut out);
+                    __records(result, out)
+                }
+                fn on_timer(
+                    key: ::core::option::Option<::std::vec::Vec<u8>>,
+                    domain: #domain,
+                    at: i64,
+                ) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                    let timer = ::mailer_sdk::Timer { key, domain: domain.into(), at };
+                    let mut out = ::mailer_sdk::Emit::at(at);
+                    let result = (#on_timer)(timer, &mut out);
+                    __records(result, out)
+                }
+                fn process_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
+                    #p::process_batch(#wrapper, &input)
+                }
+            }
+            #p::process::export_process!(__MailerOperator);
+        };
+    })
+}

@@ -1,0 +1,529 @@
+//! The state and timers a keyed plugin reaches through its imports, scoped
+//! by the host to one operator and one key at a time.
+//!
+//! A call sees its own writes at once, but they reach the backend only when
+//! the call succeeds ([`KeyedContext::commit`]); a trap, a missed deadline
+//! or a failed record discards them ([`KeyedContext::abort`]), so a record
+//! retried alone never counts twice.
+//!
+//! ```text
+//! entry := keyed(key_group, op, key) name_len:u8 name kind:u8 sub…
+//! kind  := 0 value | 1 list (sub: none for the length, seq:u64 per item) | 2 map (sub: map key)
+//! ```
+//! A state with a time-to-live stores `expires_at:i64` before each value.
+//! Event-time timers are timer entries of namespace `op`, processing-time
+//! ones of `op | 0x8000`.
+
+use crate::state::{StateBackend, StateError, keys};
+use crate::time::Clock;
+use std::collections::{BTreeMap, HashMap};
+
+const VALUE: u8 = 0;
+const LIST: u8 = 1;
+const MAP: u8 = 2;
+
+/// The entries of a map state: (key, value) pairs in key order.
+pub type MapEntries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A timer's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeDomain {
+    /// Fires when the watermark passes it.
+    EventTime,
+    /// Fires when the wall clock passes it.
+    ProcessingTime,
+}
+
+impl TimeDomain {
+    /// Both domains.
+    pub const ALL: [TimeDomain; 2] = [TimeDomain::EventTime, TimeDomain::ProcessingTime];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why a state call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyedError {
+    /// The backend failed: the operator stops.
+    #[error(transparent)]
+    Backend(#[from] StateError),
+    /// The plugin called state outside a record or timer, or with a bad
+    /// argument: the call traps.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// One keyed plugin operator's state, timers and the key in scope.
+pub struct KeyedContext {
+    backend: Box<dyn StateBackend>,
+    op: u16,
+    key_groups: u32,
+    ttl: HashMap<String, i64>,
+    clock: Clock,
+    scope: Option<(u16, Vec<u8>)>,
+    now: i64,
+    watermark: i64,
+    pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    earliest_timer: [Option<i64>; 2],
+    pending_earliest: [Option<i64>; 2],
+    backend_error: Option<StateError>,
+}
+
+impl KeyedContext {
+    /// The state of operator `op` in `backend`, with a time-to-live in ms per
+    /// state name in `ttl`, reading processing time from `clock`.
+    pub fn new(
+        backend: Box<dyn StateBackend>,
+        op: u16,
+        key_groups: u32,
+        ttl: HashMap<String, i64>,
+        clock: Clock,
+    ) -> Self {
+        Self {
+            backend,
+            op,
+            key_groups,
+            ttl,
+            clock,
+            scope: None,
+            now: 0,
+            watermark: i64::MIN,
+            pending: BTreeMap::new(),
+            earliest_timer: [None; 2],
+            pending_earliest: [None; 2],
+            backend_error: None,
+        }
+    }
+
+    /// Scopes the next calls to `key`, at the current processing time.
+    pub fn enter(&mut self, key: &[u8]) {
+        self.scope = Some((keys::group(key, self.key_groups), key.to_vec()));
+        self.now = (self.clock)();
+    }
+
+    /// Sets the event-time watermark the plugin sees.
+    pub fn set_watermark(&mut self, watermark: i64) {
+        self.watermark = watermark;
+    }
+
+    /// The current watermark.
+    pub fn watermark(&self) -> i64 {
+        self.watermark
+    }
+
+    /// The processing time of the call in scope.
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    /// The clock's time now.
+    pub fn clock_now(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// Writes the call's changes to the backend and leaves the key's scope.
+    pub fn commit(&mut self) -> Result<(), StateError> {
+        self.scope = None;
+        for (committed, pending) in self.earliest_timer.iter_mut().zip(&mut self.pending_earliest) {
+            *committed = min_of(*committed, pending.take());
+        }
+        for (k, v) in std::mem::take(&mut self.pending) {
+            match v {
+                Some(v) => self.backend.put(&k, &v)?,
+                None => self.backend.delete(&k)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Discards the call's changes and leaves the key's scope.
+    pub fn abort(&mut self) {
+        self.scope = None;
+        self.pending.clear();
+        self.pending_earliest = [None; 2];
+    }
+
+    /// A backend failure during the last call, which trapped it.
+    pub fn take_backend_error(&mut self) -> Option<StateError> {
+        self.backend_error.take()
+    }
+
+    /// Keeps a backend failure for the operator; the guest gets a trap.
+    pub fn trap(&mut self, e: KeyedError) -> wasmtime::Error {
+        let message = e.to_string();
+        if let KeyedError::Backend(e) = e {
+            self.backend_error = Some(e);
+        }
+        wasmtime::Error::msg(message)
+    }
+
+    fn scope(&self) -> Result<&(u16, Vec<u8>), KeyedError> {
+        self.scope.as_ref().ok_or_else(|| {
+            KeyedError::Refused(
+                "state and timers are only available while handling a record or a timer".into(),
+            )
+        })
+    }
+
+    fn prefix(&self, name: &str, kind: u8) -> Result<Vec<u8>, KeyedError> {
+        let len = u8::try_from(name.len())
+            .map_err(|_| KeyedError::Refused(format!("state name `{name:.40}…` is longer than 255 bytes")))?;
+        let (kg, key) = self.scope()?;
+        let mut k = keys::keyed(*kg, self.op, key);
+        k.push(len);
+        k.extend_from_slice(name.as_bytes());
+        k.push(kind);
+        Ok(k)
+    }
+
+    fn read_raw(&self, k: &[u8]) -> Result<Option<Vec<u8>>, KeyedError> {
+        match self.pending.get(k) {
+            Some(v) => Ok(v.clone()),
+            None => Ok(self.backend.get(k)?),
+        }
+    }
+
+    /// Every entry under `prefix`, the call's changes applied.
+    fn scan_raw(&self, prefix: &[u8]) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, KeyedError> {
+        let end = keys::prefix_end(prefix).expect("a keyed prefix starts below 0xFFFF");
+        let mut found = BTreeMap::new();
+        self.backend.scan(prefix, &end, &mut |k, v| {
+            found.insert(k.to_vec(), v.to_vec());
+            true
+        })?;
+        for (k, v) in self.pending.range(prefix.to_vec()..end) {
+            match v {
+                Some(v) => found.insert(k.clone(), v.clone()),
+                None => found.remove(k),
+            };
+        }
+        Ok(found)
+    }
+
+    fn write(&mut self, k: Vec<u8>, v: Option<Vec<u8>>) {
+        self.pending.insert(k, v);
+    }
+
+    /// A stored value as the plugin sees it: `None` once expired.
+    fn unwrap_ttl(&self, name: &str, stored: Vec<u8>) -> Option<Vec<u8>> {
+        if !self.ttl.contains_key(name) {
+            return Some(stored);
+        }
+        let expires = i64::from_be_bytes(stored.get(..8)?.try_into().ok()?);
+        (expires > self.now).then(|| stored[8..].to_vec())
+    }
+
+    fn wrap_ttl(&self, name: &str, value: Vec<u8>) -> Vec<u8> {
+        match self.ttl.get(name) {
+            None => value,
+            Some(ttl) => {
+                let mut v = self.now.saturating_add(*ttl).to_be_bytes().to_vec();
+                v.extend_from_slice(&value);
+                v
+            }
+        }
+    }
+
+    /// Value state `name`.
+    pub fn get(&self, name: &str) -> Result<Option<Vec<u8>>, KeyedError> {
+        let stored = self.read_raw(&self.prefix(name, VALUE)?)?;
+        Ok(stored.and_then(|v| self.unwrap_ttl(name, v)))
+    }
+
+    /// Sets value state `name`.
+    pub fn set(&mut self, name: &str, value: Vec<u8>) -> Result<(), KeyedError> {
+        let k = self.prefix(name, VALUE)?;
+        let v = self.wrap_ttl(name, value);
+        self.write(k, Some(v));
+        Ok(())
+    }
+
+    /// Empties state `name`, whatever its kind.
+    pub fn clear(&mut self, name: &str) -> Result<(), KeyedError> {
+        let mut all = self.prefix(name, VALUE)?;
+        all.pop();
+        for k in self.scan_raw(&all)?.into_keys() {
+            self.write(k, None);
+        }
+        Ok(())
+    }
+
+    /// The live items of list state `name`, oldest first.
+    pub fn list_get(&self, name: &str) -> Result<Vec<Vec<u8>>, KeyedError> {
+        let prefix = self.prefix(name, LIST)?;
+        let entries = self.scan_raw(&prefix)?;
+        Ok(entries
+            .into_iter()
+            .filter(|(k, _)| k.len() > prefix.len())
+            .filter_map(|(_, v)| self.unwrap_ttl(name, v))
+            .collect())
+    }
+
+    /// Appends to list state `name`.
+    pub fn list_append(&mut self, name: &str, item: Vec<u8>) -> Result<(), KeyedError> {
+        let prefix = self.prefix(name, LIST)?;
+        let next = self
+            .read_raw(&prefix)?
+            .and_then(|n| Some(u64::from_be_bytes(n.get(..8)?.try_into().ok()?)))
+            .unwrap_or(0);
+        let mut k = prefix.clone();
+        k.extend_from_slice(&next.to_be_bytes());
+        let v = self.wrap_ttl(name, item);
+        self.write(k, Some(v));
+        self.write(prefix, Some((next + 1).to_be_bytes().to_vec()));
+        Ok(())
+    }
+
+    fn map_key(&self, name: &str, key: &[u8]) -> Result<Vec<u8>, KeyedError> {
+        let mut k = self.prefix(name, MAP)?;
+        k.extend_from_slice(key);
+        Ok(k)
+    }
+
+    /// The value at `key` of map state `name`.
+    pub fn map_get(&self, name: &str, key: &[u8]) -> Result<Option<Vec<u8>>, KeyedError> {
+        let stored = self.read_raw(&self.map_key(name, key)?)?;
+        Ok(stored.and_then(|v| self.unwrap_ttl(name, v)))
+    }
+
+    /// Sets `key` of map state `name`.
+    pub fn map_set(&mut self, name: &str, key: &[u8], value: Vec<u8>) -> Result<(), KeyedError> {
+        let k = self.map_key(name, key)?;
+        let v = self.wrap_ttl(name, value);
+        self.write(k, Some(v));
+        Ok(())
+    }
+
+    /// Removes `key` from map state `name`.
+    pub fn map_remove(&mut self, name: &str, key: &[u8]) -> Result<(), KeyedError> {
+        let k = self.map_key(name, key)?;
+        self.write(k, None);
+        Ok(())
+    }
+
+    /// The live entries of map state `name`, in key order.
+    pub fn map_entries(&self, name: &str) -> Result<MapEntries, KeyedError> {
+        let prefix = self.prefix(name, MAP)?;
+        let entries = self.scan_raw(&prefix)?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|(k, v)| Some((k[prefix.len()..].to_vec(), self.unwrap_ttl(name, v)?)))
+            .collect())
+    }
+
+    fn timer_namespace(&self, domain: TimeDomain) -> u16 {
+        match domain {
+            TimeDomain::EventTime => self.op,
+            TimeDomain::ProcessingTime => self.op | 0x8000,
+        }
+    }
+
+    fn timer_key(&self, domain: TimeDomain, at: i64) -> Result<Vec<u8>, KeyedError> {
+        let (kg, key) = self.scope()?;
+        Ok(keys::timer(self.timer_namespace(domain), at, *kg, key, &[]))
+    }
+
+    /// Registers a timer of the key in scope.
+    pub fn register_timer(&mut self, domain: TimeDomain, at: i64) -> Result<(), KeyedError> {
+        let k = self.timer_key(domain, at)?;
+        self.write(k, Some(Vec::new()));
+        let earliest = &mut self.pending_earliest[domain.index()];
+        *earliest = min_of(*earliest, Some(at));
+        Ok(())
+    }
+
+    /// Deletes a timer of the key in scope.
+    pub fn delete_timer(&mut self, domain: TimeDomain, at: i64) -> Result<(), KeyedError> {
+        let k = self.timer_key(domain, at)?;
+        self.write(k, None);
+        Ok(())
+    }
+
+    /// The earliest timer of `domain` committed since the last call to this,
+    /// if any.
+    pub fn take_earliest_timer(&mut self, domain: TimeDomain) -> Option<i64> {
+        self.earliest_timer[domain.index()].take()
+    }
+
+    /// Removes and returns the timers of `domain` in `from..=upto`, in time
+    /// order: `(time, key)`.
+    pub fn take_due_timers(
+        &mut self,
+        domain: TimeDomain,
+        from: i64,
+        upto: i64,
+    ) -> Result<Vec<(i64, Vec<u8>)>, StateError> {
+        let ns = self.timer_namespace(domain);
+        let start = keys::timers_until(ns, from);
+        let end = match upto.checked_add(1) {
+            Some(t) => keys::timers_until(ns, t),
+            None => {
+                let mut p = keys::TIMERS.to_be_bytes().to_vec();
+                p.extend_from_slice(&ns.to_be_bytes());
+                keys::prefix_end(&p).expect("a timer namespace is below 0xFFFF")
+            }
+        };
+        let mut due = Vec::new();
+        self.backend.scan(&start, &end, &mut |k, _| {
+            due.push(k.to_vec());
+            true
+        })?;
+        let mut timers = Vec::with_capacity(due.len());
+        for k in due {
+            self.backend.delete(&k)?;
+            if let Some((at, _, key, _)) = keys::parse_timer(&k) {
+                timers.push((at, key.to_vec()));
+            }
+        }
+        Ok(timers)
+    }
+}
+
+fn min_of(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::MemoryBackend;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    fn context(ttl: &[(&str, i64)]) -> (KeyedContext, Arc<AtomicI64>) {
+        let now = Arc::new(AtomicI64::new(1_000));
+        let clock = now.clone();
+        let ttl = ttl.iter().map(|(n, t)| ((*n).to_owned(), *t)).collect();
+        let ctx = KeyedContext::new(
+            Box::new(MemoryBackend::default()),
+            3,
+            128,
+            ttl,
+            Arc::new(move || clock.load(Ordering::Relaxed)),
+        );
+        (ctx, now)
+    }
+
+    #[test]
+    fn each_key_sees_only_its_own_state() {
+        let (mut ctx, _) = context(&[]);
+        ctx.enter(b"a");
+        ctx.set("n", b"1".to_vec()).unwrap();
+        ctx.list_append("l", b"x".to_vec()).unwrap();
+        ctx.map_set("m", b"k", b"v".to_vec()).unwrap();
+        ctx.commit().unwrap();
+        ctx.enter(b"b");
+        assert_eq!(ctx.get("n").unwrap(), None);
+        assert!(ctx.list_get("l").unwrap().is_empty());
+        assert!(ctx.map_entries("m").unwrap().is_empty());
+        ctx.abort();
+        ctx.enter(b"a");
+        assert_eq!(ctx.get("n").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(ctx.list_get("l").unwrap(), vec![b"x".to_vec()]);
+        assert_eq!(ctx.map_get("m", b"k").unwrap(), Some(b"v".to_vec()));
+    }
+
+    #[test]
+    fn names_that_look_like_other_entries_do_not_alias() {
+        let (mut ctx, _) = context(&[]);
+        ctx.enter(b"a");
+        ctx.set("n", b"value".to_vec()).unwrap();
+        // A map key that spells a list entry of the same name stays a map entry.
+        ctx.map_set("n", &[1, 0, 0, 0, 0, 0, 0, 0, 0], b"map".to_vec())
+            .unwrap();
+        assert_eq!(ctx.list_get("n").unwrap(), Vec::<Vec<u8>>::new());
+        assert_eq!(ctx.get("n").unwrap(), Some(b"value".to_vec()));
+        assert_eq!(ctx.get("n\u{0}").unwrap(), None);
+    }
+
+    #[test]
+    fn lists_keep_order_and_clear_empties_every_kind() {
+        let (mut ctx, _) = context(&[]);
+        ctx.enter(b"k");
+        for item in ["a", "b", "c"] {
+            ctx.list_append("l", item.into()).unwrap();
+        }
+        ctx.commit().unwrap();
+        ctx.enter(b"k");
+        assert_eq!(
+            ctx.list_get("l").unwrap(),
+            vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
+        );
+        ctx.clear("l").unwrap();
+        assert!(ctx.list_get("l").unwrap().is_empty());
+        ctx.list_append("l", b"d".to_vec()).unwrap();
+        assert_eq!(ctx.list_get("l").unwrap(), vec![b"d".to_vec()]);
+    }
+
+    #[test]
+    fn an_aborted_call_leaves_no_trace() {
+        let (mut ctx, _) = context(&[]);
+        ctx.enter(b"k");
+        ctx.set("n", b"1".to_vec()).unwrap();
+        ctx.register_timer(TimeDomain::EventTime, 5).unwrap();
+        ctx.abort();
+        ctx.enter(b"k");
+        assert_eq!(ctx.get("n").unwrap(), None);
+        ctx.abort();
+        assert!(
+            ctx.take_due_timers(TimeDomain::EventTime, i64::MIN, i64::MAX)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn values_expire_after_their_ttl() {
+        let (mut ctx, now) = context(&[("short", 100)]);
+        ctx.enter(b"k");
+        ctx.set("short", b"s".to_vec()).unwrap();
+        ctx.set("long", b"l".to_vec()).unwrap();
+        ctx.commit().unwrap();
+        now.store(1_099, Ordering::Relaxed);
+        ctx.enter(b"k");
+        assert_eq!(ctx.get("short").unwrap(), Some(b"s".to_vec()));
+        now.store(1_100, Ordering::Relaxed);
+        ctx.enter(b"k");
+        assert_eq!(ctx.get("short").unwrap(), None);
+        assert_eq!(ctx.get("long").unwrap(), Some(b"l".to_vec()));
+    }
+
+    #[test]
+    fn timers_come_due_in_time_order_once_and_deleted_ones_never() {
+        let (mut ctx, _) = context(&[]);
+        for (key, at) in [(&b"b"[..], 30), (b"a", 10), (b"a", 20), (b"a", 10), (b"c", 25)] {
+            ctx.enter(key);
+            ctx.register_timer(TimeDomain::EventTime, at).unwrap();
+            ctx.commit().unwrap();
+        }
+        ctx.enter(b"c");
+        ctx.delete_timer(TimeDomain::EventTime, 25).unwrap();
+        ctx.register_timer(TimeDomain::ProcessingTime, 15).unwrap();
+        ctx.commit().unwrap();
+        let due = ctx.take_due_timers(TimeDomain::EventTime, i64::MIN, 20).unwrap();
+        assert_eq!(due, vec![(10, b"a".to_vec()), (20, b"a".to_vec())]);
+        let rest = ctx
+            .take_due_timers(TimeDomain::EventTime, i64::MIN, i64::MAX)
+            .unwrap();
+        assert_eq!(rest, vec![(30, b"b".to_vec())]);
+        let processing = ctx
+            .take_due_timers(TimeDomain::ProcessingTime, i64::MIN, 15)
+            .unwrap();
+        assert_eq!(processing, vec![(15, b"c".to_vec())]);
+    }
+
+    #[test]
+    fn state_outside_a_call_is_refused() {
+        let (mut ctx, _) = context(&[]);
+        assert!(matches!(ctx.get("n"), Err(KeyedError::Refused(_))));
+        assert!(matches!(
+            ctx.set(&"x".repeat(256), vec![]),
+            Err(KeyedError::Refused(_))
+        ));
+    }
+}
