@@ -9,10 +9,10 @@ use crate::{Record, Result};
 use mailer_wire::{Reader, Writer};
 use std::cell::RefCell;
 
-const MALFORMED: &str = "mailer host sent a malformed batch";
+pub(crate) const MALFORMED: &str = "mailer host sent a malformed batch";
 
 thread_local! {
-    static POOL: RefCell<Pool> = RefCell::default();
+    pub(crate) static POOL: RefCell<Pool> = RefCell::default();
 }
 
 /// Decodes each record of the batch into a pooled [`Record`] and lets `f`
@@ -58,7 +58,7 @@ pub fn filter_batch(f: fn(&Record) -> Result<bool>, input: &[u8]) -> Vec<u8> {
 }
 
 /// Writes a flat-map style outcome: the records, or the error.
-fn write_records(result: Result<Vec<Record>>, w: &mut Writer, pool: &mut Pool) {
+pub(crate) fn write_records(result: Result<Vec<Record>>, w: &mut Writer, pool: &mut Pool) {
     match result {
         Ok(out) => {
             w.ok();

@@ -30,6 +30,8 @@
 //! | `#[operator(reduce)]` | `fn(Option<&[u8]>, Record) -> Result<Vec<u8>>` (the key's accumulator, `None` at first; returns the new one) |
 //! | `#[operator(process)]` or `#[operator(process, on_timer = f)]` | `fn(Record, handles…) -> Result<()>` |
 //! | `#[operator(timer)]` (the `on_timer` of a process operator) | `fn(Timer, handles…) -> Result<()>` |
+//! | `#[operator(window)]` | `fn(Option<&[u8]>, Window, Vec<Record>, &mut Emit) -> Result<()>` (a window's key, bounds and records) |
+//! | `#[operator(aggregate)]` on `impl Aggregate for T` | see [`Aggregate`] |
 //!
 //! A process operator runs after a `key_by`. Its handles are any of
 //! `&mut ValueState<T>`, `&mut ListState<T>`, `&mut MapState<K, V>`,
@@ -73,6 +75,7 @@ mod record;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod timers;
+mod window;
 
 pub use emit::{Emit, ProcessOperator};
 pub use error::{Error, Result};
@@ -80,12 +83,16 @@ pub use keyed::{ListState, MapState, Named, ValueState};
 pub use mailer_sdk_macros::operator;
 pub use record::Record;
 pub use timers::{TimeDomain, Timer, Timers};
+pub use window::{Aggregate, Window};
 
 /// What the `#[operator]` attribute expands to refers to; not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::batch::{filter_batch, flat_map_batch, map_batch, process_batch, reduce_batch};
     pub use crate::emit::no_timer;
+    pub use crate::window::{
+        aggregate_add, aggregate_create, aggregate_finish, aggregate_merge, window_batch,
+    };
     #[cfg(target_arch = "wasm32")]
     pub use crate::wit::*;
     pub use wit_bindgen;

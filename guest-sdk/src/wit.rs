@@ -68,6 +68,14 @@ world!(
     "export_process"
 );
 
+world!(window, "window", "mailer_sdk::__private::window", "export_window");
+world!(
+    aggregate,
+    "aggregate",
+    "mailer_sdk::__private::aggregate",
+    "export_aggregate"
+);
+
 impl From<process::mailer::plugin::timers::TimeDomain> for crate::TimeDomain {
     fn from(d: process::mailer::plugin::timers::TimeDomain) -> Self {
         use process::mailer::plugin::timers::TimeDomain as Wit;

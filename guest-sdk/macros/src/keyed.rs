@@ -1,12 +1,13 @@
-//! `#[operator(process)]` and `#[operator(timer)]`: a function of a record
-//! (or a timer) and state handles, bound to the handles the host scopes to
-//! the current key.
+//! The keyed operators: `#[operator(process)]` and `#[operator(timer)]` (a
+//! function of a record or a timer and state handles, bound to the handles
+//! the host scopes to the current key), `#[operator(window)]` and
+//! `#[operator(aggregate)]`.
 
 use proc_macro2::TokenStream as Tokens;
 use quote::{format_ident, quote, quote_spanned};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Expr, FnArg, Ident, ItemFn, Meta, Pat, Token, Type};
+use syn::{Expr, FnArg, Ident, ItemFn, ItemImpl, Meta, Pat, Token, Type};
 
 const HANDLES: &str =
     "`&mut ValueState<T>`, `&mut ListState<T>`, `&mut MapState<K, V>`, `&mut Timers` or `&mut Emit`";
@@ -158,6 +159,99 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn) -> syn::Result
                 }
             }
             #p::process::export_process!(__MailerOperator);
+        };
+    })
+}
+
+/// `#[operator(window)]`: `fn(Option<&[u8]>, Window, Vec<Record>, &mut Emit) -> Result<()>`.
+pub fn window(func: &ItemFn) -> syn::Result<Tokens> {
+    let sig = &func.sig;
+    if sig.inputs.len() != 4 {
+        return Err(syn::Error::new(
+            sig.inputs.span(),
+            "a `window` operator takes 4 arguments: fn(Option<&[u8]>, Window, Vec<Record>, &mut Emit) -> Result<()>",
+        ));
+    }
+    let f = &sig.ident;
+    let p = quote!(::mailer_sdk::__private);
+    let t = quote!(#p::window::mailer::plugin::types);
+    let checked = quote_spanned!(f.span()=> #p::window_batch(#f, &input));
+    Ok(quote! {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __MailerOperator;
+            impl #p::window::Guest for __MailerOperator {
+                fn window(
+                    key: ::core::option::Option<::std::vec::Vec<u8>>,
+                    bounds: #p::window::Bounds,
+                    input: ::std::vec::Vec<#t::Record>,
+                ) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                    let w = ::mailer_sdk::Window { start: bounds.start, end: bounds.end };
+                    let mut out = ::mailer_sdk::Emit::at(w.max_timestamp());
+                    let records = input.into_iter().map(::core::convert::Into::into).collect();
+                    #f(key.as_deref(), w, records, &mut out).map_err(#t::Error::from)?;
+                    Ok(out.into_records().into_iter().map(::core::convert::Into::into).collect())
+                }
+                fn window_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
+                    #checked
+                }
+            }
+            #p::window::export_window!(__MailerOperator);
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: () = {
+            // Type-checks the signature on the host target too.
+            let _ = |input: ::std::vec::Vec<u8>| #checked;
+        };
+    })
+}
+
+/// `#[operator(aggregate)]` on `impl Aggregate for T`.
+pub fn aggregate(block: &ItemImpl) -> syn::Result<Tokens> {
+    let is_aggregate = block
+        .trait_
+        .as_ref()
+        .is_some_and(|(_, path, _)| path.segments.last().is_some_and(|s| s.ident == "Aggregate"));
+    if !is_aggregate {
+        return Err(syn::Error::new(
+            block.span(),
+            "`#[operator(aggregate)]` goes on an `impl Aggregate for YourAccumulator` block",
+        ));
+    }
+    let ty = &block.self_ty;
+    let p = quote!(::mailer_sdk::__private);
+    let t = quote!(#p::aggregate::mailer::plugin::types);
+    let checked = quote_spanned!(ty.span()=> #p::aggregate_create::<#ty>());
+    Ok(quote! {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __MailerOperator;
+            impl #p::aggregate::Guest for __MailerOperator {
+                fn create() -> ::std::vec::Vec<u8> {
+                    #checked
+                }
+                fn add(
+                    accumulator: ::std::vec::Vec<u8>,
+                    input: #t::Record,
+                ) -> ::core::result::Result<::std::vec::Vec<u8>, #t::Error> {
+                    #p::aggregate_add::<#ty>(&accumulator, input.into()).map_err(#t::Error::from)
+                }
+                fn merge(
+                    a: ::std::vec::Vec<u8>,
+                    b: ::std::vec::Vec<u8>,
+                ) -> ::core::result::Result<::std::vec::Vec<u8>, #t::Error> {
+                    #p::aggregate_merge::<#ty>(&a, &b).map_err(#t::Error::from)
+                }
+                fn finish(accumulator: ::std::vec::Vec<u8>) -> ::core::result::Result<::std::vec::Vec<u8>, #t::Error> {
+                    #p::aggregate_finish::<#ty>(&accumulator).map_err(#t::Error::from)
+                }
+            }
+            #p::aggregate::export_aggregate!(__MailerOperator);
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: () = {
+            // Type-checks the accumulator on the host target too.
+            let _ = || #checked;
         };
     })
 }

@@ -7,7 +7,7 @@ use proc_macro2::{Span, TokenStream as Tokens};
 use quote::{quote, quote_spanned};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Ident, ItemFn, Meta, Token, parse_macro_input};
+use syn::{Ident, ItemFn, ItemImpl, Meta, Token, parse_macro_input};
 
 mod keyed;
 
@@ -44,21 +44,34 @@ const KINDS: [Kind; 4] = [
 
 /// Makes this function the plugin's operator: `#[operator(map)]`,
 /// `#[operator(filter)]`, `#[operator(flat_map)]`, `#[operator(reduce)]`,
-/// `#[operator(process)]` (optionally `#[operator(process, on_timer = f)]`)
-/// or `#[operator(timer)]` (the timer function of a process operator).
+/// `#[operator(process)]` (optionally `#[operator(process, on_timer = f)]`),
+/// `#[operator(timer)]` (the timer function of a process operator),
+/// `#[operator(window)]`, or `#[operator(aggregate)]` on an
+/// `impl Aggregate for T` block.
 #[proc_macro_attribute]
 pub fn operator(attr: TokenStream, item: TokenStream) -> TokenStream {
     let args = parse_macro_input!(attr with Punctuated::<Meta, Token![,]>::parse_terminated);
+    if matches!(args.first(), Some(Meta::Path(p)) if p.is_ident("aggregate")) && args.len() == 1 {
+        let block = parse_macro_input!(item as ItemImpl);
+        return match keyed::aggregate(&block) {
+            Ok(exports) => quote!(#block #exports).into(),
+            Err(e) => {
+                let e = e.to_compile_error();
+                quote!(#block #e).into()
+            }
+        };
+    }
     let func = parse_macro_input!(item as ItemFn);
     let expanded = match args.first() {
         Some(Meta::Path(p)) if p.is_ident("process") => keyed::process(&args, &func),
         Some(Meta::Path(p)) if p.is_ident("timer") && args.len() == 1 => keyed::timer(&func),
+        Some(Meta::Path(p)) if p.is_ident("window") && args.len() == 1 => keyed::window(&func),
         Some(Meta::Path(p)) if args.len() == 1 && p.get_ident().is_some() => {
             expand(p.get_ident().expect("checked"), &func)
         }
         _ => Err(syn::Error::new(
             args.span(),
-            "expected an operator kind: map, filter, flat_map, reduce, process or timer",
+            "expected an operator kind: map, filter, flat_map, reduce, process, timer, window or aggregate",
         )),
     };
     match expanded {
@@ -76,7 +89,7 @@ fn expand(kind_ident: &Ident, func: &ItemFn) -> syn::Result<Tokens> {
         syn::Error::new(
             kind_ident.span(),
             format!(
-                "unknown operator kind `{kind_ident}`; expected one of: {}, process, timer",
+                "unknown operator kind `{kind_ident}`; expected one of: {}, process, timer, window, aggregate",
                 names.join(", ")
             ),
         )

@@ -160,6 +160,23 @@ impl Writer {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
+    /// Appends an `i64` (a time).
+    #[inline]
+    pub fn i64(&mut self, v: i64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Appends optional bytes: `0:u8`, or `1:u8` and the length-prefixed bytes.
+    pub fn option(&mut self, b: Option<&[u8]>) {
+        match b {
+            Some(b) => {
+                self.u8(1);
+                self.bytes(b);
+            }
+            None => self.u8(0),
+        }
+    }
+
     /// Appends bytes already in the encoding (e.g. a whole record).
     #[inline]
     pub fn raw(&mut self, b: &[u8]) {
@@ -293,18 +310,25 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     }
 
+    /// Reads an `i64`.
+    #[inline]
+    pub fn i64(&mut self) -> Result<i64, WireError> {
+        let b = self.take(8)?;
+        Ok(i64::from_le_bytes(b.try_into().expect("took 8 bytes")))
+    }
+
+    /// Reads what [`Writer::option`] wrote.
+    pub fn option(&mut self) -> Result<Option<&'a [u8]>, WireError> {
+        match self.u8()? {
+            0 => Ok(None),
+            _ => self.bytes().map(Some),
+        }
+    }
+
     /// Reads an item count; same as [`Reader::u32`].
     #[inline]
     pub fn count(&mut self) -> Result<usize, WireError> {
         self.u32()
-    }
-
-    #[inline]
-    fn i64(&mut self) -> Result<i64, WireError> {
-        let b = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(i64::from_le_bytes(a))
     }
 
     /// Reads length-prefixed bytes.

@@ -1,26 +1,30 @@
 //! W3: key_by key (1,000 keys) -> tumbling event-time window of 1 s
 //! (watermark = max ts, event time = g / 10) -> count and sum -> blackhole;
-//! the built-in window operator, keyed parallelism 1 and 2, both backends.
-//! (A Wasm window function needs the window/aggregate worlds, which are not
-//! there yet.)
+//! the built-in aggregates (native) or the `bench-count-sum` plugin of the
+//! aggregate world (wasm), keyed parallelism 1 and 2, both backends.
 
 use crate::common::{measure, plan, records, rocks_dir, stage};
 use mailer::connectors::splitmix64;
 use mailer::operator::FailurePolicy;
 use mailer::plan::{NodeKind, OperatorNode};
+use mailer::plugin::{PluginEngine, PluginLimits, World};
 use mailer::state::BackendKind;
 use mailer::time::{AggregateKind, Assigner, WindowSpec};
+use std::path::Path;
+use std::time::Duration;
 
 const KEYS: u64 = 1_000;
 const DIVISOR: u64 = 10;
 
 pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     let mut v: Vec<(String, Box<dyn Fn()>)> = Vec::new();
-    for p in [1, 2] {
-        for backend in ["memory", "rocksdb"] {
-            let name = format!("w3-tumbling-count-native-p{p}-{backend}");
-            let n2 = name.clone();
-            v.push((name, Box::new(move || run(&n2, p, backend))));
+    for logic in ["native", "wasm"] {
+        for p in [1, 2] {
+            for backend in ["memory", "rocksdb"] {
+                let name = format!("w3-tumbling-count-{logic}-p{p}-{backend}");
+                let n2 = name.clone();
+                v.push((name, Box::new(move || run(&n2, logic == "wasm", p, backend))));
+            }
         }
     }
     v
@@ -37,9 +41,21 @@ fn expected_results(n: u64) -> u64 {
     seen.iter().filter(|s| **s).count() as u64
 }
 
-fn run(name: &str, parallelism: usize, backend: &str) {
+fn run(name: &str, wasm: bool, parallelism: usize, backend: &str) {
     let n = records();
     let expected = expected_results(n);
+    let plugin = wasm.then(|| {
+        let engine = PluginEngine::new().unwrap();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/dist/bench-count-sum.wasm");
+        let plugin = engine
+            .load(&path, World::Window, "window")
+            .expect("run `just plugins` first");
+        let limits = PluginLimits {
+            timeout: Duration::from_secs(1),
+            memory_bytes: 64 << 20,
+        };
+        (plugin, limits)
+    });
     let node = OperatorNode {
         name: "window".into(),
         kind: NodeKind::Window {
@@ -50,6 +66,7 @@ fn run(name: &str, parallelism: usize, backend: &str) {
                 field: None,
                 processing_time: false,
             },
+            plugin,
             side_output: false,
             late_records: Default::default(),
         },

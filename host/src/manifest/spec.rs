@@ -197,7 +197,8 @@ pub enum OperatorSpec {
     Process(PluginOperatorSpec),
     /// Starts a keyed stage: records are spread over its workers by key.
     KeyBy(KeyBySpec),
-    /// Built-in windows with built-in aggregates; needs a `key_by` before it.
+    /// Windows with built-in aggregates or a plugin window function; needs a
+    /// `key_by` before it.
     Window(WindowOperatorSpec),
     /// Keeps records whose JSON field compares true with a constant.
     FieldFilter(FieldFilterSpec),
@@ -307,12 +308,23 @@ pub struct WindowOperatorSpec {
     /// result again).
     #[serde(default, with = "humantime_serde")]
     pub allowed_lateness: Duration,
-    /// The aggregates of each result: `count`, `sum`, `min`, `max`, `avg`.
-    #[serde(default = "defaults::aggregates")]
-    pub aggregates: Vec<crate::time::AggregateKind>,
+    /// The aggregates of each result: `count` (default), `sum`, `min`,
+    /// `max`, `avg`. Not with `plugin`.
+    pub aggregates: Option<Vec<crate::time::AggregateKind>>,
     /// The JSON field (dotted path) of the number to aggregate; the value
-    /// itself as decimal text when absent.
+    /// itself as decimal text when absent. Not with `plugin`.
     pub field: Option<String>,
+    /// A plugin that computes each window's result instead of the built-in
+    /// aggregates: of the `window` world (called with all of a window's
+    /// records) or of the `aggregate` world (an accumulator grown record by
+    /// record). Relative to the manifest's folder.
+    pub plugin: Option<ConfigString>,
+    /// How long one call of `plugin` may run.
+    #[serde(default = "defaults::plugin_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// The most linear memory one instance of `plugin` may use, in MiB.
+    #[serde(default = "defaults::memory_limit_mb")]
+    pub memory_limit_mb: u64,
     /// Records too late for every window: `drop` (default) or `side-output`
     /// (to `[late_output]`); counted either way.
     #[serde(default)]

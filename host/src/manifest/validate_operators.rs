@@ -282,7 +282,23 @@ fn check_window(m: &Manifest, w: &WindowOperatorSpec, span: &Range<usize>) -> Re
     {
         return Err(m.error_at(span, "slide", "`slide` must not be longer than `size`"));
     }
-    check_aggregates(m, &w.aggregates, span)?;
+    if let Some(aggregates) = &w.aggregates {
+        check_aggregates(m, aggregates, span)?;
+    }
+    if w.plugin.is_some() {
+        for (key, given) in [
+            ("aggregates", w.aggregates.is_some()),
+            ("field", w.field.is_some()),
+        ] {
+            if given {
+                return Err(m.error_at(
+                    span,
+                    key,
+                    format!("a window with a `plugin` computes its result in the plugin: remove `{key}`"),
+                ));
+            }
+        }
+    }
     if w.window == WindowKind::Session && w.time == TimeDomain::Processing {
         return Err(m.error_at(
             span,

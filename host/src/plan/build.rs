@@ -13,7 +13,7 @@ use crate::manifest::{
     StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
 };
 use crate::operator::FailurePolicy;
-use crate::plugin::{PluginEngine, PluginLimits};
+use crate::plugin::{LoadedPlugin, PluginEngine, PluginLimits, World};
 use crate::runtime::Routing;
 use crate::state::BackendKind;
 use crate::time::{Assigner, WindowSpec, millis};
@@ -44,7 +44,18 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
             continue;
         }
         let (node, parallelism) = match spec {
-            OperatorSpec::Window(w) => (window_node(name, w), 1),
+            OperatorSpec::Window(w) => {
+                let plugin = match &w.plugin {
+                    None => None,
+                    Some(path) => {
+                        let plugin = engine
+                            .load(&m.path(path), World::Window, name)
+                            .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
+                        Some((plugin, limits(w.timeout, w.memory_limit_mb)))
+                    }
+                };
+                (window_node(name, w, plugin), 1)
+            }
             OperatorSpec::KeyBy(_) => unreachable!("handled above"),
             OperatorSpec::FieldFilter(f) => (builtin(name, f.on_error, field_filter(name, f)), 1),
             OperatorSpec::Project(p) => (
@@ -80,10 +91,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                     name: name.clone(),
                     kind: NodeKind::Plugin {
                         plugin,
-                        limits: PluginLimits {
-                            timeout: ps.timeout,
-                            memory_bytes: (ps.memory_limit_mb as usize) << 20,
-                        },
+                        limits: limits(ps.timeout, ps.memory_limit_mb),
                         mode: ps.call,
                         state_ttl: ps
                             .state_ttl
@@ -136,7 +144,18 @@ fn state_backend(m: &Manifest) -> BackendKind {
     }
 }
 
-fn window_node(name: &str, w: &WindowOperatorSpec) -> OperatorNode {
+fn limits(timeout: std::time::Duration, memory_limit_mb: u64) -> PluginLimits {
+    PluginLimits {
+        timeout,
+        memory_bytes: (memory_limit_mb as usize) << 20,
+    }
+}
+
+fn window_node(
+    name: &str,
+    w: &WindowOperatorSpec,
+    plugin: Option<(Arc<LoadedPlugin>, PluginLimits)>,
+) -> OperatorNode {
     let ms = |d: Option<std::time::Duration>| d.map_or(1, millis);
     let assigner = match w.window {
         WindowKind::Tumbling => Assigner::Tumbling { size: ms(w.size) },
@@ -152,10 +171,14 @@ fn window_node(name: &str, w: &WindowOperatorSpec) -> OperatorNode {
             spec: WindowSpec {
                 assigner,
                 allowed_lateness: i64::try_from(w.allowed_lateness.as_millis()).unwrap_or(i64::MAX),
-                aggregates: w.aggregates.clone(),
+                aggregates: w
+                    .aggregates
+                    .clone()
+                    .unwrap_or_else(crate::manifest::defaults::aggregates),
                 field: w.field.clone(),
                 processing_time: w.time == TimeDomain::Processing,
             },
+            plugin,
             side_output: w.late == LateSpec::SideOutput,
             late_records: Default::default(),
         },

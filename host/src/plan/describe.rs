@@ -57,16 +57,29 @@ pub fn describe(plan: &Plan) -> String {
                     let _ = writeln!(s, "  - `{}`: native", op.name);
                 }
                 NodeKind::Window {
-                    spec, side_output, ..
+                    spec,
+                    plugin,
+                    side_output,
+                    ..
                 } => {
-                    let aggregates: Vec<&str> = spec.aggregates.iter().map(|a| a.name()).collect();
+                    let result = match plugin {
+                        Some((p, _)) => format!(
+                            "plugin `{}` world `{}` sha256 {}",
+                            p.path().display(),
+                            p.world(),
+                            p.digest()
+                        ),
+                        None => {
+                            let names: Vec<&str> = spec.aggregates.iter().map(|a| a.name()).collect();
+                            format!("aggregates {}", names.join(", "))
+                        }
+                    };
                     let _ = writeln!(
                         s,
-                        "  - `{}`: window {:?}, allowed lateness {} ms, aggregates {}, late records {}",
+                        "  - `{}`: window {:?}, allowed lateness {} ms, {result}, late records {}",
                         op.name,
                         spec.assigner,
                         spec.allowed_lateness,
-                        aggregates.join(", "),
                         if *side_output {
                             "to the late output"
                         } else {

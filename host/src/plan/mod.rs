@@ -11,13 +11,13 @@ pub use describe::describe;
 use crate::connectors::{ConnectorError, Sink, Source};
 use crate::operator::{DeadLetterSender, FailureHandler, FailurePolicy, FailureStats, Operator};
 use crate::plugin::{
-    CallMode, KeyedContext, LoadedPlugin, PluginError, PluginInstance, PluginLimits, WasmProcess, WasmReduce,
-    WasmStateless, World,
+    CallMode, KeyedContext, LoadedPlugin, PluginError, PluginInstance, PluginLimits, WasmAggregate,
+    WasmProcess, WasmReduce, WasmStateless, WasmWindow, World,
 };
 use crate::record::Record;
 use crate::runtime::Routing;
 use crate::state::{BackendKind, StateBackend, StateError};
-use crate::time::{LatePolicy, WindowOperator, WindowSpec};
+use crate::time::{LatePolicy, WindowFunction, WindowOperator, WindowSpec};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -159,6 +159,9 @@ pub enum NodeKind {
     Window {
         /// What it computes.
         spec: WindowSpec,
+        /// The plugin of the window or aggregate world computing each
+        /// result, instead of the spec's built-in aggregates.
+        plugin: Option<(Arc<LoadedPlugin>, PluginLimits)>,
         /// Whether late records go to the late output.
         side_output: bool,
         /// Late records, counted over all workers.
@@ -187,6 +190,7 @@ impl OperatorNode {
             NodeKind::Native(factory) => factory(ctx, failure)?,
             NodeKind::Window {
                 spec,
+                plugin,
                 side_output,
                 late_records,
             } => {
@@ -195,7 +199,7 @@ impl OperatorNode {
                     (true, Some(tx)) => LatePolicy::SideOutput(tx.clone()),
                     _ => LatePolicy::Drop,
                 };
-                Box::new(WindowOperator::new(
+                let op = WindowOperator::new(
                     &self.name,
                     ctx.op_index,
                     spec.clone(),
@@ -204,7 +208,18 @@ impl OperatorNode {
                     late,
                     late_records.clone(),
                     failure,
-                ))
+                );
+                match plugin {
+                    None => Box::new(op),
+                    Some((plugin, limits)) => {
+                        let instance = PluginInstance::new(plugin.clone(), *limits)?;
+                        let function: Box<dyn WindowFunction> = match plugin.world() {
+                            World::Aggregate => Box::new(WasmAggregate::new(&self.name, instance)),
+                            _ => Box::new(WasmWindow::new(&self.name, instance)),
+                        };
+                        Box::new(op.with_function(function))
+                    }
+                }
             }
             NodeKind::Plugin {
                 plugin,
@@ -239,6 +254,9 @@ impl OperatorNode {
                     }
                     World::Map | World::Filter | World::FlatMap => {
                         Box::new(WasmStateless::new(&self.name, instance, *mode, failure))
+                    }
+                    World::Window | World::Aggregate => {
+                        unreachable!("window and aggregate plugins are loaded by window operators")
                     }
                 }
             }

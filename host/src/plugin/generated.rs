@@ -28,3 +28,13 @@ pub mod process {
         imports: { default: trappable },
     });
 }
+
+/// The `window` world.
+pub mod window {
+    wasmtime::component::bindgen!({ world: "window", path: "../wit" });
+}
+
+/// The `aggregate` world.
+pub mod aggregate {
+    wasmtime::component::bindgen!({ world: "aggregate", path: "../wit" });
+}

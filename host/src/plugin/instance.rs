@@ -4,7 +4,7 @@
 
 use super::PluginError;
 use super::engine::HostState;
-use super::generated::{filter, flat_map, map, process, reduce};
+use super::generated::{aggregate, filter, flat_map, map, process, reduce, window};
 use super::keyed::KeyedContext;
 use super::loaded::{LoadedPlugin, WorldPre};
 use super::outcome::{Outcome, Outcomes, RecordOutcome};
@@ -57,6 +57,8 @@ enum Bindings {
     FlatMap(flat_map::FlatMap),
     Reduce(reduce::Reduce),
     Process(process::Process),
+    Window(window::Window),
+    Aggregate(aggregate::Aggregate),
 }
 
 /// A live instance of a plugin.
@@ -136,6 +138,8 @@ impl PluginInstance {
             WorldPre::FlatMap(p) => Bindings::FlatMap(p.instantiate(&mut store).map_err(err)?),
             WorldPre::Reduce(p) => Bindings::Reduce(p.instantiate(&mut store).map_err(err)?),
             WorldPre::Process(p) => Bindings::Process(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::Window(p) => Bindings::Window(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::Aggregate(p) => Bindings::Aggregate(p.instantiate(&mut store).map_err(err)?),
         };
         Ok((store, bindings))
     }
@@ -173,6 +177,8 @@ impl PluginInstance {
             Bindings::FlatMap(b) => b.call_flat_map_batch(store, input),
             Bindings::Reduce(b) => b.call_reduce_batch(store, input),
             Bindings::Process(b) => b.call_process_batch(store, input),
+            Bindings::Window(b) => b.call_window_batch(store, input),
+            Bindings::Aggregate(_) => Err(wasmtime::Error::msg("the aggregate world has no batch export")),
         })
     }
 
@@ -234,6 +240,28 @@ impl PluginInstance {
                     .call_on_record(store, &to_process(rec))?
                     .map(|v| Outcome::Records(v.into_iter().map(from_process).collect()))
                     .map_err(|e| e.message),
+                Bindings::Window(_) | Bindings::Aggregate(_) => {
+                    return Err(wasmtime::Error::msg(
+                        "window plugins take windows, not single records",
+                    ));
+                }
+            })
+        })
+    }
+
+    /// Calls one export of an aggregate plugin.
+    pub fn call_aggregate(&mut self, step: AggregateStep<'_>) -> Result<Result<Vec<u8>, String>, CallError> {
+        self.call(|store, b| {
+            let Bindings::Aggregate(b) = b else {
+                return Err(wasmtime::Error::msg("not an aggregate plugin"));
+            };
+            Ok(match step {
+                AggregateStep::Create => Ok(b.call_create(&mut *store)?),
+                AggregateStep::Add(acc, rec) => {
+                    b.call_add(store, acc, &to_aggregate(rec))?.map_err(|e| e.message)
+                }
+                AggregateStep::Merge(a, c) => b.call_merge(store, a, c)?.map_err(|e| e.message),
+                AggregateStep::Finish(acc) => b.call_finish(store, acc)?.map_err(|e| e.message),
             })
         })
     }
@@ -259,6 +287,19 @@ impl PluginInstance {
             _ => Err(wasmtime::Error::msg("only process plugins have timers")),
         })
     }
+}
+
+/// One call into an aggregate plugin.
+#[derive(Debug, Clone, Copy)]
+pub enum AggregateStep<'a> {
+    /// A fresh accumulator.
+    Create,
+    /// An accumulator with a record added.
+    Add(&'a [u8], &'a Record),
+    /// Two accumulators merged.
+    Merge(&'a [u8], &'a [u8]),
+    /// The result of an accumulator.
+    Finish(&'a [u8]),
 }
 
 /// The first line of a trap's explanation plus its cause, without the wasm
@@ -310,3 +351,4 @@ convert!(to_filter, from_filter, filter);
 convert!(to_flat_map, from_flat_map, flat_map);
 convert!(to_reduce, from_reduce, reduce);
 convert!(to_process, from_process, process);
+convert!(to_aggregate, from_aggregate, aggregate);

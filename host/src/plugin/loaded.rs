@@ -1,7 +1,7 @@
 //! A compiled, type-checked plugin, ready to be instantiated per worker.
 
 use super::engine::{HostState, PluginEngine};
-use super::generated::{filter, flat_map, map, process, reduce};
+use super::generated::{aggregate, filter, flat_map, map, process, reduce, window};
 use super::{PluginError, World};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -16,6 +16,8 @@ pub(super) enum WorldPre {
     FlatMap(flat_map::FlatMapPre<HostState>),
     Reduce(reduce::ReducePre<HostState>),
     Process(process::ProcessPre<HostState>),
+    Window(window::WindowPre<HostState>),
+    Aggregate(aggregate::AggregatePre<HostState>),
 }
 
 /// A plugin compiled once and checked against its operator's world.
@@ -46,7 +48,7 @@ impl LoadedPlugin {
             reason: format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" "),
         })?;
         let actual = detect_world(engine.engine(), &component, &shown)?;
-        if actual != expected {
+        if !expected.accepts(actual) {
             return Err(PluginError::WrongWorld {
                 path: shown,
                 operator: operator.to_owned(),
@@ -60,17 +62,19 @@ impl LoadedPlugin {
             reason: format!("{e:#}"),
         };
         let pre = engine.linker().instantiate_pre(&component).map_err(link)?;
-        let pre = match expected {
+        let pre = match actual {
             World::Map => WorldPre::Map(map::MapPre::new(pre).map_err(link)?),
             World::Filter => WorldPre::Filter(filter::FilterPre::new(pre).map_err(link)?),
             World::FlatMap => WorldPre::FlatMap(flat_map::FlatMapPre::new(pre).map_err(link)?),
             World::Reduce => WorldPre::Reduce(reduce::ReducePre::new(pre).map_err(link)?),
             World::Process => WorldPre::Process(process::ProcessPre::new(pre).map_err(link)?),
+            World::Window => WorldPre::Window(window::WindowPre::new(pre).map_err(link)?),
+            World::Aggregate => WorldPre::Aggregate(aggregate::AggregatePre::new(pre).map_err(link)?),
         };
         Ok(Self {
             path: path.to_owned(),
             digest,
-            world: expected,
+            world: actual,
             size: bytes.len(),
             engine: engine.engine().clone(),
             pre,
@@ -104,7 +108,7 @@ fn detect_world(engine: &Engine, component: &Component, path: &str) -> Result<Wo
     let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
     World::ALL
         .into_iter()
-        .find(|w| exports.contains(&w.batch_export()))
+        .find(|w| exports.contains(&w.identifying_export()))
         .ok_or_else(|| PluginError::NoWorld {
             path: path.to_owned(),
             exports: if exports.is_empty() {

@@ -13,15 +13,17 @@ mod process;
 mod reduce;
 mod retry;
 mod stateless;
+mod window_fns;
 mod world;
 
 pub use engine::{EPOCH_TICK, PluginEngine};
-pub use instance::{CallError, CallMode, PluginInstance, PluginLimits};
+pub use instance::{AggregateStep, CallError, CallMode, PluginInstance, PluginLimits};
 pub use keyed::{KeyedContext, KeyedError, TimeDomain};
 pub use loaded::LoadedPlugin;
 pub use process::WasmProcess;
 pub use reduce::WasmReduce;
 pub use stateless::WasmStateless;
+pub use window_fns::{WasmAggregate, WasmWindow};
 pub use world::World;
 
 /// Why a plugin could not be loaded or instantiated.
@@ -45,7 +47,7 @@ pub enum PluginError {
     },
     /// The component exports none of the mailer worlds.
     #[error(
-        "plugin `{path}` exports none of the mailer:plugin worlds (map, filter, flat-map, reduce, process); \
+        "plugin `{path}` exports none of the mailer:plugin worlds (map, filter, flat-map, reduce, process, window, aggregate); \
          its exports are: {exports}. Build it with the mailer SDK for one operator kind"
     )]
     NoWorld {

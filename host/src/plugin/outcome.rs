@@ -77,7 +77,7 @@ impl Outcomes {
                         Raw::Record(span(start, r.offset()))
                     }
                     World::Filter => Raw::Keep(r.u8()? != 0),
-                    World::FlatMap | World::Process => {
+                    World::FlatMap | World::Process | World::Window => {
                         let count = r.count()?;
                         let first = nested.len() as u32;
                         for _ in 0..count {
@@ -90,7 +90,7 @@ impl Outcomes {
                             count: count as u32,
                         }
                     }
-                    World::Reduce => {
+                    World::Reduce | World::Aggregate => {
                         let acc = r.bytes()?;
                         let end = r.offset();
                         Raw::Accumulator(span(end - acc.len(), end))

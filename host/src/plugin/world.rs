@@ -15,16 +15,22 @@ pub enum World {
     Reduce,
     /// Keyed process function with host-held state and timers.
     Process,
+    /// Window function over all of a window's records.
+    Window,
+    /// Incremental window aggregate (create / add / merge / finish).
+    Aggregate,
 }
 
 impl World {
     /// Every world.
-    pub const ALL: [World; 5] = [
+    pub const ALL: [World; 7] = [
         World::Map,
         World::Filter,
         World::FlatMap,
         World::Reduce,
         World::Process,
+        World::Window,
+        World::Aggregate,
     ];
 
     /// The world's name in WIT.
@@ -35,6 +41,8 @@ impl World {
             World::FlatMap => "flat-map",
             World::Reduce => "reduce",
             World::Process => "process",
+            World::Window => "window",
+            World::Aggregate => "aggregate",
         }
     }
 
@@ -46,17 +54,27 @@ impl World {
             World::FlatMap => "flat_map",
             World::Reduce => "reduce",
             World::Process => "process",
+            World::Window | World::Aggregate => "window",
         }
     }
 
-    /// The name of the world's batch export, which identifies it.
-    pub fn batch_export(self) -> &'static str {
+    /// Whether a plugin of world `actual` fits an operator that takes this
+    /// world (a window operator takes a window or an aggregate plugin).
+    pub fn accepts(self, actual: World) -> bool {
+        self == actual || (self == World::Window && actual == World::Aggregate)
+    }
+
+    /// The name of the export that identifies the world (the batch export
+    /// where there is one).
+    pub fn identifying_export(self) -> &'static str {
         match self {
             World::Map => "map-batch",
             World::Filter => "filter-batch",
             World::FlatMap => "flat-map-batch",
             World::Reduce => "reduce-batch",
             World::Process => "process-batch",
+            World::Window => "window-batch",
+            World::Aggregate => "finish",
         }
     }
 }

@@ -4,9 +4,11 @@
 mod aggregate;
 mod assigner;
 mod watermark;
+mod window_function;
 mod window_operator;
 
 pub use aggregate::{Accumulator, AggregateKind, Number, needs_values, number_of};
 pub use assigner::{Assigner, Window, millis};
 pub use watermark::WatermarkGenerator;
+pub use window_function::{BuiltinAggregates, WindowFnError, WindowFunction, corrupt};
 pub use window_operator::{Clock, LatePolicy, WindowOperator, WindowSpec};

@@ -8,14 +8,14 @@
 //! `end - 1 + L`. A record too late for every window it belongs to is
 //! counted and dropped or sent to the side output.
 
-use super::aggregate::{Accumulator, AggregateKind, Number, needs_values, number_of};
+use super::aggregate::AggregateKind;
 use super::assigner::{Assigner, Window};
+use super::window_function::{BuiltinAggregates, WindowFnError, WindowFunction};
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use crate::state::StateBackend;
 use crate::state::keys::{self, TIMERS};
-use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -65,6 +65,7 @@ pub struct WindowOperator {
     late_records: Arc<AtomicU64>,
     failure: FailureHandler,
     clock: Clock,
+    function: Box<dyn WindowFunction>,
 }
 
 impl WindowOperator {
@@ -81,10 +82,16 @@ impl WindowOperator {
         late_records: Arc<AtomicU64>,
         failure: FailureHandler,
     ) -> Self {
+        let function = Box::new(BuiltinAggregates::new(
+            name,
+            spec.aggregates.clone(),
+            spec.field.clone(),
+        ));
         Self {
             name: name.to_owned(),
             op,
             spec,
+            function,
             key_groups,
             state,
             watermark: i64::MIN,
@@ -94,6 +101,13 @@ impl WindowOperator {
             failure,
             clock: Arc::new(crate::runtime::now_ms),
         }
+    }
+
+    /// The same operator computing `function` instead of the spec's
+    /// built-in aggregates.
+    pub fn with_function(mut self, function: Box<dyn WindowFunction>) -> Self {
+        self.function = function;
+        self
     }
 
     /// The same operator reading processing time from `clock`.
@@ -126,12 +140,8 @@ impl WindowOperator {
         keys::timer(self.op, time, kg, key, &payload)
     }
 
-    fn get(&self, k: &[u8]) -> Result<Option<Accumulator>, OperatorError> {
-        let bytes = self
-            .state
-            .get(k)
-            .map_err(|e| OperatorError::state(&self.name, e))?;
-        Ok(bytes.and_then(|b| Accumulator::decode(&b)))
+    fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {
+        self.state.get(k).map_err(|e| OperatorError::state(&self.name, e))
     }
 
     fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), OperatorError> {
@@ -146,26 +156,41 @@ impl WindowOperator {
             .map_err(|e| OperatorError::state(&self.name, e))
     }
 
-    /// The number a record contributes, or why it has none.
-    fn value_of(&self, rec: &Record) -> Result<Option<Number>, String> {
-        if !needs_values(&self.spec.aggregates) {
-            return Ok(None);
+    /// Emits window `w`'s result; a failed window goes to the failure
+    /// policy as a record naming it.
+    fn emit(
+        &mut self,
+        key: &[u8],
+        w: Window,
+        acc: &[u8],
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
+        match self.function.emit(key, w, acc, out) {
+            Ok(()) => Ok(()),
+            Err(WindowFnError::Fatal(e)) => Err(e),
+            Err(WindowFnError::Input(reason)) => {
+                let value = format!(r#"{{"window":{{"start":{},"end":{}}}}}"#, w.start, w.end);
+                let rec = Record::new(Some(bytes::Bytes::copy_from_slice(key)), value, w.max_timestamp());
+                self.failure.fail(rec, &reason)
+            }
         }
-        number_of(rec, self.spec.field.as_deref()).map(Some)
     }
 
-    fn emit(&self, key: &[u8], w: Window, acc: &Accumulator, out: &mut Vec<Record>) {
-        let mut json = String::with_capacity(96);
-        json.push_str("{\"key\":");
-        json.push_str(&serde_json::Value::from(String::from_utf8_lossy(key)).to_string());
-        json.push_str(&format!(",\"start\":{},\"end\":{},", w.start, w.end));
-        acc.write_json(&self.spec.aggregates, &mut json);
-        json.push('}');
-        out.push(Record::new(
-            Some(Bytes::copy_from_slice(key)),
-            json,
-            w.max_timestamp(),
-        ));
+    /// Runs a window function step; a failed record goes to the failure
+    /// policy (`Ok(None)`).
+    fn step(
+        &mut self,
+        rec: &Record,
+        f: impl FnOnce(&mut dyn WindowFunction) -> Result<Vec<u8>, WindowFnError>,
+    ) -> Result<Option<Vec<u8>>, OperatorError> {
+        match f(self.function.as_mut()) {
+            Ok(acc) => Ok(Some(acc)),
+            Err(WindowFnError::Fatal(e)) => Err(e),
+            Err(WindowFnError::Input(reason)) => {
+                self.failure.fail(rec.clone(), &reason)?;
+                Ok(None)
+            }
+        }
     }
 
     fn too_late(&self, w: Window) -> bool {
@@ -202,13 +227,7 @@ impl WindowOperator {
         self.delete(&cleanup)
     }
 
-    fn add_fixed(
-        &mut self,
-        rec: Record,
-        ts: i64,
-        v: Option<Number>,
-        out: &mut Vec<Record>,
-    ) -> Result<(), OperatorError> {
+    fn add_fixed(&mut self, rec: Record, ts: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
         let key = rec.key_bytes().to_vec();
         let kg = keys::group(&key, self.key_groups);
         let mut accepted = false;
@@ -219,15 +238,15 @@ impl WindowOperator {
             accepted = true;
             let k = self.acc_key(kg, &key, w);
             let existing = self.get(&k)?;
-            let fresh = existing.is_none();
-            let mut acc = existing.unwrap_or_default();
-            acc.add(v);
-            self.put(&k, &acc.encode())?;
-            if fresh {
+            let Some(acc) = self.step(&rec, |f| f.add(existing.as_deref(), &rec))? else {
+                return Ok(());
+            };
+            self.put(&k, &acc)?;
+            if existing.is_none() {
                 self.register(kg, &key, w)?;
             }
             if w.max_timestamp() <= self.watermark {
-                self.emit(&key, w, &acc, out);
+                self.emit(&key, w, &acc, out)?;
             }
         }
         if !accepted {
@@ -236,17 +255,12 @@ impl WindowOperator {
         Ok(())
     }
 
-    fn add_session(
-        &mut self,
-        rec: Record,
-        v: Option<Number>,
-        out: &mut Vec<Record>,
-    ) -> Result<(), OperatorError> {
+    fn add_session(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
         let key = rec.key_bytes().to_vec();
         let kg = keys::group(&key, self.key_groups);
         let prefix = keys::keyed(kg, self.op, &key);
         let end = keys::prefix_end(&prefix).expect("a keyed prefix starts below 0xFFFF");
-        let mut sessions: Vec<(Window, Accumulator)> = Vec::new();
+        let mut sessions: Vec<(Window, Vec<u8>)> = Vec::new();
         let mut bad = None;
         self.state
             .scan(&prefix, &end, &mut |k, v| {
@@ -256,9 +270,9 @@ impl WindowOperator {
                         end: keys::unsortable(t.get(8..16)?)?,
                     })
                 });
-                match (w, Accumulator::decode(v)) {
-                    (Some(w), Some(acc)) => sessions.push((w, acc)),
-                    _ => bad = Some(k.to_vec()),
+                match w {
+                    Some(w) => sessions.push((w, v.to_vec())),
+                    None => bad = Some(k.to_vec()),
                 }
                 true
             })
@@ -270,15 +284,12 @@ impl WindowOperator {
             });
         }
         let mut merged = self.spec.assigner.assign(rec.timestamp)[0];
-        let mut acc = Accumulator::default();
-        acc.add(v);
         let mut absorbed = vec![false; sessions.len()];
         loop {
             let mut changed = false;
-            for (i, (w, a)) in sessions.iter().enumerate() {
+            for (i, (w, _)) in sessions.iter().enumerate() {
                 if !absorbed[i] && w.touches(&merged) {
                     merged = merged.cover(w);
-                    acc.merge(a);
                     absorbed[i] = true;
                     changed = true;
                 }
@@ -291,6 +302,22 @@ impl WindowOperator {
             self.late(rec);
             return Ok(());
         }
+        // The joined sessions' accumulators in time order, then the record.
+        let mut acc: Option<Vec<u8>> = None;
+        for (i, (_, a)) in sessions.iter().enumerate() {
+            if absorbed[i] {
+                acc = match acc {
+                    None => Some(a.clone()),
+                    Some(prev) => match self.step(&rec, |f| f.merge(&prev, a))? {
+                        Some(m) => Some(m),
+                        None => return Ok(()),
+                    },
+                };
+            }
+        }
+        let Some(acc) = self.step(&rec, |f| f.add(acc.as_deref(), &rec))? else {
+            return Ok(());
+        };
         for (i, (w, _)) in sessions.iter().enumerate() {
             if absorbed[i] {
                 let k = self.acc_key(kg, &key, *w);
@@ -299,10 +326,10 @@ impl WindowOperator {
             }
         }
         let k = self.acc_key(kg, &key, merged);
-        self.put(&k, &acc.encode())?;
+        self.put(&k, &acc)?;
         self.register(kg, &key, merged)?;
         if merged.max_timestamp() <= self.watermark {
-            self.emit(&key, merged, &acc, out);
+            self.emit(&key, merged, &acc, out)?;
         }
         Ok(())
     }
@@ -344,7 +371,7 @@ impl WindowOperator {
             let k = self.acc_key(kg, key, w);
             if kind == FIRE {
                 if let Some(acc) = self.get(&k)? {
-                    self.emit(key, w, &acc, out);
+                    self.emit(key, w, &acc, out)?;
                 }
                 if self.spec.allowed_lateness == 0 {
                     self.delete(&k)?;
@@ -365,22 +392,15 @@ impl Operator for WindowOperator {
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         let mut out = Vec::new();
         for rec in input.into_records() {
-            let v = match self.value_of(&rec) {
-                Ok(v) => v,
-                Err(reason) => {
-                    self.failure.fail(rec, &reason)?;
-                    continue;
-                }
-            };
             if self.spec.assigner.is_merging() {
-                self.add_session(rec, v, &mut out)?;
+                self.add_session(rec, &mut out)?;
             } else {
                 let ts = if self.spec.processing_time {
                     (self.clock)()
                 } else {
                     rec.timestamp
                 };
-                self.add_fixed(rec, ts, v, &mut out)?;
+                self.add_fixed(rec, ts, &mut out)?;
             }
         }
         Ok(Batch::Records(out))

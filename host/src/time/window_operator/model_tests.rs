@@ -200,7 +200,7 @@ impl SessionModel {
 }
 
 fn record(key: u8, ts: i64, value: i64) -> Record {
-    Record::new(Some(Bytes::from(format!("k{key}"))), value.to_string(), ts)
+    Record::new(Some(bytes::Bytes::from(format!("k{key}"))), value.to_string(), ts)
 }
 
 fn run_fixed(assigner: Assigner, lateness: i64, evs: &[Event]) -> Result<(), TestCaseError> {

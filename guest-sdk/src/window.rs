@@ -1,0 +1,168 @@
+//! Window functions: a function of all of a window's records
+//! (`#[operator(window)]`), or an incremental aggregate the host keeps per
+//! (key, window) (`#[operator(aggregate)]` on an `impl Aggregate`).
+
+use crate::batch::{MALFORMED, POOL, write_records};
+use crate::{Emit, Error, Record, Result};
+use mailer_wire::{Reader, Writer};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A window of event (or processing) time: the records with
+/// `start <= timestamp < end`, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Window {
+    /// First millisecond.
+    pub start: i64,
+    /// One past the last millisecond.
+    pub end: i64,
+}
+
+impl Window {
+    /// The window's last millisecond: the event time of its results.
+    pub fn max_timestamp(&self) -> i64 {
+        self.end - 1
+    }
+}
+
+/// The signature of a window function: the key, the window, its records in
+/// arrival order, and where its results go (emitted at the window's last
+/// millisecond).
+pub type WindowFn = fn(Option<&[u8]>, Window, Vec<Record>, &mut Emit) -> Result<()>;
+
+/// An incremental window aggregate. The host keeps one per (key, window),
+/// stored as JSON: [`Default`] starts it, `add` grows it by one record,
+/// `merge` joins two (when session windows merge), `finish` gives the
+/// window's result value.
+///
+/// ```
+/// use mailer_sdk::{operator, Aggregate, Record, Result};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Default, Serialize, Deserialize)]
+/// struct CountSum {
+///     count: u64,
+///     sum: i64,
+/// }
+///
+/// #[operator(aggregate)]
+/// impl Aggregate for CountSum {
+///     fn add(&mut self, rec: &Record) -> Result<()> {
+///         self.count += 1;
+///         self.sum += rec.value_i64()?;
+///         Ok(())
+///     }
+///     fn merge(&mut self, other: Self) -> Result<()> {
+///         self.count += other.count;
+///         self.sum += other.sum;
+///         Ok(())
+///     }
+///     fn finish(self) -> Result<Vec<u8>> {
+///         Ok(format!("{} {}", self.count, self.sum).into_bytes())
+///     }
+/// }
+/// ```
+pub trait Aggregate: Default + Serialize + DeserializeOwned {
+    /// Adds one record.
+    fn add(&mut self, rec: &Record) -> Result<()>;
+    /// Takes in another accumulator of the same key (its records came
+    /// later).
+    fn merge(&mut self, other: Self) -> Result<()>;
+    /// The window's result value.
+    fn finish(self) -> Result<Vec<u8>>;
+}
+
+fn decode<A: DeserializeOwned>(b: &[u8]) -> Result<A> {
+    serde_json::from_slice(b).map_err(|e| Error::new(format!("the accumulator does not decode: {e}")))
+}
+
+fn encode<A: Serialize>(a: &A) -> Result<Vec<u8>> {
+    Ok(serde_json::to_vec(a)?)
+}
+
+/// The `create` export.
+pub fn aggregate_create<A: Aggregate>() -> Vec<u8> {
+    encode(&A::default()).expect("a default accumulator serialises")
+}
+
+/// The `add` export.
+pub fn aggregate_add<A: Aggregate>(acc: &[u8], rec: Record) -> Result<Vec<u8>> {
+    let mut a: A = decode(acc)?;
+    a.add(&rec)?;
+    encode(&a)
+}
+
+/// The `merge` export.
+pub fn aggregate_merge<A: Aggregate>(a: &[u8], b: &[u8]) -> Result<Vec<u8>> {
+    let mut a: A = decode(a)?;
+    a.merge(decode(b)?)?;
+    encode(&a)
+}
+
+/// The `finish` export.
+pub fn aggregate_finish<A: Aggregate>(acc: &[u8]) -> Result<Vec<u8>> {
+    decode::<A>(acc)?.finish()
+}
+
+/// Runs a window function over a batch of windows: per window its key,
+/// bounds and records in; one outcome (its records) per window out.
+pub fn window_batch(f: WindowFn, input: &[u8]) -> Vec<u8> {
+    POOL.with_borrow_mut(|pool| {
+        let mut r = Reader::new(input);
+        let n = r.count().expect(MALFORMED);
+        let mut w = Writer::with_capacity(n, input.len());
+        for _ in 0..n {
+            let key = r.option().expect(MALFORMED);
+            let window = Window {
+                start: r.i64().expect(MALFORMED),
+                end: r.i64().expect(MALFORMED),
+            };
+            let count = r.count().expect(MALFORMED);
+            let records = (0..count)
+                .map(|_| pool.record(r.record().expect(MALFORMED)))
+                .collect();
+            let mut out = Emit::at(window.max_timestamp());
+            let result = f(key, window, records, &mut out).map(|()| out.into_records());
+            write_records(result, &mut w, pool);
+        }
+        r.end().expect(MALFORMED);
+        w.finish()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pages(key: Option<&[u8]>, w: Window, records: Vec<Record>, out: &mut Emit) -> Result<()> {
+        let values: Vec<String> = records
+            .iter()
+            .map(|r| r.value_str().unwrap().to_owned())
+            .collect();
+        out.emit(key, format!("{}..{} {}", w.start, w.end, values.join(",")))
+    }
+
+    #[test]
+    fn each_window_gets_its_records_and_emits_at_its_end() {
+        let mut w = Writer::batch(2);
+        for (key, start, values) in [(&b"k"[..], 0, &["a", "b"][..]), (b"j", 10, &["c"])] {
+            w.option(Some(key));
+            w.i64(start);
+            w.i64(start + 10);
+            w.u32(values.len());
+            for v in values {
+                Record::new(*v).write_to(&mut w);
+            }
+        }
+        let out = window_batch(pages, &w.finish());
+        let mut r = Reader::new(&out);
+        assert_eq!(r.count(), Ok(2));
+        for (key, value, ts) in [(&b"k"[..], &b"0..10 a,b"[..], 9), (b"j", b"10..20 c", 19)] {
+            assert_eq!(r.outcome(), Ok(Ok(())));
+            assert_eq!(r.u32(), Ok(1));
+            let rec = r.record().unwrap();
+            assert_eq!((rec.key, rec.value, rec.timestamp), (Some(key), value, ts));
+        }
+        assert_eq!(r.end(), Ok(()));
+    }
+}

@@ -1,0 +1,161 @@
+//! Window functions backed by plugins: the `aggregate` world grows an
+//! accumulator the plugin defines; the `window` world gets all of a
+//! window's records when it fires.
+
+use super::outcome::{Outcomes, Raw};
+use super::retry::fatal;
+use super::{AggregateStep, CallError, PluginInstance, World};
+use crate::batch::Batch;
+use crate::record::Record;
+use crate::time::{Window, WindowFnError, WindowFunction, corrupt};
+use bytes::Bytes;
+use mailer_wire::{Reader, Writer};
+
+/// A call's result as a window function step: a failure of the plugin
+/// (error, trap, deadline) fails the record or window; only a plugin that
+/// cannot be instantiated afresh stops the operator.
+fn step<T>(operator: &str, r: Result<Result<T, String>, CallError>) -> Result<T, WindowFnError> {
+    match r {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(reason)) => Err(WindowFnError::Input(reason)),
+        Err(CallError::Instantiate(e)) => Err(WindowFnError::Fatal(fatal(operator, e))),
+        Err(e) => Err(WindowFnError::Input(e.to_string())),
+    }
+}
+
+/// A window function of the `aggregate` world: the plugin's accumulator per
+/// (key, window); the result is one record, the key and the finished value
+/// at the window's last millisecond.
+pub struct WasmAggregate {
+    name: String,
+    instance: PluginInstance,
+}
+
+impl WasmAggregate {
+    /// Operator `name` calling `instance`.
+    pub fn new(name: &str, instance: PluginInstance) -> Self {
+        Self {
+            name: name.to_owned(),
+            instance,
+        }
+    }
+
+    fn call(&mut self, s: AggregateStep<'_>) -> Result<Vec<u8>, WindowFnError> {
+        step(&self.name, self.instance.call_aggregate(s))
+    }
+}
+
+impl WindowFunction for WasmAggregate {
+    fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
+        let fresh;
+        let acc = match acc {
+            Some(a) => a,
+            None => {
+                fresh = self.call(AggregateStep::Create)?;
+                &fresh
+            }
+        };
+        self.call(AggregateStep::Add(acc, rec))
+    }
+
+    fn merge(&mut self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, WindowFnError> {
+        self.call(AggregateStep::Merge(a, b))
+    }
+
+    fn emit(
+        &mut self,
+        key: &[u8],
+        w: Window,
+        acc: &[u8],
+        out: &mut Vec<Record>,
+    ) -> Result<(), WindowFnError> {
+        let value = self.call(AggregateStep::Finish(acc))?;
+        out.push(Record::new(
+            Some(Bytes::copy_from_slice(key)),
+            value,
+            w.max_timestamp(),
+        ));
+        Ok(())
+    }
+}
+
+/// A window function of the `window` world. The accumulator is the window's
+/// records as a batch in the flat encoding (`count:u32 record*`), appended
+/// to as they arrive; when the window fires, the plugin gets the key, the
+/// bounds and the records in one call.
+///
+/// Each record added rewrites the window's stored records, so a window of
+/// `n` records costs `O(n²)` bytes written: use the `aggregate` world for
+/// large windows.
+pub struct WasmWindow {
+    name: String,
+    instance: PluginInstance,
+}
+
+impl WasmWindow {
+    /// Operator `name` calling `instance`.
+    pub fn new(name: &str, instance: PluginInstance) -> Self {
+        Self {
+            name: name.to_owned(),
+            instance,
+        }
+    }
+
+    /// The record count of a stored batch and its records' bytes.
+    fn parts<'a>(&self, acc: &'a [u8]) -> Result<(usize, &'a [u8]), WindowFnError> {
+        let mut r = Reader::new(acc);
+        let count = r.count().map_err(|_| corrupt(&self.name))?;
+        Ok((count, &acc[r.offset()..]))
+    }
+
+    fn join(&self, parts: &[(usize, &[u8])]) -> Vec<u8> {
+        let count = parts.iter().map(|p| p.0).sum();
+        let bytes = parts.iter().map(|p| p.1.len()).sum();
+        let mut w = Writer::with_capacity(count, bytes);
+        for (_, records) in parts {
+            w.raw(records);
+        }
+        w.finish()
+    }
+}
+
+impl WindowFunction for WasmWindow {
+    fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
+        let one = Batch::Records(vec![rec.clone()]).encode();
+        let added = self.parts(&one)?;
+        Ok(match acc {
+            None => one,
+            Some(acc) => self.join(&[self.parts(acc)?, added]),
+        })
+    }
+
+    fn merge(&mut self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, WindowFnError> {
+        Ok(self.join(&[self.parts(a)?, self.parts(b)?]))
+    }
+
+    fn emit(
+        &mut self,
+        key: &[u8],
+        w: Window,
+        acc: &[u8],
+        out: &mut Vec<Record>,
+    ) -> Result<(), WindowFnError> {
+        let mut input = Writer::with_capacity(1, acc.len() + key.len() + 32);
+        input.option((!key.is_empty()).then_some(key));
+        input.i64(w.start);
+        input.i64(w.end);
+        input.raw(acc);
+        let output = step(&self.name, self.instance.call_batch(&input.finish()).map(Ok))?;
+        let outcomes = Outcomes::parse(World::Window, output, 1)
+            .map_err(|e| WindowFnError::Input(format!("plugin returned a malformed batch: {e}")))?;
+        match outcomes.items()[0] {
+            Raw::Records { first, count } => {
+                let spans = outcomes.nested(first, count).to_vec();
+                out.extend(Batch::Encoded(outcomes.encoded(spans)).into_records());
+                Ok(())
+            }
+            Raw::Failed(m) => Err(WindowFnError::Input(outcomes.message(m))),
+            _ => unreachable!("parsed as a window output"),
+        }
+    }
+}

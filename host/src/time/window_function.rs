@@ -1,0 +1,109 @@
+//! What a window computes: an accumulator per (key, window), grown record by
+//! record, merged when session windows join, and turned into output records
+//! when the window fires. The accumulator is bytes, kept in the state
+//! backend. The built-in aggregates are one implementation; plugins of the
+//! `aggregate` and `window` worlds are the others.
+
+use super::aggregate::{Accumulator, AggregateKind, needs_values, number_of};
+use super::assigner::Window;
+use crate::operator::OperatorError;
+use crate::record::Record;
+use bytes::Bytes;
+
+/// Why a window function failed.
+#[derive(Debug)]
+pub enum WindowFnError {
+    /// This record (or this window) failed; the operator's failure policy
+    /// decides what happens to it.
+    Input(String),
+    /// The operator cannot go on.
+    Fatal(OperatorError),
+}
+
+/// A window's computation.
+pub trait WindowFunction: Send {
+    /// The accumulator `acc` (`None` for a window's first record) with `rec`
+    /// added.
+    fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError>;
+
+    /// Two accumulators as one: `a`'s records first.
+    fn merge(&mut self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, WindowFnError>;
+
+    /// The output of window `w` of `key`, whose accumulator is `acc`.
+    fn emit(&mut self, key: &[u8], w: Window, acc: &[u8], out: &mut Vec<Record>)
+    -> Result<(), WindowFnError>;
+}
+
+/// A stored accumulator that does not decode.
+pub fn corrupt(operator: &str) -> WindowFnError {
+    WindowFnError::Fatal(OperatorError::State {
+        operator: operator.to_owned(),
+        reason: "a window accumulator in the state backend is corrupt".into(),
+    })
+}
+
+/// The built-in aggregates (count, sum, min, max, avg) of a number taken
+/// from each record; the result is a JSON object with the key and the
+/// window's bounds.
+pub struct BuiltinAggregates {
+    operator: String,
+    aggregates: Vec<AggregateKind>,
+    field: Option<String>,
+}
+
+impl BuiltinAggregates {
+    /// `aggregates` of the JSON `field` (dotted path; the value itself as
+    /// decimal text when absent) for operator `operator`.
+    pub fn new(operator: &str, aggregates: Vec<AggregateKind>, field: Option<String>) -> Self {
+        Self {
+            operator: operator.to_owned(),
+            aggregates,
+            field,
+        }
+    }
+
+    fn decode(&self, b: &[u8]) -> Result<Accumulator, WindowFnError> {
+        Accumulator::decode(b).ok_or_else(|| corrupt(&self.operator))
+    }
+}
+
+impl WindowFunction for BuiltinAggregates {
+    fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
+        let v = if needs_values(&self.aggregates) {
+            Some(number_of(rec, self.field.as_deref()).map_err(WindowFnError::Input)?)
+        } else {
+            None
+        };
+        let mut acc = acc.map(|b| self.decode(b)).transpose()?.unwrap_or_default();
+        acc.add(v);
+        Ok(acc.encode())
+    }
+
+    fn merge(&mut self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, WindowFnError> {
+        let mut a = self.decode(a)?;
+        a.merge(&self.decode(b)?);
+        Ok(a.encode())
+    }
+
+    fn emit(
+        &mut self,
+        key: &[u8],
+        w: Window,
+        acc: &[u8],
+        out: &mut Vec<Record>,
+    ) -> Result<(), WindowFnError> {
+        let acc = self.decode(acc)?;
+        let mut json = String::with_capacity(96);
+        json.push_str("{\"key\":");
+        json.push_str(&serde_json::Value::from(String::from_utf8_lossy(key)).to_string());
+        json.push_str(&format!(",\"start\":{},\"end\":{},", w.start, w.end));
+        acc.write_json(&self.aggregates, &mut json);
+        json.push('}');
+        out.push(Record::new(
+            Some(Bytes::copy_from_slice(key)),
+            json,
+            w.max_timestamp(),
+        ));
+        Ok(())
+    }
+}
