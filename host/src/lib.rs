@@ -6,8 +6,11 @@
 //! ([`connectors`]) at the ends, operators ([`operator`]) in between, the
 //! user's logic in plugins ([`plugin`]).
 
+#[cfg(feature = "jemalloc")]
+mod allocator;
 pub mod batch;
 pub mod builtins;
+pub mod checkpoint;
 pub mod connectors;
 pub mod json;
 pub mod manifest;

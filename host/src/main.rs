@@ -32,9 +32,14 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Runs a pipeline until its source ends or SIGINT/SIGTERM drains it.
+    /// With `[checkpoint]` in the manifest, it resumes from the newest
+    /// complete checkpoint of the pipeline.
     Run {
         /// The pipeline manifest (TOML).
         manifest: PathBuf,
+        /// Start from the beginning, ignoring the pipeline's checkpoints.
+        #[arg(long)]
+        fresh: bool,
     },
     /// Checks a manifest and its plugins; exits non-zero on any problem.
     Validate {
@@ -92,8 +97,11 @@ fn run(command: Command) -> Result<()> {
             print!("{}", plan::describe(&plan));
             Ok(())
         }
-        Command::Run { manifest } => {
-            let (plan, _engine) = plan_of(&manifest)?;
+        Command::Run { manifest, fresh } => {
+            let (mut plan, _engine) = plan_of(&manifest)?;
+            if !fresh {
+                plan.restore = mailer::checkpoint::Restore::latest(&plan)?;
+            }
             let name = plan.name.clone();
             let shutdown = Shutdown::new();
             watch_signals(&shutdown)?;

@@ -3,6 +3,7 @@
 //! module per area. The plugins must be built first (`just plugins`).
 
 mod backpressure;
+mod checkpoints;
 mod failure_policies;
 mod golden;
 mod manifests;

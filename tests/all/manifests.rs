@@ -178,6 +178,23 @@ fn each_malformed_manifest_gets_its_own_located_error() {
         (builtin("type = \"key_by\"\n\n[[operators]]\ntype = \"window\"\nwindow = \"session\"\ngap = \"1s\"\nsize = \"1m\""), "bad.toml:20:1: `size` does not apply to a session window"),
         (builtin("type = \"field_filter\"\nfield = \"a\"\nop = \"regex\"\nvalue = \"(\""), "bad.toml:17:1: invalid regex `(`"),
         (builtin("type = \"aggregate\""), "bad.toml:14:1: `aggregate` needs a keyed stream"),
+        (builtin("type = \"process\"\nplugin = \"{plugin:card-declines}\""), "bad.toml:14:1: `process` needs a keyed stream"),
+        (
+            with(up_plugin, &format!("{up_plugin}\nstate_ttl = {{ n = \"1s\" }}")),
+            "bad.toml:12:1: `state_ttl` is for `process` operators",
+        ),
+        (
+            builtin("type = \"key_by\"\n\n[[operators]]\ntype = \"process\"\nplugin = \"{plugin:card-declines}\"\nstate_ttl = { declines = \"0s\" }"),
+            "bad.toml:19:1: the time-to-live of state `declines` is zero",
+        ),
+        (
+            builtin("type = \"key_by\"\n\n[[operators]]\ntype = \"window\"\nwindow = \"tumbling\"\nsize = \"1m\"\nplugin = \"{plugin:bench-count-sum}\"\naggregates = [\"sum\"]"),
+            "a window with a `plugin` computes its result in the plugin: remove `aggregates`",
+        ),
+        (
+            builtin("type = \"key_by\"\n\n[[operators]]\ntype = \"window\"\nwindow = \"tumbling\"\nsize = \"1m\"\nplugin = \"{plugin:uppercase}\""),
+            "implements the `map` world, but operator `window` is a `window` operator",
+        ),
     ]);
     assert!(cases.len() >= 15);
     let mut seen = std::collections::HashSet::new();

@@ -124,6 +124,8 @@ pub fn plan(
         }),
         state,
         key_groups: defaults::max_parallelism(),
+        checkpoint: None,
+        restore: None,
     }
 }
 

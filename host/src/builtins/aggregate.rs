@@ -48,6 +48,13 @@ impl Operator for RunningAggregate {
         &self.name
     }
 
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+        self.state
+            .snapshot(dir)
+            .map_err(|e| OperatorError::state(&self.name, e))?;
+        Ok(true)
+    }
+
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         let mut out = Vec::with_capacity(input.len());
         let needs = needs_values(&self.aggregates);

@@ -7,7 +7,7 @@ use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Seek};
 use std::path::{Path, PathBuf};
 
 /// How the lines of a file become records.
@@ -30,6 +30,8 @@ pub struct FileSource {
     key_field: Option<String>,
     timestamp_field: Option<String>,
     line_no: u64,
+    /// Bytes read so far.
+    offset: u64,
     line: Vec<u8>,
 }
 
@@ -54,6 +56,7 @@ impl FileSource {
             key_field,
             timestamp_field,
             line_no: 0,
+            offset: 0,
             line: Vec::new(),
         })
     }
@@ -88,6 +91,28 @@ impl FileSource {
 }
 
 impl Source for FileSource {
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({ "offset": self.offset, "line": self.line_no })
+    }
+
+    fn seek(&mut self, position: &serde_json::Value) -> Result<(), ConnectorError> {
+        let (Some(offset), Some(line)) = (position["offset"].as_u64(), position["line"].as_u64()) else {
+            return Err(ConnectorError::Unsupported(format!(
+                "not a file position: {position}"
+            )));
+        };
+        self.reader
+            .seek(std::io::SeekFrom::Start(offset))
+            .map_err(|source| ConnectorError::Io {
+                what: "seeking",
+                path: self.path.display().to_string(),
+                source,
+            })?;
+        self.offset = offset;
+        self.line_no = line;
+        Ok(())
+    }
+
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         let mut batch = Vec::with_capacity(max);
         let now = crate::runtime::now_ms();
@@ -105,6 +130,7 @@ impl Source for FileSource {
                 break;
             }
             self.line_no += 1;
+            self.offset += n as u64;
             let mut end = self.line.len();
             if self.line[..end].ends_with(b"\n") {
                 end -= 1;

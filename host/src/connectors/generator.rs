@@ -87,6 +87,20 @@ impl Source for GeneratorSource {
         self.produced += n;
         Ok(Poll::Records(Batch::Encoded(batch.finish())))
     }
+
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({ "next": self.next })
+    }
+
+    fn seek(&mut self, position: &serde_json::Value) -> Result<(), ConnectorError> {
+        let next = position["next"]
+            .as_u64()
+            .ok_or_else(|| ConnectorError::Unsupported(format!("not a generator position: {position}")))?;
+        self.next = next;
+        self.produced = 0;
+        self.started = Instant::now();
+        Ok(())
+    }
 }
 
 #[cfg(test)]

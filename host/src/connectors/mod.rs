@@ -36,6 +36,21 @@ pub trait Source: Send {
     fn close(&mut self) -> Result<(), ConnectorError> {
         Ok(())
     }
+
+    /// Where the source is: every record before it has been returned by
+    /// [`poll`](Source::poll). A checkpoint keeps it; `null` for a source
+    /// that cannot be resumed.
+    fn position(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    /// Continues from a position [`position`](Source::position) returned.
+    fn seek(&mut self, position: &serde_json::Value) -> Result<(), ConnectorError> {
+        let _ = position;
+        Err(ConnectorError::Unsupported(
+            "this source cannot resume from a checkpoint".into(),
+        ))
+    }
 }
 
 /// Where records go. Called from the sink stage's own thread.
@@ -81,4 +96,7 @@ pub enum ConnectorError {
         /// What is wrong.
         message: String,
     },
+    /// The connector cannot do what was asked (e.g. resume from a position).
+    #[error("{0}")]
+    Unsupported(String),
 }

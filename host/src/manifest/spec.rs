@@ -33,6 +33,8 @@ pub struct ManifestSpec {
     pub watermark: Option<Spanned<WatermarkSpec>>,
     /// Where keyed state lives; in memory when absent.
     pub state: Option<Spanned<StateSpec>>,
+    /// `[checkpoint]`: periodic checkpoints and resuming from them.
+    pub checkpoint: Option<Spanned<CheckpointSpec>>,
 }
 
 /// Watermarks with bounded out-of-orderness.
@@ -60,6 +62,25 @@ pub struct StateSpec {
     /// operator), relative to the manifest's folder; `.mailer/<pipeline>/state`
     /// when absent.
     pub path: Option<ConfigString>,
+}
+
+/// `[checkpoint]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSpec {
+    /// Time between checkpoints (e.g. `"10s"`).
+    #[serde(default = "defaults::checkpoint_interval", with = "humantime_serde")]
+    pub interval: Duration,
+    /// The folder, relative to the manifest's folder;
+    /// `.mailer/<pipeline>/checkpoints` when absent.
+    pub path: Option<ConfigString>,
+    /// Complete checkpoints kept (the newest).
+    #[serde(default = "defaults::checkpoints_kept")]
+    pub keep: usize,
+    /// Checkpoints in a row that may fail (disk full, a worker's error)
+    /// before the pipeline stops.
+    #[serde(default = "defaults::tolerable_failures")]
+    pub tolerable_failures: u32,
 }
 
 /// A state backend.
@@ -490,5 +511,17 @@ pub mod defaults {
     /// Instance memory limit.
     pub const fn memory_limit_mb() -> u64 {
         64
+    }
+    /// Time between checkpoints.
+    pub const fn checkpoint_interval() -> Duration {
+        Duration::from_secs(10)
+    }
+    /// Complete checkpoints kept.
+    pub const fn checkpoints_kept() -> usize {
+        3
+    }
+    /// Checkpoint failures in a row tolerated.
+    pub const fn tolerable_failures() -> u32 {
+        3
     }
 }

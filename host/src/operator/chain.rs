@@ -3,17 +3,60 @@
 
 use super::{Operator, OperatorError};
 use crate::batch::Batch;
+use crate::checkpoint::{CheckpointEvent, SnapshotMeta, WorkerCheckpoints, pending_dir};
 use crate::record::{Message, Record};
 
 /// Operators applied one after another to every message.
 pub struct Chain {
     ops: Vec<Box<dyn Operator>>,
+    checkpoints: Option<WorkerCheckpoints>,
 }
 
 impl Chain {
     /// A chain of these operators, in order.
     pub fn new(ops: Vec<Box<dyn Operator>>) -> Self {
-        Self { ops }
+        Self {
+            ops,
+            checkpoints: None,
+        }
+    }
+
+    /// The same chain taking its part of each checkpoint as barriers pass.
+    pub fn with_checkpoints(mut self, checkpoints: WorkerCheckpoints) -> Self {
+        self.checkpoints = Some(checkpoints);
+        self
+    }
+
+    /// Writes each stateful operator's snapshot for checkpoint `id` and
+    /// acknowledges it; a failure fails the checkpoint, not the pipeline.
+    fn checkpoint(&mut self, id: u64) {
+        let Some(c) = &self.checkpoints else { return };
+        let dir = pending_dir(&c.dir, id);
+        let mut snapshots = Vec::new();
+        let mut failure = None;
+        for op in &mut self.ops {
+            let path = snapshot_folder(op.name(), c.worker);
+            match op.snapshot(&dir.join(&path)) {
+                Ok(true) => snapshots.push(SnapshotMeta {
+                    operator: op.name().to_owned(),
+                    worker: c.worker,
+                    parallelism: c.parallelism,
+                    backend: c.backend.to_owned(),
+                    path,
+                }),
+                Ok(false) => {}
+                Err(e) => {
+                    failure = Some(format!("operator `{}` worker {}: {e}", op.name(), c.worker));
+                    break;
+                }
+            }
+        }
+        let event = match failure {
+            Some(reason) => CheckpointEvent::Failed { id, reason },
+            None => CheckpointEvent::Acked { id, snapshots },
+        };
+        // A stopped coordinator means the pipeline is stopping.
+        let _ = c.events.send(event);
     }
 
     /// Runs one message through the chain and returns what leaves it, in
@@ -36,7 +79,10 @@ impl Chain {
                 self.each_op(|op, out| op.on_processing_time(now, out))?
             }
             Message::EndOfStream => self.each_op(|op, out| op.on_end(out))?,
-            Message::Barrier(_) => Batch::Records(Vec::new()),
+            Message::Barrier(b) => {
+                self.checkpoint(b.id);
+                Batch::Records(Vec::new())
+            }
         };
         Ok(non_empty(records).into_iter().chain([msg]).collect())
     }
@@ -66,6 +112,22 @@ impl Chain {
         }
         Ok(Batch::Records(all))
     }
+}
+
+/// The folder of an operator worker's snapshot inside a checkpoint: the
+/// operator's name made safe for a file name, and the worker.
+fn snapshot_folder(operator: &str, worker: usize) -> String {
+    let safe: String = operator
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{safe}-w{worker}")
 }
 
 fn non_empty(records: Batch) -> Option<Message> {

@@ -32,6 +32,13 @@ pub trait Operator: Send {
     fn on_end(&mut self, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
         Ok(())
     }
+
+    /// A checkpoint barrier passed: write the operator's state into `dir`
+    /// (a folder that does not exist yet) and say whether it has any.
+    /// Stateless operators write nothing.
+    fn snapshot(&mut self, _dir: &std::path::Path) -> Result<bool, OperatorError> {
+        Ok(false)
+    }
 }
 
 impl OperatorError {

@@ -6,6 +6,7 @@ use super::{
     WatermarkSettings,
 };
 use crate::builtins::{FieldFilter, KeyFromField, Reshape, ReshapeKind, RunningAggregate};
+use crate::checkpoint::CheckpointSettings;
 use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
 use crate::json::from_toml;
 use crate::manifest::{
@@ -124,6 +125,26 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         }),
         state: state_backend(m),
         key_groups,
+        checkpoint: checkpoint_settings(m),
+        restore: None,
+    })
+}
+
+fn checkpoint_settings(m: &Manifest) -> Option<CheckpointSettings> {
+    let spec = m.spec.checkpoint.as_ref()?.get_ref();
+    let dir = match &spec.path {
+        Some(p) => m.path(p),
+        None => m
+            .dir
+            .join(".mailer")
+            .join(&m.spec.pipeline.get_ref().name)
+            .join("checkpoints"),
+    };
+    Some(CheckpointSettings {
+        interval: spec.interval,
+        dir,
+        keep: spec.keep,
+        tolerable_failures: spec.tolerable_failures,
     })
 }
 

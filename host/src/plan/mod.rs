@@ -8,6 +8,7 @@ mod describe;
 pub use build::build;
 pub use describe::describe;
 
+use crate::checkpoint::{CheckpointSettings, Restore};
 use crate::connectors::{ConnectorError, Sink, Source};
 use crate::operator::{DeadLetterSender, FailureHandler, FailurePolicy, FailureStats, Operator};
 use crate::plugin::{
@@ -16,7 +17,7 @@ use crate::plugin::{
 };
 use crate::record::Record;
 use crate::runtime::Routing;
-use crate::state::{BackendKind, StateBackend, StateError};
+use crate::state::{BackendKind, SnapshotSource, StateBackend, StateError};
 use crate::time::{LatePolicy, WindowFunction, WindowOperator, WindowSpec};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -71,6 +72,10 @@ pub struct Plan {
     pub state: BackendKind,
     /// The number of key groups.
     pub key_groups: u32,
+    /// Checkpoint settings, when the manifest asks for checkpoints.
+    pub checkpoint: Option<CheckpointSettings>,
+    /// The checkpoint to resume from, if any (set before the run).
+    pub restore: Option<Restore>,
 }
 
 /// How the source derives watermarks.
@@ -98,6 +103,10 @@ pub struct InstanceContext<'a> {
     pub op_index: u16,
     /// The number of key groups.
     pub key_groups: u32,
+    /// The stage's parallelism.
+    pub parallelism: usize,
+    /// The checkpoint to restore state from, if any.
+    pub restore: Option<&'a Restore>,
 }
 
 impl Plan {
@@ -170,10 +179,31 @@ pub enum NodeKind {
 }
 
 impl InstanceContext<'_> {
-    /// A fresh state backend for operator `operator` on this worker.
+    /// The state backend of operator `operator` on this worker: fresh, or
+    /// holding this worker's key groups from the checkpoint restored.
     pub fn open_state(&self, operator: &str) -> Result<Box<dyn StateBackend>, StateError> {
-        self.state
-            .open(&format!("{}-{operator}", self.stage), self.worker)
+        let stage = format!("{}-{operator}", self.stage);
+        let Some(restore) = self.restore else {
+            return self.state.open(&stage, self.worker);
+        };
+        let sources: Vec<SnapshotSource> = restore
+            .metadata
+            .of_operator(operator)
+            .map(|s| SnapshotSource {
+                path: restore.dir.join(&s.path),
+                backend: s.backend.clone(),
+                same_key_groups: s.parallelism == self.parallelism && s.worker == self.worker,
+            })
+            .collect();
+        if sources.is_empty() {
+            return Err(StateError::Restore(format!(
+                "checkpoint {} has no state for operator `{operator}`",
+                restore.metadata.id
+            )));
+        }
+        let (key_groups, parallelism, worker) = (self.key_groups, self.parallelism, self.worker);
+        let owns = move |kg: u16| Routing::worker_of_group(u32::from(kg), key_groups, parallelism) == worker;
+        self.state.restore(&stage, self.worker, &sources, &owns)
     }
 }
 

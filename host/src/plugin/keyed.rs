@@ -138,6 +138,13 @@ impl KeyedContext {
         Ok(())
     }
 
+    /// Writes the committed state into `dir` (between calls, nothing is
+    /// pending).
+    pub fn snapshot(&mut self, dir: &std::path::Path) -> Result<(), StateError> {
+        debug_assert!(self.pending.is_empty(), "a snapshot between calls");
+        self.backend.snapshot(dir)
+    }
+
     /// Discards the call's changes and leaves the key's scope.
     pub fn abort(&mut self) {
         self.scope = None;

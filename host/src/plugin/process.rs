@@ -245,6 +245,14 @@ impl Operator for WasmProcess {
         self.ctx().set_watermark(i64::MAX);
         self.fire(TimeDomain::EventTime, i64::MAX, out)
     }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+        let name = self.name.clone();
+        self.ctx()
+            .snapshot(dir)
+            .map_err(|e| OperatorError::state(&name, e))?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

@@ -170,4 +170,11 @@ impl Operator for WasmReduce {
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         retry::process(self, input)
     }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+        self.state
+            .snapshot(dir)
+            .map_err(|e| OperatorError::state(&self.name, e))?;
+        Ok(true)
+    }
 }

@@ -3,10 +3,15 @@
 
 use super::parallel::spawn_parallel;
 use super::stages::{
-    SourceTime, StageError, StageHandle, StageStats, run_chain, run_sink, run_source, spawn_stage,
+    SourceCheckpoints, SourceTime, StageError, StageHandle, StageStats, run_chain, run_sink, run_source,
+    spawn_stage,
 };
 use super::{Shutdown, edge};
 use crate::batch::Batch;
+use crate::checkpoint::{
+    CheckpointSettings, CheckpointStats, CheckpointStore, CoordinatorSetup, OperatorMeta, WorkerCheckpoints,
+    run_coordinator,
+};
 use crate::connectors::{ConnectorError, Sink};
 use crate::operator::Chain;
 use crate::plan::Plan;
@@ -61,6 +66,9 @@ pub enum RunError {
     /// A stage failed.
     #[error(transparent)]
     Stage(#[from] StageError),
+    /// The checkpoint folder cannot be used.
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::StoreError),
     /// The graceful drain took longer than the shutdown timeout.
     #[error("the drain took longer than the shutdown timeout ({0:?}): blocked stages were aborted")]
     Aborted(Duration),
@@ -73,6 +81,10 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let messages = plan.edge_messages();
     let mut handles: Vec<StageHandle> = Vec::new();
 
+    let checkpoints = match &plan.checkpoint {
+        Some(settings) => Some(start_checkpoints(&plan, settings, &mut handles)?),
+        None => None,
+    };
     let (dead_letter_tx, dead_letter) =
         side_output(plan.dead_letter, "the dead-letter sink", plan.edge_capacity)?;
     let (late_tx, late_output) = side_output(plan.late_output, "the late-record sink", plan.edge_capacity)?;
@@ -97,6 +109,8 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
                         worker,
                         op_index: first_op + i as u16,
                         key_groups: plan.key_groups,
+                        parallelism: stage.parallelism,
+                        restore: plan.restore.as_ref(),
                     };
                     node.instantiate(&ctx).map_err(|source| RunError::Instantiate {
                         operator: node.name.clone(),
@@ -104,16 +118,34 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            chains.push(Chain::new(ops));
+            let chain = Chain::new(ops);
+            chains.push(match &checkpoints {
+                Some(c) => chain.with_checkpoints(WorkerCheckpoints {
+                    dir: c.store.dir().to_owned(),
+                    worker,
+                    parallelism: stage.parallelism,
+                    backend: plan.state.name(),
+                    events: c.events.clone(),
+                }),
+                None => chain,
+            });
         }
         first_op += stage.operators.len() as u16;
         stage_chains.push(chains);
     }
     drop((dead_letter_tx, late_tx));
-    let source = (plan.source.open)().map_err(|source| RunError::Open {
+    let mut source = (plan.source.open)().map_err(|source| RunError::Open {
         what: "the source",
         source,
     })?;
+    if let Some(r) = &plan.restore {
+        source.seek(&r.metadata.source).map_err(|source| RunError::Open {
+            what: "the source at the checkpoint's position",
+            source,
+        })?;
+        tracing::info!(checkpoint = r.metadata.id, position = %r.metadata.source, "resuming from a checkpoint");
+    }
+    let sink_events = checkpoints.as_ref().map(|c| c.events.clone());
     let sink = (plan.sink.open)().map_err(|source| RunError::Open {
         what: "the sink",
         source,
@@ -133,7 +165,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         };
         let (stats, shutdown, batch) = (source_stats.clone(), shutdown.clone(), plan.batch_size);
         handles.push(spawn_stage("source".into(), move || {
-            run_source(source, tx, batch, time, shutdown, stats)
+            run_source(source, tx, batch, time, checkpoints, shutdown, stats)
         })?);
     }
     for (stage, chains) in plan.stages.iter().zip(stage_chains) {
@@ -161,7 +193,9 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let sink_stats = StageStats::new("sink");
     {
         let stats = sink_stats.clone();
-        handles.push(spawn_stage("sink".into(), move || run_sink(sink, rx, stats))?);
+        handles.push(spawn_stage("sink".into(), move || {
+            run_sink(sink, rx, stats, sink_events)
+        })?);
     }
     let dead_letter_stats = StageStats::new("dead-letter");
     if let Some((sink, rx)) = dead_letter {
@@ -195,6 +229,55 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         late_records,
         cancelled,
         elapsed: started.elapsed(),
+    })
+}
+
+/// Starts the checkpoint coordinator; what the source needs to start
+/// checkpoints (and the workers to acknowledge them).
+fn start_checkpoints(
+    plan: &Plan,
+    settings: &CheckpointSettings,
+    handles: &mut Vec<StageHandle>,
+) -> Result<SourceCheckpoints, RunError> {
+    let store = CheckpointStore::open(&settings.dir, settings.keep)?;
+    let (events, rx) = flume::bounded(1024);
+    let stats = Arc::new(CheckpointStats::default());
+    let operators = plan
+        .stages
+        .iter()
+        .flat_map(|s| &s.operators)
+        .map(|op| {
+            let plugin = match &op.kind {
+                NodeKind::Plugin { plugin, .. } => Some(plugin),
+                NodeKind::Window { plugin, .. } => plugin.as_ref().map(|(p, _)| p),
+                NodeKind::Native(_) => None,
+            };
+            OperatorMeta {
+                name: op.name.clone(),
+                world: plugin.map(|p| p.world().to_string()),
+                plugin_digest: plugin.map(|p| p.digest().to_owned()),
+            }
+        })
+        .collect();
+    let setup = CoordinatorSetup {
+        store: store.clone(),
+        expected_acks: plan.stages.iter().map(|s| s.parallelism).sum::<usize>() + 1,
+        pipeline: plan.name.clone(),
+        manifest_hash: plan.manifest_hash.clone(),
+        key_groups: plan.key_groups,
+        operators,
+        tolerable_failures: settings.tolerable_failures,
+        stats: stats.clone(),
+    };
+    handles.push(spawn_stage("checkpoints".into(), move || {
+        run_coordinator(setup, rx).map_err(StageError::Checkpoint)
+    })?);
+    Ok(SourceCheckpoints {
+        store,
+        interval: settings.interval,
+        next_id: plan.restore.as_ref().map_or(1, |r| r.metadata.id + 1),
+        events,
+        stats,
     })
 }
 

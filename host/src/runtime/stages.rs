@@ -1,10 +1,11 @@
 //! The loops of the three simple stage kinds: source, operator chain, sink.
 
 use super::{EdgeReceiver, EdgeSender};
+use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore};
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
 use crate::operator::{Chain, OperatorError};
 use crate::plan::WatermarkSettings;
-use crate::record::Message;
+use crate::record::{Barrier, Message};
 use crate::runtime::Shutdown;
 use crate::time::WatermarkGenerator;
 use std::sync::Arc;
@@ -24,6 +25,9 @@ pub enum StageError {
     /// The sink failed.
     #[error("sink: {0}")]
     Sink(ConnectorError),
+    /// Checkpoints failed more often than tolerated.
+    #[error("checkpoints: {0}")]
+    Checkpoint(crate::checkpoint::CoordinatorError),
     /// A stage thread panicked (a bug in mailer, never a plugin's doing).
     #[error("stage `{0}` panicked")]
     Panicked(String),
@@ -74,6 +78,39 @@ impl StageStats {
     }
 }
 
+/// How the source starts checkpoints.
+pub struct SourceCheckpoints {
+    /// Where they go.
+    pub store: CheckpointStore,
+    /// Time between barriers.
+    pub interval: Duration,
+    /// The id of the next checkpoint.
+    pub next_id: u64,
+    /// Where to announce them.
+    pub events: flume::Sender<CheckpointEvent>,
+    /// Whether one is in flight.
+    pub stats: Arc<CheckpointStats>,
+}
+
+impl SourceCheckpoints {
+    /// Announces checkpoint `next_id` at `source`'s position and returns
+    /// its barrier; `None` when its folder cannot be made (logged; the next
+    /// interval tries again).
+    fn barrier(&mut self, source: &dyn Source) -> Option<Message> {
+        let id = self.next_id;
+        self.next_id += 1;
+        if let Err(e) = self.store.begin(id) {
+            tracing::warn!(checkpoint = id, error = %e, "cannot start a checkpoint");
+            self.stats.failed.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        self.stats.in_flight.store(true, Ordering::Release);
+        let position = source.position();
+        let _ = self.events.send(CheckpointEvent::Started { id, position });
+        Some(Message::Barrier(Barrier { id }))
+    }
+}
+
 /// What the source stage adds to the stream besides records.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SourceTime {
@@ -92,12 +129,16 @@ pub fn now_ms() -> i64 {
 
 /// Pulls batches from the source until it ends (then sends `EndOfStream`) or
 /// the run is cancelled (then just closes: a drain). With watermarks on, a
-/// watermark follows every batch that advanced it.
+/// watermark follows every batch that advanced it. With checkpoints on, a
+/// barrier follows the batch after each interval (once the previous
+/// checkpoint ended), and a last one the end of the input or a graceful
+/// stop (C3).
 pub fn run_source(
     mut source: Box<dyn Source>,
     out: EdgeSender,
     batch_size: usize,
     time: SourceTime,
+    mut checkpoints: Option<SourceCheckpoints>,
     shutdown: Shutdown,
     stats: Arc<StageStats>,
 ) -> Result<(), StageError> {
@@ -105,7 +146,21 @@ pub fn run_source(
         .watermarks
         .map(|w| WatermarkGenerator::new(1, w.delay, w.idle_timeout));
     let mut last_tick = Instant::now();
+    let mut last_barrier = Instant::now();
+    let mut connected = true;
     while !shutdown.is_cancelled() {
+        if let Some(c) = checkpoints.as_mut()
+            && last_barrier.elapsed() >= c.interval
+            && !c.stats.in_flight.load(Ordering::Acquire)
+        {
+            last_barrier = Instant::now();
+            if let Some(barrier) = c.barrier(source.as_ref())
+                && out.send(barrier).is_err()
+            {
+                connected = false;
+                break;
+            }
+        }
         if let Some(every) = time.ticks
             && last_tick.elapsed() >= every
         {
@@ -128,6 +183,7 @@ pub fn run_source(
         if let Some(msg) = msg {
             stats.count_out(&msg);
             if out.send(msg).is_err() {
+                connected = false;
                 break;
             }
         }
@@ -137,8 +193,15 @@ pub fn run_source(
         if let Some(wm) = generator.as_mut().and_then(WatermarkGenerator::advance)
             && out.send(Message::Watermark(wm)).is_err()
         {
+            connected = false;
             break;
         }
+    }
+    if connected
+        && !shutdown.is_aborted()
+        && let Some(barrier) = checkpoints.as_mut().and_then(|c| c.barrier(source.as_ref()))
+    {
+        let _ = out.send(barrier);
     }
     source.close().map_err(StageError::Source)
 }
@@ -162,12 +225,13 @@ pub fn run_chain(
     Ok(())
 }
 
-/// Writes every batch of `input` to the sink; flushes at barriers and at the
-/// end.
+/// Writes every batch of `input` to the sink; flushes at barriers (and
+/// acknowledges them to `checkpoints`) and at the end.
 pub fn run_sink(
     mut sink: Box<dyn Sink>,
     input: EdgeReceiver,
     stats: Arc<StageStats>,
+    checkpoints: Option<flume::Sender<CheckpointEvent>>,
 ) -> Result<(), StageError> {
     while let Some(msg) = input.recv() {
         stats.count_in(&msg);
@@ -179,7 +243,16 @@ pub fn run_sink(
                     sink.idle().map_err(StageError::Sink)?;
                 }
             }
-            Message::Barrier(_) | Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,
+            Message::Barrier(b) => {
+                sink.flush().map_err(StageError::Sink)?;
+                if let Some(events) = &checkpoints {
+                    let _ = events.send(CheckpointEvent::Acked {
+                        id: b.id,
+                        snapshots: Vec::new(),
+                    });
+                }
+            }
+            Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,
             Message::Watermark(_) | Message::ProcessingTime(_) => {}
         }
     }

@@ -1,57 +1,223 @@
-//! The in-memory backend: a hash map for point reads and writes, and an
-//! ordered index of the keys for range scans. Updating an existing key (the
-//! common case: a running aggregate) touches only the hash map; the index
-//! changes only when a key comes or goes. Both share each key's allocation.
+//! The in-memory backend, shaped by how operators lay out entries (see
+//! [`keys`](super::keys)):
+//!
+//! - a key's own entry (a reduce or aggregate accumulator: no suffix after
+//!   the key) sits in one hash table, key and value in one allocation;
+//! - entries under a key with a suffix (windows, list items, map entries)
+//!   sit in an ordered map per key;
+//! - everything else (timers) sits in one ordered map.
+//!
+//! A scan of one key's entries, or of timers, reads only the structure that
+//! holds them; any other range (no operator makes one) walks everything.
 
-use super::{StateBackend, StateError};
-use std::collections::{BTreeSet, HashMap};
+use super::{StateBackend, StateError, keys};
+use hashbrown::HashTable;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::Arc;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// One key and its value in a single allocation: `key_len:u32 key value`.
+struct Entry(Box<[u8]>);
+
+impl Entry {
+    fn new(key: &[u8], value: &[u8]) -> Self {
+        let mut b = Vec::with_capacity(4 + key.len() + value.len());
+        b.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        b.extend_from_slice(key);
+        b.extend_from_slice(value);
+        Self(b.into_boxed_slice())
+    }
+
+    fn key_len(&self) -> usize {
+        u32::from_le_bytes(self.0[..4].try_into().expect("4 bytes")) as usize
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.0[4..4 + self.key_len()]
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.0[4 + self.key_len()..]
+    }
+}
+
+type Ordered = BTreeMap<Box<[u8]>, Box<[u8]>>;
 
 /// State in memory: fast, bounded by RAM.
 ///
-/// The hash is the standard library's SipHash: keys share long prefixes (key
-/// group, operator, length), which weak hashes (Fx, and xxh3 fed through the
-/// streaming `Hasher`) map to colliding buckets; and keys come from users.
-#[derive(Debug, Default)]
+/// Keys are hashed with xxh3 over the whole key at once: keys share long
+/// prefixes (key group, operator, length), which weak or streaming hashes
+/// map to colliding buckets.
+#[derive(Default)]
 pub struct MemoryBackend {
-    values: HashMap<Arc<[u8]>, Box<[u8]>>,
-    ordered: BTreeSet<Arc<[u8]>>,
+    own: HashTable<Entry>,
+    nested: HashMap<Box<[u8]>, Ordered>,
+    other: Ordered,
+}
+
+impl std::fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("entries", &self.len())
+            .finish()
+    }
+}
+
+/// Where a key lives: its length up to the end of its keyed prefix, when it
+/// has the keyed layout (and is not a timer).
+fn prefix_len(key: &[u8]) -> Option<usize> {
+    if key.get(..2)? == keys::TIMERS.to_be_bytes() {
+        return None;
+    }
+    let len = u32::from_be_bytes(key.get(4..8)?.try_into().ok()?) as usize;
+    let end = 8usize.checked_add(len)?;
+    (key.len() >= end).then_some(end)
 }
 
 impl MemoryBackend {
     /// How many entries.
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.own.len() + self.nested.values().map(BTreeMap::len).sum::<usize>() + self.other.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.len() == 0
+    }
+
+    fn find_own(&self, key: &[u8]) -> Option<&Entry> {
+        self.own.find(xxh3_64(key), |e| e.key() == key)
+    }
+
+    /// Every entry in `from..to`, in order, the slow way.
+    fn walk_all(&self, from: &[u8], to: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) {
+        let within = |k: &[u8]| from <= k && k < to;
+        let mut all: Vec<(Vec<u8>, &[u8])> = Vec::new();
+        all.extend(
+            self.own
+                .iter()
+                .filter(|e| within(e.key()))
+                .map(|e| (e.key().to_vec(), e.value())),
+        );
+        for (prefix, entries) in &self.nested {
+            for (suffix, v) in entries {
+                let k = [&prefix[..], &suffix[..]].concat();
+                if within(&k) {
+                    all.push((k, v));
+                }
+            }
+        }
+        let range = (Bound::Included(from), Bound::Excluded(to));
+        all.extend(
+            self.other
+                .range::<[u8], _>(range)
+                .map(|(k, v)| (k.to_vec(), &v[..])),
+        );
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (k, v) in all {
+            if !f(&k, v) {
+                break;
+            }
+        }
+    }
+
+    /// The entries under one key's prefix `from[..p]`, when `to` bounds them
+    /// within it; `false` when the range is of another shape.
+    fn scan_key(&self, from: &[u8], p: usize, to: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool {
+        let prefix = &from[..p];
+        let upper = if to.starts_with(prefix) {
+            Bound::Excluded(&to[p..])
+        } else if keys::prefix_end(prefix).as_deref() == Some(to) {
+            Bound::Unbounded
+        } else {
+            return false;
+        };
+        if p == from.len()
+            && let Some(e) = self.find_own(prefix)
+            && !f(e.key(), e.value())
+        {
+            return true;
+        }
+        if let Some(entries) = self.nested.get(prefix) {
+            let mut key = prefix.to_vec();
+            for (suffix, v) in entries.range::<[u8], _>((Bound::Included(&from[p..]), upper)) {
+                key.truncate(p);
+                key.extend_from_slice(suffix);
+                if !f(&key, v) {
+                    break;
+                }
+            }
+        }
+        true
     }
 }
 
 impl StateBackend for MemoryBackend {
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<(), StateError> {
+        super::snapshot::write_entries(self, dir)
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
-        Ok(self.values.get(key).map(|v| v.to_vec()))
+        Ok(match prefix_len(key) {
+            Some(p) if p == key.len() => self.find_own(key).map(|e| e.value().to_vec()),
+            Some(p) => self
+                .nested
+                .get(&key[..p])
+                .and_then(|m| m.get(&key[p..]))
+                .map(|v| v.to_vec()),
+            None => self.other.get(key).map(|v| v.to_vec()),
+        })
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
-        match self.values.get_mut(key) {
-            Some(v) if v.len() == value.len() => v.copy_from_slice(value),
-            Some(v) => *v = value.into(),
+        match prefix_len(key) {
+            Some(p) if p == key.len() => {
+                let hash = xxh3_64(key);
+                let found = self.own.find_mut(hash, |e| e.key() == key);
+                match found {
+                    Some(e) if e.value().len() == value.len() => {
+                        let at = 4 + key.len();
+                        e.0[at..].copy_from_slice(value);
+                    }
+                    Some(e) => *e = Entry::new(key, value),
+                    None => {
+                        self.own
+                            .insert_unique(hash, Entry::new(key, value), |e| xxh3_64(e.key()));
+                    }
+                }
+            }
+            Some(p) => {
+                let entries = match self.nested.get_mut(&key[..p]) {
+                    Some(m) => m,
+                    None => self.nested.entry(key[..p].into()).or_default(),
+                };
+                entries.insert(key[p..].into(), value.into());
+            }
             None => {
-                let key: Arc<[u8]> = key.into();
-                self.ordered.insert(key.clone());
-                self.values.insert(key, value.into());
+                self.other.insert(key.into(), value.into());
             }
         }
         Ok(())
     }
 
     fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
-        if self.values.remove(key).is_some() {
-            self.ordered.remove(key);
+        match prefix_len(key) {
+            Some(p) if p == key.len() => {
+                if let Ok(e) = self.own.find_entry(xxh3_64(key), |e| e.key() == key) {
+                    e.remove();
+                }
+            }
+            Some(p) => {
+                if let Some(entries) = self.nested.get_mut(&key[..p]) {
+                    entries.remove(&key[p..]);
+                    if entries.is_empty() {
+                        self.nested.remove(&key[..p]);
+                    }
+                }
+            }
+            None => {
+                self.other.remove(key);
+            }
         }
         Ok(())
     }
@@ -65,13 +231,24 @@ impl StateBackend for MemoryBackend {
         if from >= to {
             return Ok(());
         }
-        let range = (Bound::Included(from), Bound::Excluded(to));
-        for k in self.ordered.range::<[u8], _>(range) {
-            let v = self.values.get(k).expect("the index holds only keys with values");
-            if !f(k, v) {
-                break;
-            }
+        if let Some(p) = prefix_len(from)
+            && self.scan_key(from, p, to, f)
+        {
+            return Ok(());
         }
+        if from >= &keys::TIMERS.to_be_bytes()[..] {
+            // Only timers (and other unkeyed entries) sort this high.
+            for (k, v) in self
+                .other
+                .range::<[u8], _>((Bound::Included(from), Bound::Excluded(to)))
+            {
+                if !f(k, v) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        self.walk_all(from, to, f);
         Ok(())
     }
 }

@@ -6,12 +6,13 @@ pub mod keys;
 mod memory;
 #[cfg(feature = "rocksdb")]
 mod rocks;
+pub mod snapshot;
 
 pub use memory::MemoryBackend;
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a state operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +27,9 @@ pub enum StateError {
         /// The engine's explanation.
         message: String,
     },
+    /// A checkpoint's state cannot be restored.
+    #[error("{0}")]
+    Restore(String),
     /// The manifest asks for a backend this build does not have.
     #[error("the `{0}` state backend is not part of this build (enable the cargo feature `{0}`)")]
     NotBuilt(&'static str),
@@ -46,6 +50,24 @@ pub trait StateBackend: Send {
     /// until `f` returns false.
     fn scan(&self, from: &[u8], to: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool)
     -> Result<(), StateError>;
+
+    /// Writes a consistent copy of everything into `dir`, a folder that
+    /// does not exist yet (see [`snapshot`]).
+    fn snapshot(&mut self, dir: &Path) -> Result<(), StateError>;
+}
+
+/// What is called with each entry read out of a snapshot.
+pub type EntryVisitor<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> Result<(), StateError>;
+
+/// A snapshot to restore from, as a checkpoint lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotSource {
+    /// Its folder.
+    pub path: PathBuf,
+    /// `memory` or `rocksdb`.
+    pub backend: String,
+    /// Whether it holds exactly the key groups the restoring worker owns.
+    pub same_key_groups: bool,
 }
 
 /// Which backend a pipeline's keyed workers use.
@@ -58,6 +80,53 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// The backend's name in checkpoints.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackendKind::Memory => "memory",
+            BackendKind::Rocks(_) => "rocksdb",
+        }
+    }
+
+    /// A backend for keyed worker `worker` of stage `stage` holding the
+    /// entries of `sources` whose key group `owns` accepts.
+    pub fn restore(
+        &self,
+        stage: &str,
+        worker: usize,
+        sources: &[SnapshotSource],
+        owns: &dyn Fn(u16) -> bool,
+    ) -> Result<Box<dyn StateBackend>, StateError> {
+        #[cfg(feature = "rocksdb")]
+        if let (BackendKind::Rocks(dir), [only]) = (self, sources)
+            && only.backend == "rocksdb"
+            && only.same_key_groups
+        {
+            let path = dir.join(format!("{stage}-worker-{worker}"));
+            return Ok(Box::new(RocksBackend::open_copy(&only.path, &path)?));
+        }
+        let mut backend = self.open(stage, worker)?;
+        for source in sources {
+            let mut put = |k: &[u8], v: &[u8]| match snapshot::entry_key_group(k) {
+                Some(kg) if !owns(kg) => Ok(()),
+                _ => backend.put(k, v),
+            };
+            match source.backend.as_str() {
+                #[cfg(feature = "rocksdb")]
+                "rocksdb" => RocksBackend::for_each_in(&source.path, &mut put)?,
+                "memory" => snapshot::read_entries(&source.path, &mut put)?,
+                other => {
+                    return Err(StateError::NotBuilt(if other == "rocksdb" {
+                        "rocksdb"
+                    } else {
+                        "unknown"
+                    }));
+                }
+            }
+        }
+        Ok(backend)
+    }
+
     /// A fresh, empty backend for keyed worker `worker` of stage `stage`.
     pub fn open(&self, stage: &str, worker: usize) -> Result<Box<dyn StateBackend>, StateError> {
         match self {

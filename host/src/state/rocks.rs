@@ -26,10 +26,7 @@ impl RocksBackend {
             std::fs::remove_dir_all(path).map_err(|e| err(format!("cannot clear the folder: {e}")))?;
         }
         std::fs::create_dir_all(path).map_err(|e| err(format!("cannot create the folder: {e}")))?;
-        let mut options = Options::default();
-        options.create_if_missing(true);
-        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
-        let db = DB::open(&options, path).map_err(|e| err(e.into_string()))?;
+        let db = DB::open(&Self::options(), path).map_err(|e| err(e.into_string()))?;
         let mut write = WriteOptions::default();
         write.disable_wal(true);
         Ok(Self {
@@ -37,6 +34,61 @@ impl RocksBackend {
             path: path.to_owned(),
             write,
         })
+    }
+
+    fn options() -> Options {
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        options
+    }
+
+    /// Opens a copy of the RocksDB snapshot `snapshot` at `path` (what was
+    /// there is removed): its files are hard-linked, not copied, where the
+    /// file system allows.
+    pub fn open_copy(snapshot: &Path, path: &Path) -> Result<Self, StateError> {
+        let err = |message: String| StateError::Storage {
+            backend: "rocksdb",
+            path: path.display().to_string(),
+            message,
+        };
+        if path.exists() {
+            std::fs::remove_dir_all(path).map_err(|e| err(format!("cannot clear the folder: {e}")))?;
+        }
+        std::fs::create_dir_all(path).map_err(|e| err(format!("cannot create the folder: {e}")))?;
+        let files = std::fs::read_dir(snapshot).map_err(|e| err(format!("cannot read the snapshot: {e}")))?;
+        for entry in files {
+            let from = entry.map_err(|e| err(e.to_string()))?.path();
+            let to = path.join(from.file_name().expect("a file in a folder has a name"));
+            if std::fs::hard_link(&from, &to).is_err() {
+                std::fs::copy(&from, &to)
+                    .map_err(|e| err(format!("cannot copy `{}`: {e}", from.display())))?;
+            }
+        }
+        let db = DB::open(&Self::options(), path).map_err(|e| err(e.into_string()))?;
+        let mut write = WriteOptions::default();
+        write.disable_wal(true);
+        Ok(Self {
+            db,
+            path: path.to_owned(),
+            write,
+        })
+    }
+
+    /// Calls `f` with every entry of the RocksDB snapshot `snapshot`, read
+    /// only.
+    pub fn for_each_in(snapshot: &Path, f: super::EntryVisitor<'_>) -> Result<(), StateError> {
+        let err = |e: rocksdb::Error| StateError::Storage {
+            backend: "rocksdb",
+            path: snapshot.display().to_string(),
+            message: e.into_string(),
+        };
+        let db = DB::open_for_read_only(&Options::default(), snapshot, false).map_err(err)?;
+        for item in db.iterator(IteratorMode::Start) {
+            let (k, v) = item.map_err(err)?;
+            f(&k, &v)?;
+        }
+        Ok(())
     }
 
     fn err(&self, e: rocksdb::Error) -> StateError {
@@ -49,6 +101,13 @@ impl RocksBackend {
 }
 
 impl StateBackend for RocksBackend {
+    fn snapshot(&mut self, dir: &Path) -> Result<(), StateError> {
+        // RocksDB flushes the memtable (there is no log to keep) and links
+        // its immutable files into `dir`.
+        let checkpoint = rocksdb::checkpoint::Checkpoint::new(&self.db).map_err(|e| self.err(e))?;
+        checkpoint.create_checkpoint(dir).map_err(|e| self.err(e))
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
         self.db.get(key).map_err(|e| self.err(e))
     }

@@ -424,6 +424,13 @@ impl Operator for WindowOperator {
         self.watermark = i64::MAX;
         self.fire(i64::MAX, out)
     }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+        self.state
+            .snapshot(dir)
+            .map_err(|e| OperatorError::state(&self.name, e))?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,185 @@
+//! The checkpoint coordinator: the source announces each barrier with its
+//! position, every operator worker and the sink acknowledge it once their
+//! state for it is written, and the coordinator then makes the checkpoint
+//! visible. A checkpoint a worker failed on is dropped and counted; more
+//! than the tolerated number of failures in a row stops the pipeline.
+
+use super::metadata::{Metadata, OperatorMeta, SnapshotMeta};
+use super::store::{CheckpointStore, StoreError};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// What the stages tell the coordinator.
+#[derive(Debug)]
+pub enum CheckpointEvent {
+    /// The source sent barrier `id`; everything before `position` precedes it.
+    Started {
+        /// The checkpoint.
+        id: u64,
+        /// The source's position at the barrier.
+        position: serde_json::Value,
+    },
+    /// A worker (or the sink) wrote its part of checkpoint `id`.
+    Acked {
+        /// The checkpoint.
+        id: u64,
+        /// The snapshots it wrote (none for stateless workers and the sink).
+        snapshots: Vec<SnapshotMeta>,
+    },
+    /// A worker could not write its part of checkpoint `id`.
+    Failed {
+        /// The checkpoint.
+        id: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Counts shared with the source and the run report.
+#[derive(Debug, Default)]
+pub struct CheckpointStats {
+    /// Checkpoints completed.
+    pub completed: AtomicU64,
+    /// Checkpoints failed.
+    pub failed: AtomicU64,
+    /// Whether a checkpoint is in flight (the source waits for it to end
+    /// before the next barrier).
+    pub in_flight: AtomicBool,
+}
+
+/// Why the coordinator stopped the pipeline.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    /// Too many checkpoints failed in a row.
+    #[error("{count} checkpoints in a row failed (at most {tolerated} are tolerated); the last: {reason}")]
+    TooManyFailures {
+        /// Failures in a row.
+        count: u32,
+        /// The manifest's `tolerable_failures`.
+        tolerated: u32,
+        /// The last failure.
+        reason: String,
+    },
+}
+
+/// What the coordinator needs to know about the pipeline.
+pub struct CoordinatorSetup {
+    /// Where checkpoints go.
+    pub store: CheckpointStore,
+    /// Acknowledgements per checkpoint: every operator worker and the sink.
+    pub expected_acks: usize,
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// SHA-256 of the manifest.
+    pub manifest_hash: String,
+    /// Key groups.
+    pub key_groups: u32,
+    /// The stateful operators and their plugins.
+    pub operators: Vec<OperatorMeta>,
+    /// Failures in a row that do not stop the pipeline.
+    pub tolerable_failures: u32,
+    /// Counts.
+    pub stats: Arc<CheckpointStats>,
+}
+
+struct Pending {
+    position: Option<serde_json::Value>,
+    acks: usize,
+    snapshots: Vec<SnapshotMeta>,
+    failure: Option<String>,
+}
+
+/// Runs until every stage dropped its sender.
+pub fn run_coordinator(
+    setup: CoordinatorSetup,
+    events: flume::Receiver<CheckpointEvent>,
+) -> Result<(), CoordinatorError> {
+    let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
+    let mut failures_in_a_row = 0u32;
+    while let Ok(event) = events.recv() {
+        let id = match &event {
+            CheckpointEvent::Started { id, .. }
+            | CheckpointEvent::Acked { id, .. }
+            | CheckpointEvent::Failed { id, .. } => *id,
+        };
+        let p = pending.entry(id).or_insert_with(|| Pending {
+            position: None,
+            acks: 0,
+            snapshots: Vec::new(),
+            failure: None,
+        });
+        match event {
+            CheckpointEvent::Started { position, .. } => p.position = Some(position),
+            CheckpointEvent::Acked { snapshots, .. } => {
+                p.acks += 1;
+                p.snapshots.extend(snapshots);
+            }
+            CheckpointEvent::Failed { reason, .. } => {
+                p.acks += 1;
+                p.failure.get_or_insert(reason);
+            }
+        }
+        if p.acks < setup.expected_acks || p.position.is_none() {
+            continue;
+        }
+        let p = pending.remove(&id).expect("present above");
+        let tmp = super::pending_dir(setup.store.dir(), id);
+        let result = match p.failure {
+            Some(reason) => Err(reason),
+            None => complete(&setup, id, p.position.expect("checked"), p.snapshots, &tmp)
+                .map_err(|e| e.to_string()),
+        };
+        setup.stats.in_flight.store(false, Ordering::Release);
+        match result {
+            Ok(path) => {
+                failures_in_a_row = 0;
+                setup.stats.completed.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(checkpoint = id, path = %path.display(), "checkpoint complete");
+            }
+            Err(reason) => {
+                setup.store.abandon(&tmp);
+                failures_in_a_row += 1;
+                setup.stats.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(checkpoint = id, %reason, failures_in_a_row, "checkpoint failed");
+                if failures_in_a_row > setup.tolerable_failures {
+                    return Err(CoordinatorError::TooManyFailures {
+                        count: failures_in_a_row,
+                        tolerated: setup.tolerable_failures,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    for id in pending.keys() {
+        tracing::debug!(
+            checkpoint = id,
+            "the pipeline stopped before this checkpoint completed"
+        );
+        setup.store.abandon(&super::pending_dir(setup.store.dir(), *id));
+    }
+    Ok(())
+}
+
+fn complete(
+    setup: &CoordinatorSetup,
+    id: u64,
+    position: serde_json::Value,
+    mut snapshots: Vec<SnapshotMeta>,
+    tmp: &std::path::Path,
+) -> Result<PathBuf, StoreError> {
+    snapshots.sort_by(|a, b| (&a.operator, a.worker).cmp(&(&b.operator, b.worker)));
+    let metadata = Metadata {
+        id,
+        pipeline: setup.pipeline.clone(),
+        manifest_hash: setup.manifest_hash.clone(),
+        created_ms: crate::runtime::now_ms(),
+        key_groups: setup.key_groups,
+        source: position,
+        operators: setup.operators.clone(),
+        snapshots,
+    };
+    setup.store.complete(tmp, &metadata)
+}

@@ -1,0 +1,63 @@
+//! What a checkpoint holds: where the source was, which plugins and
+//! manifest made the state, and one snapshot per stateful operator worker.
+
+use serde::{Deserialize, Serialize};
+
+/// A checkpoint's description, written last, as `_metadata.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    /// The checkpoint id (increasing within a pipeline's history).
+    pub id: u64,
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// SHA-256 of the manifest text it ran.
+    pub manifest_hash: String,
+    /// When it completed, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// The pipeline's key groups (`max_parallelism`).
+    pub key_groups: u32,
+    /// The source's position: everything before it is in the state.
+    pub source: serde_json::Value,
+    /// The stateful operators, with the plugin each ran.
+    pub operators: Vec<OperatorMeta>,
+    /// One snapshot per stateful operator and worker.
+    pub snapshots: Vec<SnapshotMeta>,
+}
+
+/// A stateful operator at checkpoint time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorMeta {
+    /// Its name in the manifest.
+    pub name: String,
+    /// The world of its plugin, if it runs one.
+    pub world: Option<String>,
+    /// SHA-256 of its plugin, if it runs one.
+    pub plugin_digest: Option<String>,
+}
+
+/// One worker's state of one operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotMeta {
+    /// The operator's name.
+    pub operator: String,
+    /// The worker's index in its stage.
+    pub worker: usize,
+    /// The stage's parallelism when it was taken.
+    pub parallelism: usize,
+    /// `memory` or `rocksdb`.
+    pub backend: String,
+    /// Its path, relative to the checkpoint's folder.
+    pub path: String,
+}
+
+impl Metadata {
+    /// Every snapshot.
+    pub fn snapshots(&self) -> &[SnapshotMeta] {
+        &self.snapshots
+    }
+
+    /// The snapshots of operator `name`.
+    pub fn of_operator<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a SnapshotMeta> + 'a {
+        self.snapshots.iter().filter(move |s| s.operator == name)
+    }
+}
