@@ -30,6 +30,10 @@ test: plugins
     cargo test --workspace --all-targets
     cargo test --workspace --doc
 
+# The crash tests with 100 SIGKILLs per state backend (200 in all).
+soak: plugins
+    MAILER_SOAK_KILLS=100 cargo test -p mailer --test all checkpoints::killed
+
 # Benchmarks (release builds); `just bench w1` runs those whose name starts with w1.
 bench prefix="": plugins
     cargo bench -p mailer --bench workloads -- {{ prefix }}

@@ -10,6 +10,8 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod savepoint;
+
 /// mailer: stream processing with sandboxed WebAssembly operators.
 #[derive(Parser)]
 #[command(version, about)]
@@ -38,8 +40,25 @@ enum Command {
         /// The pipeline manifest (TOML).
         manifest: PathBuf,
         /// Start from the beginning, ignoring the pipeline's checkpoints.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "from_savepoint")]
         fresh: bool,
+        /// Start from this savepoint (a folder `mailer savepoint` wrote),
+        /// at whatever keyed parallelism the manifest now says.
+        #[arg(long, value_name = "DIR")]
+        from_savepoint: Option<PathBuf>,
+    },
+    /// Asks the running pipeline of a manifest for a savepoint: a
+    /// checkpoint kept until you remove it; prints its folder.
+    Savepoint {
+        /// The pipeline manifest (TOML); it must have `[checkpoint]`.
+        manifest: PathBuf,
+        /// Where to write it; `<checkpoint path>/../savepoints/sp-<time>`
+        /// when absent.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Stop the pipeline once the savepoint is written.
+        #[arg(long)]
+        stop: bool,
     },
     /// Checks a manifest and its plugins; exits non-zero on any problem.
     Validate {
@@ -97,14 +116,27 @@ fn run(command: Command) -> Result<()> {
             print!("{}", plan::describe(&plan));
             Ok(())
         }
-        Command::Run { manifest, fresh } => {
+        Command::Savepoint { manifest, dir, stop } => {
+            let (plan, _engine) = plan_of(&manifest)?;
+            let path = savepoint::request(&plan, dir, stop)?;
+            println!("{}", path.display());
+            Ok(())
+        }
+        Command::Run {
+            manifest,
+            fresh,
+            from_savepoint,
+        } => {
             let (mut plan, _engine) = plan_of(&manifest)?;
-            if !fresh {
-                plan.restore = mailer::checkpoint::Restore::latest(&plan)?;
-            }
+            plan.restore = match from_savepoint {
+                Some(dir) => Some(mailer::checkpoint::Restore::from_dir(&plan, &dir)?),
+                None if fresh => None,
+                None => mailer::checkpoint::Restore::latest(&plan)?,
+            };
+            let _running = savepoint::Running::mark(&plan)?;
             let name = plan.name.clone();
             let shutdown = Shutdown::new();
-            watch_signals(&shutdown)?;
+            watch_signals(&shutdown, plan.checkpoint.as_ref().map(|c| c.dir.clone()))?;
             tracing::info!(pipeline = %name, "pipeline started");
             let report =
                 runtime::run(plan, &shutdown).with_context(|| format!("pipeline `{name}` failed"))?;
@@ -124,16 +156,28 @@ fn run(command: Command) -> Result<()> {
 }
 
 /// The first SIGINT or SIGTERM drains the pipeline (C3); a second one
-/// aborts at once.
-fn watch_signals(shutdown: &Shutdown) -> Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
+/// aborts at once. SIGUSR1 asks for the savepoint `mailer savepoint` wrote
+/// into the checkpoint folder `checkpoints`.
+fn watch_signals(shutdown: &Shutdown, checkpoints: Option<PathBuf>) -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1])
+        .context("installing signal handlers")?;
     let shutdown = shutdown.clone();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             for signal in signals.forever() {
+                if signal == SIGUSR1 {
+                    match checkpoints.as_deref().map(savepoint::take_request) {
+                        Some(Ok(request)) => {
+                            tracing::info!(path = %request.dir.display(), stop = request.stop, "savepoint requested");
+                            shutdown.request_savepoint(request);
+                        }
+                        Some(Err(e)) => tracing::warn!(error = %e, "ignoring a savepoint signal"),
+                        None => tracing::warn!("ignoring a savepoint signal: the pipeline has no [checkpoint]"),
+                    }
+                    continue;
+                }
                 if shutdown.is_cancelled() {
                     tracing::warn!(signal, "second signal: aborting");
                     shutdown.abort();

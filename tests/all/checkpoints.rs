@@ -11,6 +11,20 @@ const RECORDS: u64 = 200_000;
 const KEYS: u64 = 40;
 
 fn manifest(w: &Workdir, backend: &str) -> std::path::PathBuf {
+    manifest_at(w, backend, 2)
+}
+
+fn manifest_at(w: &Workdir, backend: &str, parallelism: usize) -> std::path::PathBuf {
+    manifest_with(w, backend, parallelism, "100ms", 100_000)
+}
+
+fn manifest_with(
+    w: &Workdir,
+    backend: &str,
+    parallelism: usize,
+    interval: &str,
+    rate: u64,
+) -> std::path::PathBuf {
     w.manifest(&format!(
         r#"
 [pipeline]
@@ -21,11 +35,11 @@ batch_size = 500
 type = "generator"
 count = {RECORDS}
 keys = {KEYS}
-rate = 100000
+rate = {rate}
 
 [[operators]]
 type = "key_by"
-parallelism = 2
+parallelism = {parallelism}
 
 [[operators]]
 name = "counts"
@@ -42,7 +56,7 @@ backend = "{backend}"
 path = "state"
 
 [checkpoint]
-interval = "100ms"
+interval = "{interval}"
 path = "checkpoints"
 "#
     ))
@@ -75,25 +89,40 @@ fn run_to_end(manifest: &std::path::Path) -> String {
     stderr(&out)
 }
 
-fn crash_sweep(backend: &str, kills: u64) {
+/// Runs `m` until it completed a checkpoint of its own, then kills it with
+/// SIGKILL after up to `max_wait_ms` more; whether it resumed from a
+/// checkpoint when it started.
+fn run_and_kill(w: &Workdir, m: &std::path::Path, seed: u64, max_wait_ms: u64) -> bool {
+    let latest = || std::fs::read_to_string(w.path("checkpoints/LATEST")).ok();
+    let before = latest();
+    let mut child = spawn_run(m);
+    while latest() == before && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(splitmix64(seed ^ 0xC0FFEE) % max_wait_ms));
+    if child.try_wait().unwrap().is_none() {
+        child.kill().unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stderr).contains("resuming from a checkpoint")
+}
+
+/// How many times each crash test kills the pipeline per backend
+/// (`MAILER_SOAK_KILLS`; `just soak` makes it 100, 200 in all).
+fn kills() -> u64 {
+    std::env::var("MAILER_SOAK_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(10)
+}
+
+fn crash_sweep(backend: &str) {
     let w = Workdir::new();
     let m = manifest(&w, backend);
+    let kills = kills();
     let mut resumed = 0;
-    let latest = || std::fs::read_to_string(w.path("checkpoints/LATEST")).ok();
     for i in 0..kills {
-        let before = latest();
-        let mut child = spawn_run(&m);
-        // Once this run completed a checkpoint of its own, kill it at a
-        // random moment of the next 0.8 s.
-        while latest() == before && child.try_wait().unwrap().is_none() {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        std::thread::sleep(Duration::from_millis(splitmix64(i ^ 0xC0FFEE) % 800));
-        if child.try_wait().unwrap().is_none() {
-            child.kill().unwrap(); // SIGKILL
-        }
-        let out = child.wait_with_output().unwrap();
-        resumed += u64::from(String::from_utf8_lossy(&out.stderr).contains("resuming from a checkpoint"));
+        resumed += u64::from(run_and_kill(&w, &m, i, 800));
     }
     assert_eq!(
         resumed,
@@ -106,12 +135,12 @@ fn crash_sweep(backend: &str, kills: u64) {
 
 #[test]
 fn killed_and_restarted_runs_count_every_record_exactly_once_in_memory() {
-    crash_sweep("memory", 10);
+    crash_sweep("memory");
 }
 
 #[test]
 fn killed_and_restarted_runs_count_every_record_exactly_once_on_rocksdb() {
-    crash_sweep("rocksdb", 10);
+    crash_sweep("rocksdb");
 }
 
 #[test]
@@ -142,4 +171,82 @@ fn a_corrupt_newest_checkpoint_is_skipped_for_the_one_before() {
     let out = run(&["run", "--fresh", m.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("resuming"), "{}", stderr(&out));
+}
+
+#[test]
+fn restoring_at_keyed_parallelism_1_then_3_then_2_counts_as_one_run_does() {
+    for backend in ["memory", "rocksdb"] {
+        let w = Workdir::new();
+        assert!(!run_and_kill(&w, &manifest_at(&w, backend, 1), 1, 400));
+        assert!(run_and_kill(&w, &manifest_at(&w, backend, 3), 2, 400));
+        let log = run_to_end(&manifest_at(&w, backend, 2));
+        assert!(log.contains("resuming from a checkpoint"), "{log}");
+        assert_eq!(final_counts(&w), expected_counts(), "{backend}");
+    }
+}
+
+/// Starts `mailer <args>`, waits until its pipeline runs and has worked a
+/// while, then takes a savepoint in `savepoint` and stops it.
+fn run_until_savepoint(w: &Workdir, args: &[&str], manifest: &std::path::Path, savepoint: &std::path::Path) {
+    let mut child = mailer()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while !w.path("checkpoints/RUNNING").exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let out = run(&[
+        "savepoint",
+        manifest.to_str().unwrap(),
+        "--stop",
+        "--dir",
+        savepoint.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), savepoint.to_str().unwrap());
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn stop_with_savepoint_then_resume_from_it_at_parallelism_3_then_2() {
+    for backend in ["memory", "rocksdb"] {
+        let w = Workdir::new();
+        let (sp1, sp2) = (w.path("sp1"), w.path("sp2"));
+        // Only savepoints (and the final checkpoint of each stop) are taken.
+        let m = manifest_with(&w, backend, 1, "1h", 40_000);
+        run_until_savepoint(&w, &["run", m.to_str().unwrap()], &m, &sp1);
+        let m = manifest_with(&w, backend, 3, "1h", 40_000);
+        run_until_savepoint(
+            &w,
+            &[
+                "run",
+                "--from-savepoint",
+                sp1.to_str().unwrap(),
+                m.to_str().unwrap(),
+            ],
+            &m,
+            &sp2,
+        );
+        let m = manifest_with(&w, backend, 2, "1h", 40_000);
+        let out = run(&[
+            "run",
+            "--from-savepoint",
+            sp2.to_str().unwrap(),
+            m.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(final_counts(&w), expected_counts(), "{backend}");
+    }
+}
+
+#[test]
+fn a_savepoint_of_a_pipeline_that_is_not_running_is_refused() {
+    let w = Workdir::new();
+    let m = manifest(&w, "memory");
+    let out = run(&["savepoint", m.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is not running"), "{}", stderr(&out));
 }

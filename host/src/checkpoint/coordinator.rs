@@ -6,6 +6,7 @@
 
 use super::metadata::{Metadata, OperatorMeta, SnapshotMeta};
 use super::store::{CheckpointStore, StoreError};
+use crate::runtime::{SavepointRequest, Shutdown};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +21,8 @@ pub enum CheckpointEvent {
         id: u64,
         /// The source's position at the barrier.
         position: serde_json::Value,
+        /// Whether it is a savepoint too, and where that goes.
+        savepoint: Option<SavepointRequest>,
     },
     /// A worker (or the sink) wrote its part of checkpoint `id`.
     Acked {
@@ -82,10 +85,13 @@ pub struct CoordinatorSetup {
     pub tolerable_failures: u32,
     /// Counts.
     pub stats: Arc<CheckpointStats>,
+    /// The run's control: a stop-with-savepoint cancels it.
+    pub shutdown: Shutdown,
 }
 
 struct Pending {
     position: Option<serde_json::Value>,
+    savepoint: Option<SavepointRequest>,
     acks: usize,
     snapshots: Vec<SnapshotMeta>,
     failure: Option<String>,
@@ -106,12 +112,18 @@ pub fn run_coordinator(
         };
         let p = pending.entry(id).or_insert_with(|| Pending {
             position: None,
+            savepoint: None,
             acks: 0,
             snapshots: Vec::new(),
             failure: None,
         });
         match event {
-            CheckpointEvent::Started { position, .. } => p.position = Some(position),
+            CheckpointEvent::Started {
+                position, savepoint, ..
+            } => {
+                p.position = Some(position);
+                p.savepoint = savepoint;
+            }
             CheckpointEvent::Acked { snapshots, .. } => {
                 p.acks += 1;
                 p.snapshots.extend(snapshots);
@@ -132,6 +144,19 @@ pub fn run_coordinator(
                 .map_err(|e| e.to_string()),
         };
         setup.stats.in_flight.store(false, Ordering::Release);
+        let result = result.and_then(|path| match &p.savepoint {
+            None => Ok(path),
+            Some(request) => copy_tree(&path, &request.dir)
+                .map(|()| {
+                    tracing::info!(checkpoint = id, path = %request.dir.display(), "savepoint written");
+                    if request.stop {
+                        tracing::info!("stopping the pipeline after its savepoint");
+                        setup.shutdown.cancel();
+                    }
+                    path
+                })
+                .map_err(|e| format!("cannot write the savepoint to `{}`: {e}", request.dir.display())),
+        });
         match result {
             Ok(path) => {
                 failures_in_a_row = 0;
@@ -161,6 +186,28 @@ pub fn run_coordinator(
         setup.store.abandon(&super::pending_dir(setup.store.dir(), *id));
     }
     Ok(())
+}
+
+/// Copies the folder `from` to `to` (which must not exist), hard-linking
+/// files where the file system allows: a checkpoint's files never change.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    if to.exists() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "it already exists",
+        ));
+    }
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let path = entry?.path();
+        let target = to.join(path.file_name().expect("an entry has a name"));
+        if path.is_dir() {
+            copy_tree(&path, &target)?;
+        } else if std::fs::hard_link(&path, &target).is_err() {
+            std::fs::copy(&path, &target)?;
+        }
+    }
+    std::fs::File::open(to)?.sync_all()
 }
 
 fn complete(

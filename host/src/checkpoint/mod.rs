@@ -152,3 +152,20 @@ impl Restore {
         Ok(())
     }
 }
+
+impl Restore {
+    /// The savepoint (or checkpoint) in `dir`, checked against `plan`.
+    pub fn from_dir(plan: &crate::plan::Plan, dir: &Path) -> Result<Restore, RestoreError> {
+        let metadata = read_metadata(dir).map_err(|reason| RestoreError::Incompatible {
+            id: 0,
+            dir: dir.display().to_string(),
+            reason,
+        })?;
+        let restore = Restore {
+            dir: dir.to_owned(),
+            metadata,
+        };
+        restore.check(plan)?;
+        Ok(restore)
+    }
+}

@@ -108,6 +108,21 @@ impl CheckpointStore {
         }
     }
 
+    /// The largest checkpoint id in the store, complete or not: a new
+    /// checkpoint takes a larger one.
+    pub fn newest_id(&self) -> Result<u64, StoreError> {
+        Ok(fs::read_dir(&self.dir)
+            .map_err(io(&self.dir, "listing"))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let id = name.strip_prefix("chk-")?;
+                id.strip_suffix(".tmp").unwrap_or(id).parse().ok()
+            })
+            .max()
+            .unwrap_or(0))
+    }
+
     /// The ids of the complete checkpoint folders, newest first.
     fn complete_ids(&self) -> Result<Vec<u64>, StoreError> {
         let mut ids: Vec<u64> = fs::read_dir(&self.dir)

@@ -12,5 +12,5 @@ mod stages;
 pub use edge::{Closed, EdgeReceiver, EdgeSender, EdgeStats, edge};
 pub use parallel::Routing;
 pub use pipeline::{RunError, RunReport, run};
-pub use shutdown::Shutdown;
+pub use shutdown::{SavepointRequest, Shutdown};
 pub use stages::{StageError, StageStats, now_ms};

@@ -82,7 +82,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let mut handles: Vec<StageHandle> = Vec::new();
 
     let checkpoints = match &plan.checkpoint {
-        Some(settings) => Some(start_checkpoints(&plan, settings, &mut handles)?),
+        Some(settings) => Some(start_checkpoints(&plan, settings, shutdown, &mut handles)?),
         None => None,
     };
     let (dead_letter_tx, dead_letter) =
@@ -237,9 +237,16 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
 fn start_checkpoints(
     plan: &Plan,
     settings: &CheckpointSettings,
+    shutdown: &Shutdown,
     handles: &mut Vec<StageHandle>,
 ) -> Result<SourceCheckpoints, RunError> {
     let store = CheckpointStore::open(&settings.dir, settings.keep)?;
+    let next_id = plan
+        .restore
+        .as_ref()
+        .map_or(0, |r| r.metadata.id)
+        .max(store.newest_id()?)
+        + 1;
     let (events, rx) = flume::bounded(1024);
     let stats = Arc::new(CheckpointStats::default());
     let operators = plan
@@ -268,6 +275,7 @@ fn start_checkpoints(
         operators,
         tolerable_failures: settings.tolerable_failures,
         stats: stats.clone(),
+        shutdown: shutdown.clone(),
     };
     handles.push(spawn_stage("checkpoints".into(), move || {
         run_coordinator(setup, rx).map_err(StageError::Checkpoint)
@@ -275,7 +283,7 @@ fn start_checkpoints(
     Ok(SourceCheckpoints {
         store,
         interval: settings.interval,
-        next_id: plan.restore.as_ref().map_or(1, |r| r.metadata.id + 1),
+        next_id,
         events,
         stats,
     })

@@ -1,9 +1,21 @@
 //! Two-phase shutdown (contract C3): `cancel` stops the source and lets the
 //! rest drain through cascading closes; `abort` makes every blocked send and
 //! receive give up, used only past the shutdown timeout or after a failure.
+//! The same handle carries requests for savepoints to the source.
 
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A request for a savepoint: a checkpoint copied to `dir`, kept until the
+/// user removes it; with `stop`, the pipeline then drains.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SavepointRequest {
+    /// Where the savepoint goes (a folder that does not exist yet).
+    pub dir: PathBuf,
+    /// Whether the pipeline stops once it is written.
+    pub stop: bool,
+}
 
 /// Shared shutdown flags of one pipeline run.
 #[derive(Debug, Clone, Default)]
@@ -15,6 +27,7 @@ pub struct Shutdown {
 struct Flags {
     cancelled: AtomicBool,
     aborted: AtomicBool,
+    savepoint: Mutex<Option<SavepointRequest>>,
 }
 
 impl Shutdown {
@@ -37,6 +50,16 @@ impl Shutdown {
     /// Whether the source should stop.
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// Asks the source for a savepoint at its next batch.
+    pub fn request_savepoint(&self, request: SavepointRequest) {
+        *self.inner.savepoint.lock().expect("savepoint lock") = Some(request);
+    }
+
+    /// The pending savepoint request, taken.
+    pub fn take_savepoint_request(&self) -> Option<SavepointRequest> {
+        self.inner.savepoint.lock().expect("savepoint lock").take()
     }
 
     /// Whether blocked stages should give up.

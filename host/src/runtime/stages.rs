@@ -6,7 +6,7 @@ use crate::connectors::{ConnectorError, Poll, Sink, Source};
 use crate::operator::{Chain, OperatorError};
 use crate::plan::WatermarkSettings;
 use crate::record::{Barrier, Message};
-use crate::runtime::Shutdown;
+use crate::runtime::{SavepointRequest, Shutdown};
 use crate::time::WatermarkGenerator;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,10 +93,10 @@ pub struct SourceCheckpoints {
 }
 
 impl SourceCheckpoints {
-    /// Announces checkpoint `next_id` at `source`'s position and returns
-    /// its barrier; `None` when its folder cannot be made (logged; the next
-    /// interval tries again).
-    fn barrier(&mut self, source: &dyn Source) -> Option<Message> {
+    /// Announces checkpoint `next_id` at `source`'s position (a savepoint
+    /// too, when `savepoint` asks) and returns its barrier; `None` when its
+    /// folder cannot be made (logged; the next interval tries again).
+    fn barrier(&mut self, source: &dyn Source, savepoint: Option<SavepointRequest>) -> Option<Message> {
         let id = self.next_id;
         self.next_id += 1;
         if let Err(e) = self.store.begin(id) {
@@ -106,7 +106,11 @@ impl SourceCheckpoints {
         }
         self.stats.in_flight.store(true, Ordering::Release);
         let position = source.position();
-        let _ = self.events.send(CheckpointEvent::Started { id, position });
+        let _ = self.events.send(CheckpointEvent::Started {
+            id,
+            position,
+            savepoint,
+        });
         Some(Message::Barrier(Barrier { id }))
     }
 }
@@ -149,16 +153,17 @@ pub fn run_source(
     let mut last_barrier = Instant::now();
     let mut connected = true;
     while !shutdown.is_cancelled() {
-        if let Some(c) = checkpoints.as_mut()
-            && last_barrier.elapsed() >= c.interval
-            && !c.stats.in_flight.load(Ordering::Acquire)
-        {
-            last_barrier = Instant::now();
-            if let Some(barrier) = c.barrier(source.as_ref())
-                && out.send(barrier).is_err()
-            {
-                connected = false;
-                break;
+        if let Some(c) = checkpoints.as_mut() {
+            let savepoint = shutdown.take_savepoint_request();
+            let due = last_barrier.elapsed() >= c.interval && !c.stats.in_flight.load(Ordering::Acquire);
+            if savepoint.is_some() || due {
+                last_barrier = Instant::now();
+                if let Some(barrier) = c.barrier(source.as_ref(), savepoint)
+                    && out.send(barrier).is_err()
+                {
+                    connected = false;
+                    break;
+                }
             }
         }
         if let Some(every) = time.ticks
@@ -199,7 +204,9 @@ pub fn run_source(
     }
     if connected
         && !shutdown.is_aborted()
-        && let Some(barrier) = checkpoints.as_mut().and_then(|c| c.barrier(source.as_ref()))
+        && let Some(barrier) = checkpoints
+            .as_mut()
+            .and_then(|c| c.barrier(source.as_ref(), None))
     {
         let _ = out.send(barrier);
     }
