@@ -4,7 +4,7 @@
 
 use crate::common::{env_or, peak_rss_kib, rocks_dir};
 use mailer::connectors::splitmix64;
-use mailer::state::{BackendKind, StateBackend, keys};
+use mailer::state::{BackendKind, SnapshotSource, StateBackend, keys};
 use std::time::Instant;
 
 pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
@@ -17,7 +17,58 @@ pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
             "state-rocksdb-5m".to_owned(),
             Box::new(|| run("state-rocksdb-5m", rocks_dir("state-rocksdb-5m"))),
         ),
+        (
+            "checkpoint-5m-memory".to_owned(),
+            Box::new(|| checkpoint("checkpoint-5m-memory", BackendKind::Memory)),
+        ),
+        (
+            "checkpoint-5m-rocksdb".to_owned(),
+            Box::new(|| checkpoint("checkpoint-5m-rocksdb", rocks_dir("checkpoint-5m-rocksdb"))),
+        ),
     ]
+}
+
+/// 5M keys written; then a snapshot (a checkpoint's part of one worker), 1 %
+/// of the keys changed and a second snapshot (incremental for RocksDB), and
+/// a restore of the second: durations, and the second's size on disk.
+fn checkpoint(name: &str, kind: BackendKind) {
+    let n: u64 = env_or("MAILER_BENCH_KEYS", 5_000_000);
+    let mut state: Box<dyn StateBackend> = kind.open("bench", 0).unwrap();
+    for first in (0..n).step_by(CHUNK as usize) {
+        for i in first..(first + CHUNK).min(n) {
+            state.put(&key(i), &[7u8; 16]).unwrap();
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("mailer-bench-{name}-snapshots"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = Instant::now();
+    state.snapshot(&dir.join("first")).unwrap();
+    let first_ms = started.elapsed().as_secs_f64() * 1e3;
+    for i in (0..n).step_by(100) {
+        state.put(&key(i), &[8u8; 16]).unwrap();
+    }
+    let started = Instant::now();
+    state.snapshot(&dir.join("second")).unwrap();
+    let second_ms = started.elapsed().as_secs_f64() * 1e3;
+    drop(state);
+    let sources = [SnapshotSource {
+        path: dir.join("second"),
+        backend: kind.name().to_owned(),
+        same_key_groups: true,
+    }];
+    let started = Instant::now();
+    let restored = kind.restore("restored", 0, &sources, &|_| true).unwrap();
+    let restore_ms = started.elapsed().as_secs_f64() * 1e3;
+    assert_eq!(restored.get(&key(100)).unwrap(), Some(vec![8u8; 16]));
+    assert_eq!(restored.get(&key(n - 1)).unwrap().map(|v| v.len()), Some(16));
+    println!(
+        "bench {name} records={n} secs={:.3} rec_per_s={:.0} checkpoint_ms={first_ms:.1} incremental_checkpoint_ms={second_ms:.1} restore_ms={restore_ms:.1} checkpoint_kib={} peak_rss_kib={}",
+        second_ms / 1e3,
+        n as f64 / (second_ms / 1e3),
+        du_kib(&dir.join("second")),
+        peak_rss_kib(),
+    );
 }
 
 /// Keys made at a time, outside the timed part.

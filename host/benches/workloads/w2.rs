@@ -8,7 +8,9 @@ use mailer::batch::Batch;
 use mailer::operator::{Operator, OperatorError};
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
+use mailer::checkpoint::CheckpointSettings;
 use mailer::state::{BackendKind, StateBackend, keys};
+use std::time::Duration;
 
 const KEYS: u64 = 100_000;
 
@@ -19,14 +21,20 @@ pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
             for backend in ["memory", "rocksdb"] {
                 let name = format!("w2-keyed-reduce-{how}-p{p}-{backend}");
                 let n2 = name.clone();
-                v.push((name, Box::new(move || run(&n2, how, p, backend))));
+                v.push((name, Box::new(move || run(&n2, how, p, backend, false))));
             }
         }
+    }
+    // The throughput drop of checkpoints (`checkpoint-*` benchmarks).
+    for backend in ["memory", "rocksdb"] {
+        let name = format!("checkpoint-every-1s-w2-native-p1-{backend}");
+        let n2 = name.clone();
+        v.push((name, Box::new(move || run(&n2, "native", 1, backend, true))));
     }
     v
 }
 
-fn run(name: &str, how: &str, parallelism: usize, backend: &str) {
+fn run(name: &str, how: &str, parallelism: usize, backend: &str, checkpoints: bool) {
     let n = records();
     let engine = PluginEngine::new().unwrap();
     let node = if how == "wasm" {
@@ -46,7 +54,17 @@ fn run(name: &str, how: &str, parallelism: usize, backend: &str) {
         BackendKind::Memory
     };
     let stages = vec![stage("keyed", parallelism, true, vec![node])];
-    let p = plan(name, n, Some(KEYS), 1, stages, false, state);
+    let mut p = plan(name, n, Some(KEYS), 1, stages, false, state);
+    if checkpoints {
+        let dir = std::env::temp_dir().join(format!("mailer-bench-{name}-checkpoints"));
+        let _ = std::fs::remove_dir_all(&dir);
+        p.checkpoint = Some(CheckpointSettings {
+            interval: Duration::from_secs(1),
+            dir,
+            keep: 2,
+            tolerable_failures: 0,
+        });
+    }
     measure(name, n, p, n, "");
 }
 
@@ -60,6 +78,11 @@ struct NativeSum {
 impl Operator for NativeSum {
     fn name(&self) -> &str {
         "sum"
+    }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+        self.state.snapshot(dir).map_err(|e| OperatorError::state("sum", e))?;
+        Ok(true)
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
