@@ -146,6 +146,8 @@ fn run(command: Command) -> Result<()> {
                 sink_records = report.sink_records,
                 dead_lettered = report.dead_lettered,
                 late_records = report.late_records,
+                checkpoints = report.checkpoints_completed,
+                failed_checkpoints = report.checkpoints_failed,
                 drained = report.cancelled,
                 secs = report.elapsed.as_secs_f64(),
                 "pipeline finished"

@@ -250,3 +250,32 @@ fn a_savepoint_of_a_pipeline_that_is_not_running_is_refused() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("is not running"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_checkpoint_that_does_not_fit_the_manifest_is_refused_before_anything_runs() {
+    let w = Workdir::new();
+    let m = manifest(&w, "memory");
+    run_to_end(&m);
+    let text = std::fs::read_to_string(&m).unwrap();
+    for (changed, expected) in [
+        (
+            text.replace("name = \"counts\"", "name = \"totals\""),
+            "holds state of operator `counts`, which the manifest no longer has",
+        ),
+        (
+            text.replace("type = \"reduce\"", "type = \"process\"").replace(
+                &plugin("count").display().to_string(),
+                &plugin("card-declines").display().to_string(),
+            ),
+            "operator `counts` ran a `reduce` plugin and now runs a `process` plugin",
+        ),
+    ] {
+        std::fs::write(&m, changed).unwrap();
+        let out = run(&["run", m.to_str().unwrap()]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.contains(expected), "{err}");
+        assert!(err.contains("--fresh"), "{err}");
+        assert!(!err.contains("pipeline started"), "{err}");
+    }
+}

@@ -5,10 +5,10 @@
 use crate::common::{measure, native, plan, records, records_of, rocks_dir, stage, wasm};
 use bytes::Bytes;
 use mailer::batch::Batch;
+use mailer::checkpoint::CheckpointSettings;
 use mailer::operator::{Operator, OperatorError};
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
-use mailer::checkpoint::CheckpointSettings;
 use mailer::state::{BackendKind, StateBackend, keys};
 use std::time::Duration;
 
@@ -81,7 +81,9 @@ impl Operator for NativeSum {
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
-        self.state.snapshot(dir).map_err(|e| OperatorError::state("sum", e))?;
+        self.state
+            .snapshot(dir)
+            .map_err(|e| OperatorError::state("sum", e))?;
         Ok(true)
     }
 

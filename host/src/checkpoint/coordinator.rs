@@ -230,3 +230,88 @@ fn complete(
     };
     setup.store.complete(tmp, &metadata)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(dir: &std::path::Path, tolerable_failures: u32) -> CoordinatorSetup {
+        CoordinatorSetup {
+            store: CheckpointStore::open(dir, 3).unwrap(),
+            expected_acks: 2,
+            pipeline: "p".into(),
+            manifest_hash: "h".into(),
+            key_groups: 128,
+            operators: Vec::new(),
+            tolerable_failures,
+            stats: Arc::default(),
+            shutdown: Shutdown::new(),
+        }
+    }
+
+    fn started(id: u64) -> CheckpointEvent {
+        CheckpointEvent::Started {
+            id,
+            position: serde_json::json!({ "next": id }),
+            savepoint: None,
+        }
+    }
+
+    fn acked(id: u64) -> CheckpointEvent {
+        CheckpointEvent::Acked {
+            id,
+            snapshots: Vec::new(),
+        }
+    }
+
+    fn failed(id: u64) -> CheckpointEvent {
+        CheckpointEvent::Failed {
+            id,
+            reason: "disk full".into(),
+        }
+    }
+
+    #[test]
+    fn failed_checkpoints_are_counted_and_tolerated_up_to_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = setup(dir.path(), 1);
+        let stats = s.stats.clone();
+        let store = s.store.clone();
+        let (tx, rx) = flume::unbounded();
+        for id in 1..=2 {
+            store.begin(id).unwrap();
+        }
+        for e in [started(1), failed(1), acked(1), started(2), acked(2), acked(2)] {
+            tx.send(e).unwrap();
+        }
+        drop(tx);
+        run_coordinator(s, rx).unwrap();
+        assert_eq!(stats.failed.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.completed.load(Ordering::Relaxed), 1);
+        let (_, latest) = store.latest().unwrap().unwrap();
+        assert_eq!(
+            (latest.id, latest.source.clone()),
+            (2, serde_json::json!({ "next": 2 }))
+        );
+        assert!(
+            !super::super::pending_dir(dir.path(), 1).exists(),
+            "a failed checkpoint's folder is removed"
+        );
+    }
+
+    #[test]
+    fn more_failures_in_a_row_than_tolerated_stop_the_pipeline() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = setup(dir.path(), 1);
+        let (tx, rx) = flume::unbounded();
+        for id in 1..=2 {
+            s.store.begin(id).unwrap();
+            for e in [started(id), failed(id), acked(id)] {
+                tx.send(e).unwrap();
+            }
+        }
+        drop(tx);
+        let err = run_coordinator(s, rx).unwrap_err();
+        assert!(err.to_string().contains("2 checkpoints in a row failed"), "{err}");
+    }
+}

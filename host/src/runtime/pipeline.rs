@@ -35,6 +35,10 @@ pub struct RunReport {
     pub dead_lettered: u64,
     /// Records too late for their windows (dropped or sent to the late output).
     pub late_records: u64,
+    /// Checkpoints completed.
+    pub checkpoints_completed: u64,
+    /// Checkpoints that failed.
+    pub checkpoints_failed: u64,
     /// Whether the run was cancelled (drained) rather than run to its end.
     pub cancelled: bool,
     /// Wall time of the run.
@@ -85,6 +89,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         Some(settings) => Some(start_checkpoints(&plan, settings, shutdown, &mut handles)?),
         None => None,
     };
+    let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
     let (dead_letter_tx, dead_letter) =
         side_output(plan.dead_letter, "the dead-letter sink", plan.edge_capacity)?;
     let (late_tx, late_output) = side_output(plan.late_output, "the late-record sink", plan.edge_capacity)?;
@@ -227,6 +232,8 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         sink_records: sink_stats.records_out.load(Ordering::Relaxed),
         dead_lettered: dead_letter_stats.records_out.load(Ordering::Relaxed),
         late_records,
+        checkpoints_completed: checkpoint_stats.completed.load(Ordering::Relaxed),
+        checkpoints_failed: checkpoint_stats.failed.load(Ordering::Relaxed),
         cancelled,
         elapsed: started.elapsed(),
     })
