@@ -25,14 +25,29 @@ build:
 demo: plugins build
     "$CARGO_TARGET_DIR/release/mailer" run pipelines/quickstart.toml
 
-# The full test suite: unit, plugin and integration tests.
+# The full test suite: unit, plugin and integration tests. Starts a Kafka
+# broker on loopback for them (unless KAFKA_BOOTSTRAP names one) and stops it.
 test: plugins
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
+        data=$(scripts/kafka-broker start)
+        trap 'scripts/kafka-broker stop "${data:-}"' EXIT
+        export KAFKA_BOOTSTRAP=127.0.0.1:19092
+    fi
     cargo test --workspace --all-targets
     cargo test --workspace --doc
 
 # The crash tests with 100 SIGKILLs per state backend (200 in all).
 soak: plugins
-    MAILER_SOAK_KILLS=100 cargo test -p mailer --test all checkpoints::killed
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
+        data=$(scripts/kafka-broker start)
+        trap 'scripts/kafka-broker stop "${data:-}"' EXIT
+        export KAFKA_BOOTSTRAP=127.0.0.1:19092
+    fi
+    MAILER_SOAK_KILLS=100 cargo test -p mailer --test all killed
 
 # Benchmarks (release builds); `just bench w1` runs those whose name starts with w1.
 bench prefix="": plugins

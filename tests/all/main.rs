@@ -6,6 +6,7 @@ mod backpressure;
 mod checkpoints;
 mod failure_policies;
 mod golden;
+mod kafka;
 mod manifests;
 mod process;
 mod quickstart;

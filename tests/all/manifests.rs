@@ -74,7 +74,7 @@ fn each_malformed_manifest_gets_its_own_located_error() {
         ),
         (
             with("type = \"generator\"", "type = \"kafkaa\""),
-            "unknown variant `kafkaa`, expected `generator` or `file`",
+            "unknown variant `kafkaa`, expected one of `generator`, `file`, `kafka`",
         ),
         (
             with(up_plugin, "plugn = \"x.wasm\""),

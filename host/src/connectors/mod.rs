@@ -5,6 +5,7 @@ mod file_sink;
 mod file_source;
 mod format;
 mod generator;
+pub mod kafka;
 mod stdout;
 
 pub use blackhole::BlackholeSink;
@@ -94,6 +95,16 @@ pub enum ConnectorError {
         /// The 1-based line number.
         line: u64,
         /// What is wrong.
+        message: String,
+    },
+    /// Kafka failed or refused.
+    #[error("Kafka (brokers `{brokers}`, topic `{topic}`): {message}")]
+    Kafka {
+        /// The bootstrap servers.
+        brokers: String,
+        /// The topic (or topics).
+        topic: String,
+        /// What went wrong.
         message: String,
     },
     /// The connector cannot do what was asked (e.g. resume from a position).

@@ -124,6 +124,8 @@ pub enum SourceSpec {
     Generator(GeneratorSpec),
     /// A bounded file of lines or JSON lines.
     File(FileSourceSpec),
+    /// Kafka topics.
+    Kafka(Box<crate::connectors::kafka::KafkaSourceSpec>),
 }
 
 /// The `generator` source: record `g` has value `g`, key
@@ -171,6 +173,8 @@ pub enum SinkSpec {
     File(FileSinkSpec),
     /// Discards everything (benchmarks).
     Blackhole(BlackholeSpec),
+    /// A Kafka topic (at least once).
+    Kafka(Box<crate::connectors::kafka::KafkaSinkSpec>),
 }
 
 /// The `stdout` sink.

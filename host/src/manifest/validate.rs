@@ -4,6 +4,7 @@
 use super::spec::*;
 use super::vars::ConfigString;
 use super::{Manifest, ManifestError};
+use crate::connectors::kafka;
 use std::ops::Range;
 
 type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -76,22 +77,59 @@ fn check_pipeline(m: &Manifest) -> Result<(), ManifestError> {
 fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
     let mut fields: Vec<(Range<usize>, &'static str, &mut ConfigString)> = Vec::new();
     let span = m.spec.source.span();
-    if let SourceSpec::File(f) = m.spec.source.get_mut() {
-        fields.push((span, "path", &mut f.path));
+    match m.spec.source.get_mut() {
+        SourceSpec::File(f) => fields.push((span, "path", &mut f.path)),
+        SourceSpec::Kafka(k) => {
+            let strings =
+                kafka::config_strings(&mut k.bootstrap_servers, k.security.as_mut(), &mut k.options);
+            fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
+        }
+        SourceSpec::Generator(_) => {}
     }
     for op in &mut m.spec.operators {
         let span = op.span();
-        if let Some(p) = op.get_mut().plugin_mut() {
-            fields.push((span, "plugin", &mut p.plugin));
+        match op.get_mut() {
+            OperatorSpec::Window(w) => {
+                if let Some(p) = w.plugin.as_mut() {
+                    fields.push((span, "plugin", p));
+                }
+            }
+            other => {
+                if let Some(p) = other.plugin_mut() {
+                    fields.push((span, "plugin", &mut p.plugin));
+                }
+            }
         }
     }
-    for sink in [Some(&mut m.spec.sink), m.spec.dead_letter.as_mut()]
-        .into_iter()
-        .flatten()
+    for sink in [
+        Some(&mut m.spec.sink),
+        m.spec.dead_letter.as_mut(),
+        m.spec.late_output.as_mut(),
+    ]
+    .into_iter()
+    .flatten()
     {
         let span = sink.span();
-        if let SinkSpec::File(f) = sink.get_mut() {
-            fields.push((span, "path", &mut f.path));
+        match sink.get_mut() {
+            SinkSpec::File(f) => fields.push((span, "path", &mut f.path)),
+            SinkSpec::Kafka(k) => {
+                let strings =
+                    kafka::config_strings(&mut k.bootstrap_servers, k.security.as_mut(), &mut k.options);
+                fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
+            }
+            SinkSpec::Stdout(_) | SinkSpec::Blackhole(_) => {}
+        }
+    }
+    if let Some(s) = m.spec.state.as_mut() {
+        let span = s.span();
+        if let Some(p) = s.get_mut().path.as_mut() {
+            fields.push((span, "path", p));
+        }
+    }
+    if let Some(c) = m.spec.checkpoint.as_mut() {
+        let span = c.span();
+        if let Some(p) = c.get_mut().path.as_mut() {
+            fields.push((span, "path", p));
         }
     }
     let mut failure = None;
@@ -142,6 +180,25 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
                     &span,
                     key,
                     format!("`{key}` needs `format = \"json_lines\"`: plain lines have no fields"),
+                ));
+            }
+        }
+        SourceSpec::Kafka(k) => {
+            if k.topics.is_empty() {
+                return Err(m.error_at(&span, "topics", "`topics` is empty: name at least one topic"));
+            }
+            if k.format != kafka::KafkaFormat::Json
+                && let Some(key) = [
+                    ("key_field", &k.key_field),
+                    ("timestamp_field", &k.timestamp_field),
+                ]
+                .into_iter()
+                .find_map(|(key, v)| v.as_ref().map(|_| key))
+            {
+                return Err(m.error_at(
+                    &span,
+                    key,
+                    format!("`{key}` needs `format = \"json\"`: other values have no fields"),
                 ));
             }
         }

@@ -7,6 +7,7 @@ use super::{
 };
 use crate::builtins::{FieldFilter, KeyFromField, Reshape, ReshapeKind, RunningAggregate};
 use crate::checkpoint::CheckpointSettings;
+use crate::connectors::kafka::{KafkaSink, KafkaSource};
 use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
 use crate::json::from_toml;
 use crate::manifest::{
@@ -218,6 +219,14 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
                 open: Box::new(move || Ok(Box::new(GeneratorSource::new(count, keys, seed, div, rate)) as _)),
             }
         }
+        SourceSpec::Kafka(k) => {
+            let description = format!("kafka topics {} (group `{}`)", k.topics.join(", "), k.group_id);
+            let spec = k.clone();
+            Endpoint {
+                description,
+                open: Box::new(move || Ok(Box::new(KafkaSource::open(&spec)?) as _)),
+            }
+        }
         SourceSpec::File(f) => {
             let path = m.path(&f.path);
             let (format, key, ts) = (f.format, f.key_field.clone(), f.timestamp_field.clone());
@@ -243,6 +252,13 @@ fn sink(m: &Manifest, spec: &SinkSpec) -> Endpoint<OpenSink> {
             Endpoint {
                 description: format!("file `{}` ({})", f.path, serde_plain(&format)),
                 open: Box::new(move || Ok(Box::new(FileSink::create(&path, format, append)?) as _)),
+            }
+        }
+        SinkSpec::Kafka(k) => {
+            let spec = k.clone();
+            Endpoint {
+                description: format!("kafka topic `{}`", k.topic),
+                open: Box::new(move || Ok(Box::new(KafkaSink::open(&spec)?) as _)),
             }
         }
         SinkSpec::Blackhole(_) => Endpoint {

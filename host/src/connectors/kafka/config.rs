@@ -1,0 +1,190 @@
+//! The manifest settings of the Kafka source and sink.
+
+use crate::manifest::ConfigString;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The `kafka` source.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSourceSpec {
+    /// `host:port` of one or more brokers, comma-separated.
+    pub bootstrap_servers: ConfigString,
+    /// The topics to read; every partition of each is read.
+    pub topics: Vec<String>,
+    /// The consumer group offsets are committed to (informational: resuming
+    /// uses the checkpoint's offsets).
+    pub group_id: String,
+    /// Where to start without a checkpoint: `earliest` (default), `latest`,
+    /// `committed` (the group's offsets; earliest where there are none), or
+    /// `{ timestamp = <ms> }`.
+    #[serde(default)]
+    pub start: StartFrom,
+    /// How values are read: `bytes` (default), `string` (must be UTF-8) or
+    /// `json` (must be a JSON document; enables `key_field` and
+    /// `timestamp_field`).
+    #[serde(default)]
+    pub format: KafkaFormat,
+    /// `json`: the field (dotted path) that becomes the key, instead of the
+    /// Kafka key.
+    pub key_field: Option<String>,
+    /// `json`: the field (dotted path, ms) that becomes the event time,
+    /// instead of the Kafka timestamp.
+    pub timestamp_field: Option<String>,
+    /// Stop once every partition reached the end it had when the pipeline
+    /// started (a bounded read); by default the source runs until stopped.
+    #[serde(default)]
+    pub bounded: bool,
+    /// TLS and SASL.
+    pub security: Option<KafkaSecurity>,
+    /// More librdkafka settings, `{ "fetch.min.bytes" = "1" }`.
+    #[serde(default)]
+    pub options: BTreeMap<String, ConfigString>,
+}
+
+/// Where a Kafka source starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartFrom {
+    /// The oldest record of each partition.
+    #[default]
+    Earliest,
+    /// Only records that arrive after the start.
+    Latest,
+    /// The consumer group's committed offsets.
+    Committed,
+    /// The first record at or after this time (ms).
+    Timestamp(i64),
+}
+
+/// How a Kafka source reads values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KafkaFormat {
+    /// As they are.
+    #[default]
+    Bytes,
+    /// UTF-8 text.
+    String,
+    /// A JSON document.
+    Json,
+}
+
+/// The `kafka` sink.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSinkSpec {
+    /// `host:port` of one or more brokers, comma-separated.
+    pub bootstrap_servers: ConfigString,
+    /// The topic written to.
+    pub topic: String,
+    /// How long the producer waits to fill a batch (`linger.ms`).
+    #[serde(default = "default_linger", with = "humantime_serde")]
+    pub linger: std::time::Duration,
+    /// The partition of every record; by default Kafka's partitioner picks
+    /// one from the key.
+    pub partition: Option<i32>,
+    /// TLS and SASL.
+    pub security: Option<KafkaSecurity>,
+    /// More librdkafka settings, `{ "compression.type" = "lz4" }`.
+    #[serde(default)]
+    pub options: BTreeMap<String, ConfigString>,
+}
+
+const fn default_linger() -> std::time::Duration {
+    std::time::Duration::from_millis(5)
+}
+
+/// TLS and SASL settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSecurity {
+    /// `plaintext` (default), `ssl`, `sasl_plaintext` or `sasl_ssl`.
+    #[serde(default)]
+    pub protocol: SecurityProtocol,
+    /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
+    pub sasl_mechanism: Option<String>,
+    /// The SASL user.
+    pub username: Option<ConfigString>,
+    /// The SASL password (use `${VAR}`; never shown).
+    pub password: Option<ConfigString>,
+    /// A CA certificate file for TLS.
+    pub ca_location: Option<ConfigString>,
+}
+
+/// `security.protocol`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecurityProtocol {
+    /// No TLS, no SASL.
+    #[default]
+    Plaintext,
+    /// TLS.
+    Ssl,
+    /// SASL without TLS.
+    SaslPlaintext,
+    /// SASL over TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    fn librdkafka(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "plaintext",
+            SecurityProtocol::Ssl => "ssl",
+            SecurityProtocol::SaslPlaintext => "sasl_plaintext",
+            SecurityProtocol::SaslSsl => "sasl_ssl",
+        }
+    }
+}
+
+/// The librdkafka settings of a connection: servers, security, options.
+pub fn client_config(
+    bootstrap: &ConfigString,
+    security: Option<&KafkaSecurity>,
+    options: &BTreeMap<String, ConfigString>,
+) -> rdkafka::ClientConfig {
+    let mut c = rdkafka::ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap.value());
+    if let Some(s) = security {
+        c.set("security.protocol", s.protocol.librdkafka());
+        if let Some(m) = &s.sasl_mechanism {
+            c.set("sasl.mechanism", m);
+        }
+        if let Some(u) = &s.username {
+            c.set("sasl.username", u.value());
+        }
+        if let Some(p) = &s.password {
+            c.set("sasl.password", p.value());
+        }
+        if let Some(ca) = &s.ca_location {
+            c.set("ssl.ca.location", ca.value());
+        }
+    }
+    for (k, v) in options {
+        c.set(k, v.value());
+    }
+    c
+}
+
+/// Every `${VAR}` field of a connection, for resolving.
+pub fn config_strings<'a>(
+    bootstrap: &'a mut ConfigString,
+    security: Option<&'a mut KafkaSecurity>,
+    options: &'a mut BTreeMap<String, ConfigString>,
+) -> Vec<(&'static str, &'a mut ConfigString)> {
+    let mut fields = vec![("bootstrap_servers", bootstrap)];
+    if let Some(s) = security {
+        for (key, field) in [
+            ("username", s.username.as_mut()),
+            ("password", s.password.as_mut()),
+            ("ca_location", s.ca_location.as_mut()),
+        ] {
+            if let Some(f) = field {
+                fields.push((key, f));
+            }
+        }
+    }
+    fields.extend(options.values_mut().map(|v| ("options", v)));
+    fields
+}

@@ -1,0 +1,143 @@
+//! The Kafka sink (at least once): records are produced as they come and
+//! flushed at every checkpoint barrier, so a checkpoint completes only once
+//! everything before it is acknowledged by the brokers.
+
+use super::config::{KafkaSinkSpec, client_config};
+use super::{kafka_error, partitions_of};
+use crate::batch::Batch;
+use crate::connectors::{ConnectorError, Sink};
+use rdkafka::ClientContext;
+use rdkafka::Message as _;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long a flush may wait for the brokers.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Keeps the first delivery failure until the next flush reports it.
+#[derive(Default)]
+struct Deliveries {
+    failure: Mutex<Option<String>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, msg)) = result {
+            let mut failure = self.failure.lock().expect("delivery lock");
+            failure.get_or_insert_with(|| format!("partition {}: {e}", msg.partition()));
+        }
+    }
+}
+
+/// Writes records to one topic.
+pub struct KafkaSink {
+    producer: BaseProducer<Deliveries>,
+    brokers: String,
+    topic: String,
+    partition: Option<i32>,
+}
+
+impl KafkaSink {
+    /// Connects and checks that the topic exists.
+    pub fn open(spec: &KafkaSinkSpec) -> Result<Self, ConnectorError> {
+        let brokers = spec.bootstrap_servers.value().to_owned();
+        let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
+        config
+            .set("linger.ms", spec.linger.as_millis().to_string())
+            .set("enable.idempotence", "true");
+        let producer: BaseProducer<Deliveries> = config
+            .create_with_context(Deliveries::default())
+            .map_err(|e| kafka_error(&brokers, &spec.topic, e))?;
+        let partitions = partitions_of(producer.client(), &brokers, &spec.topic)?;
+        if let Some(p) = spec.partition
+            && !partitions.contains(&p)
+        {
+            return Err(ConnectorError::Kafka {
+                brokers,
+                topic: spec.topic.clone(),
+                message: format!("it has no partition {p} (it has {})", partitions.len()),
+            });
+        }
+        Ok(Self {
+            producer,
+            brokers,
+            topic: spec.topic.clone(),
+            partition: spec.partition,
+        })
+    }
+
+    fn failed(&self, message: String) -> ConnectorError {
+        ConnectorError::Kafka {
+            brokers: self.brokers.clone(),
+            topic: self.topic.clone(),
+            message,
+        }
+    }
+}
+
+impl Sink for KafkaSink {
+    fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
+        batch.try_for_each(|rec| {
+            let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
+            for (name, value) in &rec.headers {
+                headers = headers.insert(Header {
+                    key: name,
+                    value: Some(&value[..]),
+                });
+            }
+            let mut record = BaseRecord::to(&self.topic)
+                .payload(&rec.value[..])
+                .timestamp(rec.timestamp)
+                .headers(headers);
+            if let Some(k) = &rec.key {
+                record = record.key(&k[..]);
+            }
+            if let Some(p) = self.partition {
+                record = record.partition(p);
+            }
+            loop {
+                match self.producer.send(record) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        record = back;
+                        self.producer.poll(Duration::from_millis(50));
+                    }
+                    Err((e, _)) => return Err(self.failed(e.to_string())),
+                }
+            }
+            Ok(())
+        })?;
+        self.producer.poll(Duration::ZERO);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        self.producer
+            .flush(FLUSH_TIMEOUT)
+            .map_err(|e| self.failed(format!("flushing: {e}")))?;
+        let failure = self
+            .producer
+            .context()
+            .failure
+            .lock()
+            .expect("delivery lock")
+            .take();
+        match failure {
+            Some(f) => Err(self.failed(f)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for KafkaSink {
+    fn drop(&mut self) {
+        let _ = self.producer.flush(Duration::from_secs(5));
+    }
+}

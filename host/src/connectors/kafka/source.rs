@@ -1,0 +1,264 @@
+//! The Kafka source: every partition of its topics, assigned directly (no
+//! group rebalancing), so the offsets in a checkpoint are the whole truth
+//! about where it is; they are committed to the group as well, for tools.
+
+use super::config::{KafkaFormat, KafkaSourceSpec, StartFrom, client_config};
+use super::{kafka_error, partitions_of};
+use crate::batch::Batch;
+use crate::connectors::{ConnectorError, Poll, Source};
+use crate::json::field;
+use crate::record::Record;
+use bytes::Bytes;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long metadata and offset requests may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Partition = (String, i32);
+
+/// Reads every partition of its topics.
+pub struct KafkaSource {
+    consumer: BaseConsumer,
+    brokers: String,
+    format: KafkaFormat,
+    key_field: Option<String>,
+    timestamp_field: Option<String>,
+    /// The next offset of each partition.
+    next: BTreeMap<Partition, i64>,
+    /// Bounded reads: where each partition ended when the source opened.
+    ends: Option<BTreeMap<Partition, i64>>,
+}
+
+impl KafkaSource {
+    /// Connects, checks the topics, and assigns every partition at `spec`'s
+    /// start.
+    pub fn open(spec: &KafkaSourceSpec) -> Result<Self, ConnectorError> {
+        let brokers = spec.bootstrap_servers.value().to_owned();
+        let topics = spec.topics.join(", ");
+        let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
+        config
+            .set("group.id", &spec.group_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("isolation.level", "read_committed")
+            .set(
+                "auto.offset.reset",
+                if spec.start == StartFrom::Latest {
+                    "latest"
+                } else {
+                    "earliest"
+                },
+            );
+        let consumer: BaseConsumer = config.create().map_err(|e| kafka_error(&brokers, &topics, e))?;
+        let mut assignment = TopicPartitionList::new();
+        let mut ends = BTreeMap::new();
+        for topic in &spec.topics {
+            for p in partitions_of(consumer.client(), &brokers, topic)? {
+                let offset = match spec.start {
+                    StartFrom::Earliest | StartFrom::Committed => Offset::Beginning,
+                    StartFrom::Latest => Offset::End,
+                    StartFrom::Timestamp(t) => Offset::Offset(t),
+                };
+                assignment
+                    .add_partition_offset(topic, p, offset)
+                    .map_err(|e| kafka_error(&brokers, topic, e))?;
+                if spec.bounded {
+                    let (_, high) = consumer
+                        .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+                        .map_err(|e| kafka_error(&brokers, topic, e))?;
+                    ends.insert((topic.clone(), p), high);
+                }
+            }
+        }
+        let assignment = match spec.start {
+            StartFrom::Committed => committed_or_earliest(&consumer, &assignment, &brokers, &topics)?,
+            StartFrom::Timestamp(_) => consumer
+                .offsets_for_times(assignment, REQUEST_TIMEOUT)
+                .map_err(|e| kafka_error(&brokers, &topics, e))?,
+            _ => assignment,
+        };
+        consumer
+            .assign(&assignment)
+            .map_err(|e| kafka_error(&brokers, &topics, e))?;
+        Ok(Self {
+            consumer,
+            brokers,
+            format: spec.format,
+            key_field: spec.key_field.clone(),
+            timestamp_field: spec.timestamp_field.clone(),
+            next: BTreeMap::new(),
+            ends: spec.bounded.then_some(ends),
+        })
+    }
+
+    fn record(&self, msg: &rdkafka::message::BorrowedMessage<'_>) -> Result<Record, ConnectorError> {
+        let bad = |message: String| ConnectorError::Kafka {
+            brokers: self.brokers.clone(),
+            topic: msg.topic().to_owned(),
+            message: format!("partition {} offset {}: {message}", msg.partition(), msg.offset()),
+        };
+        let payload = Bytes::copy_from_slice(msg.payload().unwrap_or_default());
+        let mut key = msg.key().map(Bytes::copy_from_slice);
+        let mut timestamp = msg.timestamp().to_millis().unwrap_or_else(crate::runtime::now_ms);
+        match self.format {
+            KafkaFormat::Bytes => {}
+            KafkaFormat::String => {
+                std::str::from_utf8(&payload).map_err(|e| bad(format!("the value is not UTF-8: {e}")))?;
+            }
+            KafkaFormat::Json => {
+                let doc: serde_json::Value = serde_json::from_slice(&payload)
+                    .map_err(|e| bad(format!("the value is not JSON: {e}")))?;
+                if let Some(f) = &self.key_field {
+                    key = Some(match field(&doc, f) {
+                        Some(serde_json::Value::String(s)) => Bytes::copy_from_slice(s.as_bytes()),
+                        Some(v) => Bytes::from(v.to_string()),
+                        None => return Err(bad(format!("no field `{f}` for the key"))),
+                    });
+                }
+                if let Some(f) = &self.timestamp_field {
+                    timestamp = field(&doc, f)
+                        .and_then(serde_json::Value::as_i64)
+                        .ok_or_else(|| bad(format!("field `{f}` is missing or not an integer (ms)")))?;
+                }
+            }
+        }
+        let mut rec = Record::new(key, payload, timestamp);
+        if let Some(headers) = msg.headers() {
+            for h in headers.iter() {
+                rec.headers.push((
+                    h.key.to_owned(),
+                    Bytes::copy_from_slice(h.value.unwrap_or_default()),
+                ));
+            }
+        }
+        Ok(rec)
+    }
+
+    /// Bounded reads: whether every partition reached its end. The
+    /// consumer's position counts skipped transaction markers, so a
+    /// partition that ends with one is done too.
+    fn finished(&self) -> bool {
+        let Some(ends) = &self.ends else { return false };
+        let positions = self.consumer.position().ok();
+        ends.iter().all(|((topic, p), end)| {
+            let consumed = self.next.get(&(topic.clone(), *p)).copied().unwrap_or(0);
+            let position = positions
+                .as_ref()
+                .and_then(|l| l.find_partition(topic, *p))
+                .and_then(|e| e.offset().to_raw())
+                .unwrap_or(0);
+            consumed.max(position) >= *end
+        })
+    }
+}
+
+/// The group's committed offsets, the beginning where it has none.
+fn committed_or_earliest(
+    consumer: &BaseConsumer,
+    assignment: &TopicPartitionList,
+    brokers: &str,
+    topics: &str,
+) -> Result<TopicPartitionList, ConnectorError> {
+    let committed = consumer
+        .committed_offsets(assignment.clone(), REQUEST_TIMEOUT)
+        .map_err(|e| kafka_error(brokers, topics, e))?;
+    let mut out = TopicPartitionList::new();
+    for e in committed.elements() {
+        let offset = match e.offset() {
+            Offset::Offset(o) => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        out.add_partition_offset(e.topic(), e.partition(), offset)
+            .map_err(|err| kafka_error(brokers, e.topic(), err))?;
+    }
+    Ok(out)
+}
+
+impl Source for KafkaSource {
+    fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
+        let mut batch = Vec::with_capacity(max.min(4096));
+        while batch.len() < max {
+            let wait = if batch.is_empty() {
+                Duration::from_millis(50)
+            } else {
+                Duration::ZERO
+            };
+            match self.consumer.poll(wait) {
+                None => break,
+                Some(Ok(msg)) => {
+                    let rec = self.record(&msg)?;
+                    self.next
+                        .insert((msg.topic().to_owned(), msg.partition()), msg.offset() + 1);
+                    batch.push(rec);
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => return Err(kafka_error(&self.brokers, "(consuming)", e)),
+            }
+        }
+        Ok(if !batch.is_empty() {
+            Poll::Records(Batch::Records(batch))
+        } else if self.finished() {
+            Poll::End
+        } else {
+            Poll::Idle
+        })
+    }
+
+    fn position(&self) -> serde_json::Value {
+        // Informational: the group's committed offsets follow the checkpoints.
+        let mut list = TopicPartitionList::new();
+        for ((topic, p), next) in &self.next {
+            let _ = list.add_partition_offset(topic, *p, Offset::Offset(*next));
+        }
+        if list.count() > 0
+            && let Err(e) = self.consumer.commit(&list, CommitMode::Async)
+        {
+            tracing::debug!(error = %e, "committing offsets to the group failed (they are informational)");
+        }
+        let mut topics: BTreeMap<&str, BTreeMap<String, i64>> = BTreeMap::new();
+        for ((topic, p), next) in &self.next {
+            topics.entry(topic).or_default().insert(p.to_string(), *next);
+        }
+        serde_json::json!({ "offsets": topics })
+    }
+
+    fn seek(&mut self, position: &serde_json::Value) -> Result<(), ConnectorError> {
+        let Some(offsets) = position["offsets"].as_object() else {
+            return Err(ConnectorError::Unsupported(format!(
+                "not a Kafka position: {position}"
+            )));
+        };
+        let mut assignment = self
+            .consumer
+            .assignment()
+            .map_err(|e| kafka_error(&self.brokers, "(assignment)", e))?;
+        for (topic, partitions) in offsets {
+            for (p, next) in partitions.as_object().into_iter().flatten() {
+                let (Ok(p), Some(next)) = (p.parse::<i32>(), next.as_i64()) else {
+                    return Err(ConnectorError::Unsupported(format!(
+                        "not a Kafka position: {position}"
+                    )));
+                };
+                match assignment.find_partition(topic, p) {
+                    Some(_) => assignment
+                        .set_partition_offset(topic, p, Offset::Offset(next))
+                        .map_err(|e| kafka_error(&self.brokers, topic, e))?,
+                    None => {
+                        return Err(ConnectorError::Unsupported(format!(
+                            "the checkpoint reads topic `{topic}` partition {p}, which the source no longer has"
+                        )));
+                    }
+                }
+                self.next.insert((topic.clone(), p), next);
+            }
+        }
+        self.consumer
+            .assign(&assignment)
+            .map_err(|e| kafka_error(&self.brokers, "(assignment)", e))
+    }
+}

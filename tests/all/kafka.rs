@@ -1,0 +1,230 @@
+//! Kafka against a real broker (`just test` starts one and sets
+//! `KAFKA_BOOTSTRAP`): topics read and written by whole pipelines, offsets
+//! resumed from checkpoints, and clear errors for what can go wrong.
+
+use crate::support::*;
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The broker the tests use.
+pub fn bootstrap() -> String {
+    std::env::var("KAFKA_BOOTSTRAP").expect(
+        "KAFKA_BOOTSTRAP is not set: run the tests with `just test`, which starts a Kafka broker on loopback",
+    )
+}
+
+/// A topic name no other test uses.
+pub fn unique_topic(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{prefix}-{}-{n}-{}",
+        std::process::id(),
+        mailer::runtime::now_ms()
+    )
+}
+
+/// Creates `topic` with `partitions` partitions.
+pub fn create_topic(topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let results = runtime
+        .block_on(admin.create_topics([&new], &AdminOptions::new()))
+        .unwrap();
+    for r in results {
+        r.unwrap();
+    }
+}
+
+/// Produces `(key, value)` records to `topic`.
+pub fn produce(topic: &str, records: &[(String, String)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    for (k, v) in records {
+        let mut rec = BaseRecord::to(topic).key(k).payload(v);
+        while let Err((e, back)) = producer.send(rec) {
+            assert!(e.to_string().contains("Queue full"), "{e}");
+            producer.poll(Duration::from_millis(20));
+            rec = back;
+        }
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// Every `(key, value)` of `topic`, read to its end with `read_committed`.
+pub fn consume_all(topic: &str, partitions: i32) -> Vec<(String, String)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", unique_topic("reader"))
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&list).unwrap();
+    let mut out = Vec::new();
+    let mut at_end = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while at_end.len() < partitions as usize && std::time::Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => out.push((
+                String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
+                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+            )),
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => panic!("{e}"),
+            None => {}
+        }
+    }
+    out
+}
+
+fn pipeline(w: &Workdir, input: &str, output: &str, checkpoint: bool) -> std::path::PathBuf {
+    let checkpoint = if checkpoint {
+        "[checkpoint]\ninterval = \"200ms\"\npath = \"checkpoints\"\n"
+    } else {
+        ""
+    };
+    w.manifest(&format!(
+        r#"
+[pipeline]
+name = "kafka-counts"
+batch_size = 100
+
+[source]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{input}"]
+group_id = "{input}-group"
+format = "string"
+bounded = true
+
+[[operators]]
+type = "key_by"
+parallelism = 2
+
+[[operators]]
+name = "counts"
+type = "reduce"
+plugin = "{{plugin:count}}"
+
+[sink]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topic = "{output}"
+
+{checkpoint}"#
+    ))
+}
+
+fn records(keys: usize, per_key: usize) -> Vec<(String, String)> {
+    (0..per_key)
+        .flat_map(|i| (0..keys).map(move |k| (format!("k{k}"), format!("v{i}"))))
+        .collect()
+}
+
+/// The largest count seen per key in the output topic.
+fn counts(output: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for (k, v) in consume_all(output, 1) {
+        let c: &mut u64 = counts.entry(k).or_default();
+        *c = (*c).max(v.parse().unwrap());
+    }
+    counts
+}
+
+#[test]
+fn a_pipeline_reads_every_partition_and_writes_its_results_to_kafka() {
+    let (input, output) = (unique_topic("in"), unique_topic("out"));
+    create_topic(&input, 3);
+    create_topic(&output, 1);
+    produce(&input, &records(10, 300));
+    let w = Workdir::new();
+    let out = run(&["run", pipeline(&w, &input, &output, false).to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expected: BTreeMap<String, u64> = (0..10).map(|k| (format!("k{k}"), 300)).collect();
+    assert_eq!(counts(&output), expected);
+    assert_eq!(consume_all(&output, 1).len(), 3000, "one output per input record");
+}
+
+#[test]
+fn a_restarted_pipeline_resumes_at_its_checkpointed_offsets_not_the_groups() {
+    let (input, output) = (unique_topic("in"), unique_topic("out"));
+    create_topic(&input, 3);
+    create_topic(&output, 1);
+    produce(&input, &records(5, 100));
+    let w = Workdir::new();
+    let m = pipeline(&w, &input, &output, true);
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The group's committed offsets go back to the start: a restart that
+    // followed them would count everything twice.
+    let group: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", format!("{input}-group"))
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    for p in 0..3 {
+        list.add_partition_offset(&input, p, Offset::Offset(0)).unwrap();
+    }
+    group.commit(&list, CommitMode::Sync).unwrap();
+    produce(&input, &records(5, 20));
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("resuming from a checkpoint"),
+        "{}",
+        stderr(&out)
+    );
+    let expected: BTreeMap<String, u64> = (0..5).map(|k| (format!("k{k}"), 120)).collect();
+    assert_eq!(counts(&output), expected);
+}
+
+#[test]
+fn an_unreachable_broker_and_a_missing_topic_are_clear_errors() {
+    let w = Workdir::new();
+    let output = unique_topic("out");
+    create_topic(&output, 1);
+    let missing = unique_topic("missing");
+    let text = std::fs::read_to_string(pipeline(&w, &missing, &output, false)).unwrap();
+    let m = w.write("missing.toml", &text);
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("topic `{missing}`")), "{err}");
+    assert!(err.contains("the topic does not exist"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let m = w.write(
+        "unreachable.toml",
+        &text.replace("${KAFKA_BOOTSTRAP}", "127.0.0.1:1"),
+    );
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("brokers `127.0.0.1:1`"), "{err}");
+    assert!(err.contains("cannot reach the brokers"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
