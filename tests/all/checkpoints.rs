@@ -92,7 +92,7 @@ fn run_to_end(manifest: &std::path::Path) -> String {
 /// Runs `m` until it completed a checkpoint of its own, then kills it with
 /// SIGKILL after up to `max_wait_ms` more; whether it resumed from a
 /// checkpoint when it started.
-fn run_and_kill(w: &Workdir, m: &std::path::Path, seed: u64, max_wait_ms: u64) -> bool {
+pub(crate) fn run_and_kill(w: &Workdir, m: &std::path::Path, seed: u64, max_wait_ms: u64) -> bool {
     let latest = || std::fs::read_to_string(w.path("checkpoints/LATEST")).ok();
     let before = latest();
     let mut child = spawn_run(m);
@@ -109,7 +109,7 @@ fn run_and_kill(w: &Workdir, m: &std::path::Path, seed: u64, max_wait_ms: u64) -
 
 /// How many times each crash test kills the pipeline per backend
 /// (`MAILER_SOAK_KILLS`; `just soak` makes it 100, 200 in all).
-fn kills() -> u64 {
+pub(crate) fn kills() -> u64 {
     std::env::var("MAILER_SOAK_KILLS")
         .ok()
         .and_then(|k| k.parse().ok())

@@ -126,6 +126,7 @@ pub fn plan(
         key_groups: defaults::max_parallelism(),
         checkpoint: None,
         restore: None,
+        committed_checkpoint: None,
     }
 }
 

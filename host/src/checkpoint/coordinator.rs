@@ -87,6 +87,8 @@ pub struct CoordinatorSetup {
     pub stats: Arc<CheckpointStats>,
     /// The run's control: a stop-with-savepoint cancels it.
     pub shutdown: Shutdown,
+    /// Where to tell a sink that commits with checkpoints how each ended.
+    pub outcomes: Option<flume::Sender<(u64, bool)>>,
 }
 
 struct Pending {
@@ -157,6 +159,10 @@ pub fn run_coordinator(
                 })
                 .map_err(|e| format!("cannot write the savepoint to `{}`: {e}", request.dir.display())),
         });
+        if let Some(tx) = &setup.outcomes {
+            // A stopped sink means the pipeline is stopping.
+            let _ = tx.send((id, result.is_ok()));
+        }
         match result {
             Ok(path) => {
                 failures_in_a_row = 0;
@@ -246,6 +252,7 @@ mod tests {
             tolerable_failures,
             stats: Arc::default(),
             shutdown: Shutdown::new(),
+            outcomes: None,
         }
     }
 

@@ -64,6 +64,9 @@ pub enum RestoreError {
     /// The checkpoint folder cannot be read.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The sink cannot say which checkpoint it committed.
+    #[error("cannot find out which checkpoint the sink committed: {0}")]
+    Sink(String),
     /// The checkpoint does not fit the manifest.
     #[error(
         "cannot resume from checkpoint {id} in `{dir}`: {reason}; fix the manifest, or start over with `mailer run --fresh`"
@@ -86,7 +89,22 @@ impl Restore {
             return Ok(None);
         };
         let store = CheckpointStore::open(&settings.dir, settings.keep)?;
-        let Some((dir, metadata)) = store.latest()? else {
+        // A sink that commits with checkpoints says which checkpoint's
+        // output is in: a later one's output was lost with a crash and is
+        // made again from that one.
+        let limit = match &plan.committed_checkpoint {
+            None => u64::MAX,
+            Some(committed) => match committed().map_err(|e| RestoreError::Sink(e.to_string()))? {
+                Some(id) => id,
+                None => {
+                    tracing::info!(
+                        "the sink never committed a checkpoint's output: starting from the beginning"
+                    );
+                    return Ok(None);
+                }
+            },
+        };
+        let Some((dir, metadata)) = store.latest_up_to(limit)? else {
             return Ok(None);
         };
         let restore = Restore { dir, metadata };

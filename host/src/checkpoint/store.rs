@@ -148,10 +148,18 @@ impl CheckpointStore {
     /// The newest complete checkpoint whose metadata reads back, with its
     /// folder; `None` when there is none.
     pub fn latest(&self) -> Result<Option<(PathBuf, Metadata)>, StoreError> {
+        self.latest_up_to(u64::MAX)
+    }
+
+    /// The newest complete checkpoint with an id of at most `limit` whose
+    /// metadata reads back.
+    pub fn latest_up_to(&self, limit: u64) -> Result<Option<(PathBuf, Metadata)>, StoreError> {
         let pointed: Option<u64> = fs::read_to_string(self.dir.join(LATEST))
             .ok()
-            .and_then(|s| s.trim().parse().ok());
+            .and_then(|s| s.trim().parse().ok())
+            .filter(|&id| id <= limit);
         let mut ids = self.complete_ids()?;
+        ids.retain(|&id| id <= limit);
         if let Some(p) = pointed {
             ids.retain(|&id| id != p);
             ids.insert(0, p);

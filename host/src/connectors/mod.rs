@@ -72,6 +72,21 @@ pub trait Sink: Send {
     fn close(&mut self) -> Result<(), ConnectorError> {
         self.flush()
     }
+
+    /// Whether the sink commits its output only when a checkpoint is
+    /// durable (two-phase): then it is told the outcome of every checkpoint
+    /// it acknowledged, through [`Sink::checkpoint_done`].
+    fn commits_with_checkpoints(&self) -> bool {
+        false
+    }
+
+    /// Checkpoint `id`, whose barrier the sink acknowledged, is durable
+    /// (`complete`) or failed: commit the output before it, or keep it for
+    /// the next checkpoint.
+    fn checkpoint_done(&mut self, id: u64, complete: bool) -> Result<(), ConnectorError> {
+        let _ = (id, complete);
+        Ok(())
+    }
 }
 
 /// A connector's failure, naming the connector and what it worked on.

@@ -207,6 +207,27 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
 }
 
 pub(super) fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> Result<(), ManifestError> {
+    if let SinkSpec::Kafka(k) = sink
+        && k.exactly_once
+        && m.spec.checkpoint.is_none()
+    {
+        return Err(m.error_at(
+            span,
+            "exactly_once",
+            "`exactly_once = true` needs a `[checkpoint]` section: its transactions commit with the checkpoints",
+        ));
+    }
+    if let SinkSpec::Kafka(k) = sink
+        && k.exactly_once
+        && let Some(c) = &m.spec.checkpoint
+        && c.get_ref().keep < 2
+    {
+        return Err(m.error_at(
+            &c.span(),
+            "keep",
+            "`exactly_once = true` needs `keep` of at least 2: a restart may resume from the checkpoint before the newest",
+        ));
+    }
     if let SinkSpec::File(f) = sink {
         let path = m.path(&f.path);
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());

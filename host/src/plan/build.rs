@@ -1,13 +1,14 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
+use super::CommittedCheckpoint;
 use super::{
     Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan,
     WatermarkSettings,
 };
 use crate::builtins::{FieldFilter, KeyFromField, Reshape, ReshapeKind, RunningAggregate};
 use crate::checkpoint::CheckpointSettings;
-use crate::connectors::kafka::{KafkaSink, KafkaSource};
+use crate::connectors::kafka::{KafkaSink, KafkaSource, TransactionalKafkaSink};
 use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
 use crate::json::from_toml;
 use crate::manifest::{
@@ -128,7 +129,22 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         key_groups,
         checkpoint: checkpoint_settings(m),
         restore: None,
+        committed_checkpoint: committed_checkpoint(m),
     })
+}
+
+/// For a sink that commits with checkpoints: how to ask it which
+/// checkpoint's output it last committed.
+fn committed_checkpoint(m: &Manifest) -> Option<CommittedCheckpoint> {
+    match m.spec.sink.get_ref() {
+        SinkSpec::Kafka(k) if k.exactly_once => {
+            let (spec, pipeline) = (k.clone(), m.spec.pipeline.get_ref().name.clone());
+            Some(Box::new(move || {
+                crate::connectors::kafka::committed_checkpoint(&spec, &pipeline)
+            }))
+        }
+        _ => None,
+    }
 }
 
 fn checkpoint_settings(m: &Manifest) -> Option<CheckpointSettings> {
@@ -252,6 +268,13 @@ fn sink(m: &Manifest, spec: &SinkSpec) -> Endpoint<OpenSink> {
             Endpoint {
                 description: format!("file `{}` ({})", f.path, serde_plain(&format)),
                 open: Box::new(move || Ok(Box::new(FileSink::create(&path, format, append)?) as _)),
+            }
+        }
+        SinkSpec::Kafka(k) if k.exactly_once => {
+            let (spec, pipeline) = (k.clone(), m.spec.pipeline.get_ref().name.clone());
+            Endpoint {
+                description: format!("kafka topic `{}` (exactly once, transactional)", k.topic),
+                open: Box::new(move || Ok(Box::new(TransactionalKafkaSink::open(&spec, &pipeline)?) as _)),
             }
         }
         SinkSpec::Kafka(k) => {

@@ -76,7 +76,13 @@ pub struct Plan {
     pub checkpoint: Option<CheckpointSettings>,
     /// The checkpoint to resume from, if any (set before the run).
     pub restore: Option<Restore>,
+    /// For a sink that commits with checkpoints: which checkpoint's output
+    /// it last committed (a restart resumes from that one).
+    pub committed_checkpoint: Option<CommittedCheckpoint>,
 }
+
+/// Asks a sink which checkpoint's output it last committed.
+pub type CommittedCheckpoint = Box<dyn Fn() -> Result<Option<u64>, ConnectorError> + Send + Sync>;
 
 /// How the source derives watermarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

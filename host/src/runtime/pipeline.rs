@@ -3,8 +3,8 @@
 
 use super::parallel::spawn_parallel;
 use super::stages::{
-    SourceCheckpoints, SourceTime, StageError, StageHandle, StageStats, run_chain, run_sink, run_source,
-    spawn_stage,
+    SinkCheckpoints, SourceCheckpoints, SourceTime, StageError, StageHandle, StageStats, run_chain, run_sink,
+    run_source, spawn_stage,
 };
 use super::{Shutdown, edge};
 use crate::batch::Batch;
@@ -85,10 +85,25 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let messages = plan.edge_messages();
     let mut handles: Vec<StageHandle> = Vec::new();
 
+    // How each checkpoint ended, for a sink that commits with them (the
+    // receiver is dropped for any other sink, and the coordinator's sends
+    // then fail at once).
+    let (outcomes_tx, outcomes) = flume::bounded(64);
     let checkpoints = match &plan.checkpoint {
-        Some(settings) => Some(start_checkpoints(&plan, settings, shutdown, &mut handles)?),
+        Some(settings) => Some(start_checkpoints(
+            &plan,
+            settings,
+            shutdown,
+            Some(outcomes_tx),
+            &mut handles,
+        )?),
         None => None,
     };
+    let sink = (plan.sink.open)().map_err(|source| RunError::Open {
+        what: "the sink",
+        source,
+    })?;
+    let outcomes = sink.commits_with_checkpoints().then_some(outcomes);
     let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
     let (dead_letter_tx, dead_letter) =
         side_output(plan.dead_letter, "the dead-letter sink", plan.edge_capacity)?;
@@ -151,10 +166,6 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         tracing::info!(checkpoint = r.metadata.id, position = %r.metadata.source, "resuming from a checkpoint");
     }
     let sink_events = checkpoints.as_ref().map(|c| c.events.clone());
-    let sink = (plan.sink.open)().map_err(|source| RunError::Open {
-        what: "the sink",
-        source,
-    })?;
 
     let source_stats = StageStats::new("source");
     let (tx, mut rx) = edge("source".to_owned(), messages, shutdown);
@@ -198,8 +209,13 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let sink_stats = StageStats::new("sink");
     {
         let stats = sink_stats.clone();
+        let acks = sink_events.map(|events| SinkCheckpoints {
+            events,
+            outcomes,
+            shutdown: shutdown.clone(),
+        });
         handles.push(spawn_stage("sink".into(), move || {
-            run_sink(sink, rx, stats, sink_events)
+            run_sink(sink, rx, stats, acks)
         })?);
     }
     let dead_letter_stats = StageStats::new("dead-letter");
@@ -245,6 +261,7 @@ fn start_checkpoints(
     plan: &Plan,
     settings: &CheckpointSettings,
     shutdown: &Shutdown,
+    outcomes: Option<flume::Sender<(u64, bool)>>,
     handles: &mut Vec<StageHandle>,
 ) -> Result<SourceCheckpoints, RunError> {
     let store = CheckpointStore::open(&settings.dir, settings.keep)?;
@@ -283,6 +300,7 @@ fn start_checkpoints(
         tolerable_failures: settings.tolerable_failures,
         stats: stats.clone(),
         shutdown: shutdown.clone(),
+        outcomes,
     };
     handles.push(spawn_stage("checkpoints".into(), move || {
         run_coordinator(setup, rx).map_err(StageError::Checkpoint)

@@ -232,13 +232,40 @@ pub fn run_chain(
     Ok(())
 }
 
+/// How the sink takes part in checkpoints.
+pub struct SinkCheckpoints {
+    /// Where it acknowledges barriers.
+    pub events: flume::Sender<CheckpointEvent>,
+    /// How each checkpoint ended, for a sink that commits with them.
+    pub outcomes: Option<flume::Receiver<(u64, bool)>>,
+    /// The run's control (a failing run stops the wait for an outcome).
+    pub shutdown: Shutdown,
+}
+
+impl SinkCheckpoints {
+    /// Waits for the outcome of checkpoint `id`; `None` when the run stops
+    /// first.
+    fn outcome(&self, id: u64) -> Option<bool> {
+        let outcomes = self.outcomes.as_ref()?;
+        loop {
+            match outcomes.recv_timeout(Duration::from_millis(50)) {
+                Ok((done, ok)) if done == id => return Some(ok),
+                Ok(_) => {}
+                Err(flume::RecvTimeoutError::Timeout) if !self.shutdown.is_aborted() => {}
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
 /// Writes every batch of `input` to the sink; flushes at barriers (and
-/// acknowledges them to `checkpoints`) and at the end.
+/// acknowledges them to `checkpoints`; a sink that commits with checkpoints
+/// then waits for the outcome) and at the end.
 pub fn run_sink(
     mut sink: Box<dyn Sink>,
     input: EdgeReceiver,
     stats: Arc<StageStats>,
-    checkpoints: Option<flume::Sender<CheckpointEvent>>,
+    checkpoints: Option<SinkCheckpoints>,
 ) -> Result<(), StageError> {
     while let Some(msg) = input.recv() {
         stats.count_in(&msg);
@@ -252,11 +279,14 @@ pub fn run_sink(
             }
             Message::Barrier(b) => {
                 sink.flush().map_err(StageError::Sink)?;
-                if let Some(events) = &checkpoints {
-                    let _ = events.send(CheckpointEvent::Acked {
+                if let Some(c) = &checkpoints {
+                    let _ = c.events.send(CheckpointEvent::Acked {
                         id: b.id,
                         snapshots: Vec::new(),
                     });
+                    if let Some(complete) = c.outcome(b.id) {
+                        sink.checkpoint_done(b.id, complete).map_err(StageError::Sink)?;
+                    }
                 }
             }
             Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,

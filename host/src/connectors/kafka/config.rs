@@ -84,6 +84,11 @@ pub struct KafkaSinkSpec {
     /// The partition of every record; by default Kafka's partitioner picks
     /// one from the key.
     pub partition: Option<i32>,
+    /// Write each checkpoint interval's output in one Kafka transaction,
+    /// committed once the checkpoint is durable (needs `[checkpoint]`;
+    /// consumers read with `isolation.level=read_committed`).
+    #[serde(default)]
+    pub exactly_once: bool,
     /// TLS and SASL.
     pub security: Option<KafkaSecurity>,
     /// More librdkafka settings, `{ "compression.type" = "lz4" }`.

@@ -4,12 +4,14 @@
 mod config;
 mod sink;
 mod source;
+mod transactional;
 
 pub use config::{
     KafkaFormat, KafkaSecurity, KafkaSinkSpec, KafkaSourceSpec, SecurityProtocol, StartFrom, config_strings,
 };
 pub use sink::KafkaSink;
 pub use source::KafkaSource;
+pub use transactional::{TransactionalKafkaSink, committed_checkpoint};
 
 use super::ConnectorError;
 use rdkafka::client::{Client, ClientContext};
