@@ -262,3 +262,93 @@ fn exactly_once_output_survives_sigkill_and_is_read_once() {
     assert_eq!(got.len(), expected.len(), "records read");
     assert!(got == expected, "the committed output differs from one run's");
 }
+
+/// The manifest `pipelines/<name>` with its topics renamed (`renames`), its
+/// source bounded, and its relative paths made absolute.
+fn shipped_pipeline(w: &Workdir, name: &str, renames: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut text = std::fs::read_to_string(repo().join("pipelines").join(name))
+        .unwrap()
+        .replace("\"../plugins/", &format!("\"{}/plugins/", repo().display()))
+        .replace("group_id = ", "bounded = true\ngroup_id = ");
+    for (from, to) in renames {
+        text = text.replace(&format!("\"{from}\""), &format!("\"{to}\""));
+    }
+    w.write(name, &text)
+}
+
+#[test]
+fn kafka_orders_sums_each_customers_minutes() {
+    let (input, output) = (unique_topic("orders"), unique_topic("order-totals"));
+    create_topic(&input, 1);
+    create_topic(&output, 1);
+    let csv = std::fs::read_to_string(repo().join("pipelines/data/orders.csv")).unwrap();
+    let lines: Vec<(String, String)> = csv.lines().map(|l| (String::new(), l.to_owned())).collect();
+    produce(&input, &lines);
+    let w = Workdir::new();
+    let m = shipped_pipeline(
+        &w,
+        "kafka-orders.toml",
+        &[("orders", &input), ("order-totals", &output)],
+    );
+    // No order is late with an hour of out-of-orderness: every order counts.
+    let text = std::fs::read_to_string(&m).unwrap().replace("\"5s\"", "\"1h\"");
+    let m = w.write("kafka-orders.toml", &text);
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut expected: BTreeMap<(String, i64), (u64, f64)> = BTreeMap::new();
+    for line in csv.lines() {
+        let f: Vec<&str> = line.split(',').collect();
+        let ts: i64 = f[3].parse().unwrap();
+        let e = expected
+            .entry((f[1].to_owned(), ts - ts.rem_euclid(60_000)))
+            .or_default();
+        e.0 += 1;
+        e.1 += f[2].parse::<f64>().unwrap();
+    }
+    let mut got: BTreeMap<(String, i64), (u64, f64)> = BTreeMap::new();
+    for (_, v) in consume_all(&output, 1) {
+        let d: serde_json::Value = serde_json::from_str(&v).unwrap();
+        let k = (
+            d["key"].as_str().unwrap().to_owned(),
+            d["start"].as_i64().unwrap(),
+        );
+        got.insert(k, (d["count"].as_u64().unwrap(), d["sum"].as_f64().unwrap()));
+    }
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (k, (count, sum)) in &expected {
+        let (c, s) = got[k];
+        assert_eq!(c, *count, "{k:?}");
+        assert!((s - sum).abs() < 1e-6, "{k:?}: {s} vs {sum}");
+    }
+}
+
+#[test]
+fn the_exactly_once_pipeline_counts_each_event_once() {
+    let (input, output) = (unique_topic("events"), unique_topic("event-counts"));
+    create_topic(&input, 3);
+    create_topic(&output, 1);
+    produce(&input, &records(4, 500));
+    let w = Workdir::new();
+    let m = shipped_pipeline(
+        &w,
+        "exactly-once.toml",
+        &[("events", &input), ("event-counts", &output)],
+    );
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut got = consume_all(&output, 1);
+    got.sort();
+    let mut expected: Vec<(String, String)> = (0..4)
+        .flat_map(|k| (1..=500).map(move |c| (format!("k{k}"), c.to_string())))
+        .collect();
+    expected.sort();
+    assert!(
+        got == expected,
+        "{} records read, {} expected",
+        got.len(),
+        expected.len()
+    );
+}
