@@ -51,6 +51,13 @@ soak: plugins
 
 # Benchmarks (release builds); `just bench w1` runs those whose name starts with w1.
 bench prefix="": plugins
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
+        data=$(scripts/kafka-broker start)
+        trap 'scripts/kafka-broker stop "${data:-}"' EXIT
+        export KAFKA_BOOTSTRAP=127.0.0.1:19092
+    fi
     cargo bench -p mailer --bench workloads -- {{ prefix }}
 
 # Formatting and lints, warnings as errors.

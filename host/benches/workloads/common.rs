@@ -180,6 +180,11 @@ pub fn ratios(outputs: &[String]) -> Vec<String> {
         {
             out.push(format!("bench {name}-ratio wasm_vs_native={:.3}", r / native));
         }
+        if name.starts_with("kafka-passthrough")
+            && let Some(raw) = rate("kafka-raw")
+        {
+            out.push(format!("bench {name}-ratio vs_kafka_raw={:.3}", r / raw));
+        }
     }
     out
 }

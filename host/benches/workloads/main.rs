@@ -7,6 +7,7 @@
 //! Each variant prints `bench <name> records=<n> secs=<s> rec_per_s=<r> …`.
 
 mod common;
+mod kafka;
 mod state;
 mod w1;
 mod w2;
@@ -18,6 +19,7 @@ fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     v.extend(w2::variants());
     v.extend(w3::variants());
     v.extend(state::variants());
+    v.extend(kafka::variants());
     v
 }
 

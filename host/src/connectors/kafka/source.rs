@@ -41,6 +41,11 @@ impl KafkaSource {
         let brokers = spec.bootstrap_servers.value().to_owned();
         let topics = spec.topics.join(", ");
         let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
+        if !spec.options.contains_key("fetch.wait.max.ms") {
+            // Low latency by default: the broker answers a fetch within 20 ms
+            // even when it has little (librdkafka waits up to 500 ms).
+            config.set("fetch.wait.max.ms", "20");
+        }
         config
             .set("group.id", &spec.group_id)
             .set("enable.auto.commit", "false")
