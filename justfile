@@ -38,7 +38,8 @@ test: plugins
     cargo test --workspace --all-targets
     cargo test --workspace --doc
 
-# The crash tests with 100 SIGKILLs per state backend (200 in all).
+# The crash tests with 100 SIGKILLs per state backend (200 in all), and 200
+# against the Kafka broker (exactly once) and 100 more (at least once).
 soak: plugins
     #!/usr/bin/env bash
     set -euo pipefail

@@ -229,21 +229,22 @@ fn an_unreachable_broker_and_a_missing_topic_are_clear_errors() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-#[test]
-fn exactly_once_output_survives_sigkill_and_is_read_once() {
-    const KEYS: usize = 10;
-    const PER_KEY: usize = 10_000;
-    let (input, output) = (unique_topic("eo-in"), unique_topic("eo-out"));
+/// Runs a Kafka -> Wasm keyed count -> Kafka pipeline, killing it with
+/// SIGKILL `kills` times before letting it finish; what a `read_committed`
+/// reader then sees of the output.
+fn killed_runs(exactly_once: bool, kills: u64) -> Vec<(String, String)> {
+    let (input, output) = (unique_topic("crash-in"), unique_topic("crash-out"));
     create_topic(&input, 3);
     create_topic(&output, 1);
-    produce(&input, &records(KEYS, PER_KEY));
+    produce(&input, &records(CRASH_KEYS, CRASH_PER_KEY));
     let w = Workdir::new();
-    let text = std::fs::read_to_string(pipeline(&w, &input, &output, true))
+    let mut text = std::fs::read_to_string(pipeline(&w, &input, &output, true))
         .unwrap()
-        .replace("topic = \"", "exactly_once = true\ntopic = \"")
         .replace("interval = \"200ms\"", "interval = \"100ms\"");
+    if exactly_once {
+        text = text.replace("topic = \"", "exactly_once = true\ntopic = \"");
+    }
     let m = w.write("pipeline.toml", &text);
-    let kills = crate::checkpoints::kills();
     let mut resumed = 0;
     for i in 0..kills {
         resumed += u64::from(crate::checkpoints::run_and_kill(&w, &m, i, 300));
@@ -251,16 +252,36 @@ fn exactly_once_output_survives_sigkill_and_is_read_once() {
     assert!(resumed > 0, "no run resumed from a checkpoint");
     let out = run(&["run", m.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    // Each key's running count 1..=PER_KEY, each exactly once, for a
-    // read_committed reader: nothing lost, nothing twice.
     let mut got = consume_all(&output, 1);
     got.sort();
-    let mut expected: Vec<(String, String)> = (0..KEYS)
-        .flat_map(|k| (1..=PER_KEY).map(move |c| (format!("k{k}"), c.to_string())))
+    got
+}
+
+const CRASH_KEYS: usize = 10;
+const CRASH_PER_KEY: usize = 10_000;
+
+/// Each key's running count 1..=CRASH_PER_KEY once.
+fn one_run_of_counts() -> Vec<(String, String)> {
+    let mut expected: Vec<(String, String)> = (0..CRASH_KEYS)
+        .flat_map(|k| (1..=CRASH_PER_KEY).map(move |c| (format!("k{k}"), c.to_string())))
         .collect();
     expected.sort();
+    expected
+}
+
+#[test]
+fn exactly_once_output_is_read_once_after_killed_runs() {
+    let got = killed_runs(true, 2 * crate::checkpoints::kills());
+    let expected = one_run_of_counts();
     assert_eq!(got.len(), expected.len(), "records read");
     assert!(got == expected, "the committed output differs from one run's");
+}
+
+#[test]
+fn at_least_once_output_loses_nothing_after_killed_runs() {
+    let mut got = killed_runs(false, crate::checkpoints::kills());
+    got.dedup();
+    assert_eq!(got, one_run_of_counts(), "every count, some more than once");
 }
 
 /// The manifest `pipelines/<name>` with its topics renamed (`renames`), its
@@ -350,5 +371,85 @@ fn the_exactly_once_pipeline_counts_each_event_once() {
         "{} records read, {} expected",
         got.len(),
         expected.len()
+    );
+}
+
+#[test]
+fn each_partition_holds_the_watermark_back_so_a_slow_one_is_not_late() {
+    let input = unique_topic("wm-in");
+    create_topic(&input, 2);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    let t0 = 1_700_000_000_000i64;
+    let send = |partition: i32, count: i64, step: i64| {
+        for i in 0..count {
+            let ts = t0 + i * step;
+            let value = format!("{{\"user\":\"u{partition}\",\"ts\":{ts}}}");
+            producer
+                .send(
+                    BaseRecord::<str, str>::to(&input)
+                        .partition(partition)
+                        .payload(&value),
+                )
+                .unwrap();
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    };
+    let w = Workdir::new();
+    let m = w.manifest(&format!(
+        r#"
+[pipeline]
+name = "watermarks"
+
+[source]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{input}"]
+group_id = "{input}"
+format = "json"
+key_field = "user"
+timestamp_field = "ts"
+
+[watermark]
+max_out_of_orderness = "0s"
+
+[[operators]]
+type = "key_by"
+
+[[operators]]
+type = "window"
+window = "tumbling"
+size = "10s"
+
+[sink]
+type = "stdout"
+format = "value"
+"#
+    ));
+    // Partition 0 is read 100 s of event time ahead; partition 1 has
+    // nothing yet, so it holds the watermark back (no idle timeout) ...
+    send(0, 500, 200);
+    let child = spawn_run(&m);
+    std::thread::sleep(Duration::from_secs(3));
+    // ... and its records, arriving later at earlier times, are not late.
+    send(1, 10, 1_000);
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        finished_field(&stderr(&out), "late_records"),
+        0,
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        finished_field(&stderr(&out), "source_records"),
+        510,
+        "{}",
+        stderr(&out)
     );
 }

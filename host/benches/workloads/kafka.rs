@@ -34,7 +34,8 @@ pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
 }
 
 fn bootstrap() -> String {
-    std::env::var("KAFKA_BOOTSTRAP").expect("KAFKA_BOOTSTRAP is not set: run the benchmarks with `just bench`")
+    std::env::var("KAFKA_BOOTSTRAP")
+        .expect("KAFKA_BOOTSTRAP is not set: run the benchmarks with `just bench`")
 }
 
 fn records() -> u64 {
@@ -42,7 +43,11 @@ fn records() -> u64 {
 }
 
 fn topic(prefix: &str) -> String {
-    format!("bench-{prefix}-{}-{}", std::process::id(), mailer::runtime::now_ms())
+    format!(
+        "bench-{prefix}-{}-{}",
+        std::process::id(),
+        mailer::runtime::now_ms()
+    )
 }
 
 fn create(topic: &str, partitions: i32) {
@@ -50,9 +55,15 @@ fn create(topic: &str, partitions: i32) {
         .set("bootstrap.servers", bootstrap())
         .create()
         .unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-    for r in runtime.block_on(admin.create_topics([&new], &AdminOptions::new())).unwrap() {
+    for r in runtime
+        .block_on(admin.create_topics([&new], &AdminOptions::new()))
+        .unwrap()
+    {
         r.unwrap();
     }
 }
@@ -115,7 +126,10 @@ fn raw() {
     while seen < n {
         if let Some(m) = c.poll(Duration::from_millis(100)) {
             let m = m.unwrap();
-            let v: u64 = std::str::from_utf8(m.payload().unwrap()).unwrap().parse().unwrap();
+            let v: u64 = std::str::from_utf8(m.payload().unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
             let key = std::str::from_utf8(m.key().unwrap()).unwrap().to_owned();
             send(&p, &out, &key, (v * 2).to_string().as_bytes());
             seen += 1;
@@ -217,7 +231,10 @@ fn latency() {
             let deadline = Instant::now() + Duration::from_secs(120);
             while (lat.len() as u64) < n && Instant::now() < deadline {
                 if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-                    let sent: i64 = std::str::from_utf8(m.payload().unwrap()).unwrap().parse().unwrap();
+                    let sent: i64 = std::str::from_utf8(m.payload().unwrap())
+                        .unwrap()
+                        .parse()
+                        .unwrap();
                     lat.push(mailer::runtime::now_ms() - sent);
                 }
             }
@@ -231,7 +248,12 @@ fn latency() {
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
-        send(&p, &inp, &(i % 100).to_string(), mailer::runtime::now_ms().to_string().as_bytes());
+        send(
+            &p,
+            &inp,
+            &(i % 100).to_string(),
+            mailer::runtime::now_ms().to_string().as_bytes(),
+        );
         p.poll(Duration::ZERO);
     }
     p.flush(Duration::from_secs(60)).unwrap();
@@ -245,6 +267,11 @@ fn latency() {
         "kafka-latency",
         n,
         started.elapsed().as_secs_f64(),
-        &format!(" input_rate={rate} p50_ms={} p99_ms={} max_ms={}", at(0.5), at(0.99), at(1.0)),
+        &format!(
+            " input_rate={rate} p50_ms={} p99_ms={} max_ms={}",
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        ),
     );
 }

@@ -38,6 +38,21 @@ pub trait Source: Send {
         Ok(())
     }
 
+    /// How many splits (Kafka partitions) the source reads; the watermark
+    /// is the minimum over them.
+    fn splits(&self) -> usize {
+        1
+    }
+
+    /// The largest event time of each split in the batch [`poll`] just
+    /// returned, as `(split, time)`; `None` when the source has one split
+    /// (then the batch's largest time is used).
+    ///
+    /// [`poll`]: Source::poll
+    fn split_times(&self) -> Option<&[(usize, i64)]> {
+        None
+    }
+
     /// Where the source is: every record before it has been returned by
     /// [`poll`](Source::poll). A checkpoint keeps it; `null` for a source
     /// that cannot be resumed.

@@ -148,7 +148,7 @@ pub fn run_source(
 ) -> Result<(), StageError> {
     let mut generator = time
         .watermarks
-        .map(|w| WatermarkGenerator::new(1, w.delay, w.idle_timeout));
+        .map(|w| WatermarkGenerator::new(source.splits(), w.delay, w.idle_timeout));
     let mut last_tick = Instant::now();
     let mut last_barrier = Instant::now();
     let mut connected = true;
@@ -176,8 +176,15 @@ pub fn run_source(
         }
         let msg = match source.poll(batch_size).map_err(StageError::Source)? {
             Poll::Records(batch) => {
-                if let (Some(g), Some(ts)) = (generator.as_mut(), batch.max_timestamp()) {
-                    g.observe(0, ts);
+                if let Some(g) = generator.as_mut() {
+                    match source.split_times() {
+                        Some(times) => times.iter().for_each(|&(split, ts)| g.observe(split, ts)),
+                        None => {
+                            if let Some(ts) = batch.max_timestamp() {
+                                g.observe(0, ts);
+                            }
+                        }
+                    }
                 }
                 Some(Message::Records(batch))
             }

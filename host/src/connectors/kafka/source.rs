@@ -32,6 +32,10 @@ pub struct KafkaSource {
     next: BTreeMap<Partition, i64>,
     /// Bounded reads: where each partition ended when the source opened.
     ends: Option<BTreeMap<Partition, i64>>,
+    /// Each assigned partition's split index (for per-partition watermarks).
+    splits: BTreeMap<Partition, usize>,
+    /// The largest event time per split in the last batch.
+    split_times: Vec<(usize, i64)>,
 }
 
 impl KafkaSource {
@@ -90,7 +94,15 @@ impl KafkaSource {
         consumer
             .assign(&assignment)
             .map_err(|e| kafka_error(&brokers, &topics, e))?;
+        let splits = assignment
+            .elements()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| ((e.topic().to_owned(), e.partition()), i))
+            .collect();
         Ok(Self {
+            splits,
+            split_times: Vec::new(),
             consumer,
             brokers,
             format: spec.format,
@@ -187,6 +199,7 @@ fn committed_or_earliest(
 impl Source for KafkaSource {
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         let mut batch = Vec::with_capacity(max.min(4096));
+        self.split_times.clear();
         while batch.len() < max {
             let wait = if batch.is_empty() {
                 Duration::from_millis(50)
@@ -197,8 +210,14 @@ impl Source for KafkaSource {
                 None => break,
                 Some(Ok(msg)) => {
                     let rec = self.record(&msg)?;
-                    self.next
-                        .insert((msg.topic().to_owned(), msg.partition()), msg.offset() + 1);
+                    let partition = (msg.topic().to_owned(), msg.partition());
+                    if let Some(&split) = self.splits.get(&partition) {
+                        match self.split_times.iter_mut().find(|(s, _)| *s == split) {
+                            Some((_, t)) => *t = (*t).max(rec.timestamp),
+                            None => self.split_times.push((split, rec.timestamp)),
+                        }
+                    }
+                    self.next.insert(partition, msg.offset() + 1);
                     batch.push(rec);
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
@@ -212,6 +231,14 @@ impl Source for KafkaSource {
         } else {
             Poll::Idle
         })
+    }
+
+    fn splits(&self) -> usize {
+        self.splits.len()
+    }
+
+    fn split_times(&self) -> Option<&[(usize, i64)]> {
+        Some(&self.split_times)
     }
 
     fn position(&self) -> serde_json::Value {
