@@ -302,7 +302,21 @@ fn kafka_orders_sums_each_customers_minutes() {
     let (input, output) = (unique_topic("orders"), unique_topic("order-totals"));
     create_topic(&input, 1);
     create_topic(&output, 1);
-    let csv = std::fs::read_to_string(repo().join("pipelines/data/orders.csv")).unwrap();
+    // The orders happened in 2023; the results carry their window's time as
+    // their Kafka timestamp, and a broker deletes records older than its
+    // retention: move the orders to now, by whole minutes.
+    let shift = {
+        let now = mailer::runtime::now_ms();
+        (now - 1_699_999_900_000) / 60_000 * 60_000
+    };
+    let csv: String = std::fs::read_to_string(repo().join("pipelines/data/orders.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (rest, ts) = l.rsplit_once(',').unwrap();
+            format!("{rest},{}\n", ts.parse::<i64>().unwrap() + shift)
+        })
+        .collect();
     let lines: Vec<(String, String)> = csv.lines().map(|l| (String::new(), l.to_owned())).collect();
     produce(&input, &lines);
     let w = Workdir::new();
@@ -452,4 +466,85 @@ format = "value"
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn a_bounded_read_ends_at_partitions_that_end_with_a_transaction_marker() {
+    let (input, output) = (unique_topic("txn-in"), unique_topic("txn-out"));
+    create_topic(&input, 2);
+    create_topic(&output, 1);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("transactional.id", unique_topic("txn-producer"))
+        .create()
+        .unwrap();
+    producer.init_transactions(Duration::from_secs(30)).unwrap();
+    producer.begin_transaction().unwrap();
+    for i in 0..100 {
+        let value = format!("v{i}");
+        producer
+            .send(
+                BaseRecord::<str, str>::to(&input)
+                    .key("k")
+                    .partition(i % 2)
+                    .payload(&value),
+            )
+            .unwrap();
+    }
+    // Each partition now ends with the transaction's commit marker.
+    producer.commit_transaction(Duration::from_secs(30)).unwrap();
+    let w = Workdir::new();
+    let mut child = spawn_run(&pipeline(&w, &input, &output, false));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the bounded read stalled at the end of a partition");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(counts(&output), BTreeMap::from([("k".to_owned(), 100)]));
+}
+
+#[test]
+fn a_source_starts_from_the_groups_committed_offsets_or_a_time_when_asked() {
+    let (input, output) = (unique_topic("start-in"), unique_topic("start-out"));
+    create_topic(&input, 1);
+    create_topic(&output, 1);
+    produce(&input, &records(1, 50));
+    // The group has read the first 20.
+    let group: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", format!("{input}-group"))
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(&input, 0, Offset::Offset(20)).unwrap();
+    group.commit(&list, CommitMode::Sync).unwrap();
+    let w = Workdir::new();
+    let text = std::fs::read_to_string(pipeline(&w, &input, &output, false)).unwrap();
+    let m = w.write(
+        "committed.toml",
+        &text.replace(
+            "format = \"string\"",
+            "format = \"string\"\nstart = \"committed\"",
+        ),
+    );
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(finished_field(&stderr(&out), "source_records"), 30);
+    // From a time after every record: nothing to read.
+    let later = mailer::runtime::now_ms() + 60_000;
+    let m = w.write(
+        "time.toml",
+        &text.replace(
+            "format = \"string\"",
+            &format!("format = \"string\"\nstart = {{ timestamp = {later} }}"),
+        ),
+    );
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(finished_field(&stderr(&out), "source_records"), 0);
 }

@@ -396,7 +396,10 @@ impl Operator for WindowOperator {
                 self.add_session(rec, &mut out)?;
             } else {
                 let ts = if self.spec.processing_time {
-                    (self.clock)()
+                    // Never late: the wall clock may step back (and a tick
+                    // may have been read after it), so a record's time is
+                    // at least just past the time already fired.
+                    (self.clock)().max(self.watermark.saturating_add(1))
                 } else {
                     rec.timestamp
                 };

@@ -77,10 +77,10 @@ impl KafkaSource {
                     .add_partition_offset(topic, p, offset)
                     .map_err(|e| kafka_error(&brokers, topic, e))?;
                 if spec.bounded {
-                    let (_, high) = consumer
+                    let watermarks = consumer
                         .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
                         .map_err(|e| kafka_error(&brokers, topic, e))?;
-                    ends.insert((topic.clone(), p), high);
+                    ends.insert((topic.clone(), p), watermarks);
                 }
             }
         }
@@ -94,6 +94,22 @@ impl KafkaSource {
         consumer
             .assign(&assignment)
             .map_err(|e| kafka_error(&brokers, &topics, e))?;
+        // A bounded read starts each partition's progress where it starts
+        // reading, so one with nothing left (empty, or a start time after
+        // its last record) is done at once.
+        let mut next = BTreeMap::new();
+        for e in assignment.elements() {
+            let partition = (e.topic().to_owned(), e.partition());
+            if let Some(&(low, high)) = ends.get(&partition) {
+                let start = match e.offset() {
+                    Offset::Offset(o) => o,
+                    Offset::End => high,
+                    _ => low,
+                };
+                next.insert(partition, start);
+            }
+        }
+        let ends = ends.into_iter().map(|(p, (_, high))| (p, high)).collect();
         let splits = assignment
             .elements()
             .iter()
@@ -108,7 +124,7 @@ impl KafkaSource {
             format: spec.format,
             key_field: spec.key_field.clone(),
             timestamp_field: spec.timestamp_field.clone(),
-            next: BTreeMap::new(),
+            next,
             ends: spec.bounded.then_some(ends),
         })
     }
