@@ -17,36 +17,34 @@ pub struct RocksBackend {
 impl RocksBackend {
     /// Opens an empty database at `path`, removing what was there.
     pub fn open_fresh(path: &Path) -> Result<Self, StateError> {
-        let err = |message: String| StateError::Storage {
-            backend: "rocksdb",
-            path: path.display().to_string(),
-            message,
-        };
-        if path.exists() {
-            std::fs::remove_dir_all(path).map_err(|e| err(format!("cannot clear the folder: {e}")))?;
-        }
-        std::fs::create_dir_all(path).map_err(|e| err(format!("cannot create the folder: {e}")))?;
-        let db = DB::open(&Self::options(), path).map_err(|e| err(e.into_string()))?;
-        let mut write = WriteOptions::default();
-        write.disable_wal(true);
-        Ok(Self {
-            db,
-            path: path.to_owned(),
-            write,
-        })
-    }
-
-    fn options() -> Options {
-        let mut options = Options::default();
-        options.create_if_missing(true);
-        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
-        options
+        Self::open_filled(path, |_| Ok(()))
     }
 
     /// Opens a copy of the RocksDB snapshot `snapshot` at `path` (what was
     /// there is removed): its files are hard-linked, not copied, where the
     /// file system allows.
     pub fn open_copy(snapshot: &Path, path: &Path) -> Result<Self, StateError> {
+        Self::open_filled(path, |err| {
+            let files =
+                std::fs::read_dir(snapshot).map_err(|e| err(format!("cannot read the snapshot: {e}")))?;
+            for entry in files {
+                let from = entry.map_err(|e| err(e.to_string()))?.path();
+                let to = path.join(from.file_name().expect("a file in a folder has a name"));
+                if std::fs::hard_link(&from, &to).is_err() {
+                    std::fs::copy(&from, &to)
+                        .map_err(|e| err(format!("cannot copy `{}`: {e}", from.display())))?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Empties the folder `path`, lets `fill` put files in it, and opens the
+    /// database there.
+    fn open_filled(
+        path: &Path,
+        fill: impl FnOnce(&dyn Fn(String) -> StateError) -> Result<(), StateError>,
+    ) -> Result<Self, StateError> {
         let err = |message: String| StateError::Storage {
             backend: "rocksdb",
             path: path.display().to_string(),
@@ -56,16 +54,11 @@ impl RocksBackend {
             std::fs::remove_dir_all(path).map_err(|e| err(format!("cannot clear the folder: {e}")))?;
         }
         std::fs::create_dir_all(path).map_err(|e| err(format!("cannot create the folder: {e}")))?;
-        let files = std::fs::read_dir(snapshot).map_err(|e| err(format!("cannot read the snapshot: {e}")))?;
-        for entry in files {
-            let from = entry.map_err(|e| err(e.to_string()))?.path();
-            let to = path.join(from.file_name().expect("a file in a folder has a name"));
-            if std::fs::hard_link(&from, &to).is_err() {
-                std::fs::copy(&from, &to)
-                    .map_err(|e| err(format!("cannot copy `{}`: {e}", from.display())))?;
-            }
-        }
-        let db = DB::open(&Self::options(), path).map_err(|e| err(e.into_string()))?;
+        fill(&err)?;
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        let db = DB::open(&options, path).map_err(|e| err(e.into_string()))?;
         let mut write = WriteOptions::default();
         write.disable_wal(true);
         Ok(Self {

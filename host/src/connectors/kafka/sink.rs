@@ -3,14 +3,12 @@
 //! everything before it is acknowledged by the brokers.
 
 use super::config::{KafkaSinkSpec, client_config};
-use super::{kafka_error, partitions_of};
+use super::{kafka_error, partitions_of, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
 use rdkafka::ClientContext;
 use rdkafka::Message as _;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, DeliveryResult, Producer, ProducerContext};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -84,37 +82,8 @@ impl KafkaSink {
 
 impl Sink for KafkaSink {
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
-        batch.try_for_each(|rec| {
-            let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
-            for (name, value) in &rec.headers {
-                headers = headers.insert(Header {
-                    key: name,
-                    value: Some(&value[..]),
-                });
-            }
-            let mut record = BaseRecord::to(&self.topic)
-                .payload(&rec.value[..])
-                .timestamp(rec.timestamp)
-                .headers(headers);
-            if let Some(k) = &rec.key {
-                record = record.key(&k[..]);
-            }
-            if let Some(p) = self.partition {
-                record = record.partition(p);
-            }
-            loop {
-                match self.producer.send(record) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        record = back;
-                        self.producer.poll(Duration::from_millis(50));
-                    }
-                    Err((e, _)) => return Err(self.failed(e.to_string())),
-                }
-            }
-            Ok(())
-        })?;
-        self.producer.poll(Duration::ZERO);
+        send_batch(&self.producer, &self.topic, self.partition, batch)
+            .map_err(|e| self.failed(e.to_string()))?;
         Ok(())
     }
 

@@ -9,13 +9,12 @@
 //! and sink, so a new instance fences any older one still running.
 
 use super::config::{KafkaSinkSpec, client_config};
-use super::{kafka_error, partitions_of};
+use super::{kafka_error, partitions_of, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::time::Duration;
 
@@ -130,38 +129,9 @@ impl TransactionalKafkaSink {
 
 impl Sink for TransactionalKafkaSink {
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
-        batch.try_for_each(|rec| {
-            let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
-            for (name, value) in &rec.headers {
-                headers = headers.insert(Header {
-                    key: name,
-                    value: Some(&value[..]),
-                });
-            }
-            let mut record = BaseRecord::to(&self.topic)
-                .payload(&rec.value[..])
-                .timestamp(rec.timestamp)
-                .headers(headers);
-            if let Some(k) = &rec.key {
-                record = record.key(&k[..]);
-            }
-            if let Some(p) = self.partition {
-                record = record.partition(p);
-            }
-            loop {
-                match self.producer.send(record) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        record = back;
-                        self.producer.poll(Duration::from_millis(50));
-                    }
-                    Err((e, _)) => return Err(self.failed(e.to_string())),
-                }
-            }
-            self.pending += 1;
-            Ok(())
-        })?;
-        self.producer.poll(Duration::ZERO);
+        let sent = send_batch(&self.producer, &self.topic, self.partition, batch)
+            .map_err(|e| self.failed(e.to_string()))?;
+        self.pending += sent;
         Ok(())
     }
 
