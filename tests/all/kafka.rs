@@ -50,6 +50,19 @@ pub fn create_topic(topic: &str, partitions: i32) {
     }
 }
 
+/// A fresh input topic of `partitions` partitions holding `records`, and a
+/// fresh output topic of one partition.
+fn topics(prefix: &str, partitions: i32, records: &[(String, String)]) -> (String, String) {
+    let (input, output) = (
+        unique_topic(&format!("{prefix}-in")),
+        unique_topic(&format!("{prefix}-out")),
+    );
+    create_topic(&input, partitions);
+    create_topic(&output, 1);
+    produce(&input, records);
+    (input, output)
+}
+
 /// Produces `(key, value)` records to `topic`.
 pub fn produce(topic: &str, records: &[(String, String)]) {
     let producer: BaseProducer = ClientConfig::new()
@@ -156,10 +169,7 @@ fn counts(output: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn a_pipeline_reads_every_partition_and_writes_its_results_to_kafka() {
-    let (input, output) = (unique_topic("in"), unique_topic("out"));
-    create_topic(&input, 3);
-    create_topic(&output, 1);
-    produce(&input, &records(10, 300));
+    let (input, output) = topics("in", 3, &records(10, 300));
     let w = Workdir::new();
     let out = run(&["run", pipeline(&w, &input, &output, false).to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -170,10 +180,7 @@ fn a_pipeline_reads_every_partition_and_writes_its_results_to_kafka() {
 
 #[test]
 fn a_restarted_pipeline_resumes_at_its_checkpointed_offsets_not_the_groups() {
-    let (input, output) = (unique_topic("in"), unique_topic("out"));
-    create_topic(&input, 3);
-    create_topic(&output, 1);
-    produce(&input, &records(5, 100));
+    let (input, output) = topics("in", 3, &records(5, 100));
     let w = Workdir::new();
     let m = pipeline(&w, &input, &output, true);
     let out = run(&["run", m.to_str().unwrap()]);
@@ -233,10 +240,7 @@ fn an_unreachable_broker_and_a_missing_topic_are_clear_errors() {
 /// SIGKILL `kills` times before letting it finish; what a `read_committed`
 /// reader then sees of the output.
 fn killed_runs(exactly_once: bool, kills: u64) -> Vec<(String, String)> {
-    let (input, output) = (unique_topic("crash-in"), unique_topic("crash-out"));
-    create_topic(&input, 3);
-    create_topic(&output, 1);
-    produce(&input, &records(CRASH_KEYS, CRASH_PER_KEY));
+    let (input, output) = topics("crash-in", 3, &records(CRASH_KEYS, CRASH_PER_KEY));
     let w = Workdir::new();
     let mut text = std::fs::read_to_string(pipeline(&w, &input, &output, true))
         .unwrap()
@@ -362,10 +366,7 @@ fn kafka_orders_sums_each_customers_minutes() {
 
 #[test]
 fn the_exactly_once_pipeline_counts_each_event_once() {
-    let (input, output) = (unique_topic("events"), unique_topic("event-counts"));
-    create_topic(&input, 3);
-    create_topic(&output, 1);
-    produce(&input, &records(4, 500));
+    let (input, output) = topics("events", 3, &records(4, 500));
     let w = Workdir::new();
     let m = shipped_pipeline(
         &w,
@@ -510,10 +511,7 @@ fn a_bounded_read_ends_at_partitions_that_end_with_a_transaction_marker() {
 
 #[test]
 fn a_source_starts_from_the_groups_committed_offsets_or_a_time_when_asked() {
-    let (input, output) = (unique_topic("start-in"), unique_topic("start-out"));
-    create_topic(&input, 1);
-    create_topic(&output, 1);
-    produce(&input, &records(1, 50));
+    let (input, output) = topics("start-in", 1, &records(1, 50));
     // The group has read the first 20.
     let group: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
