@@ -96,13 +96,17 @@ pub fn consume_all(topic: &str, partitions: i32) -> Vec<(String, String)> {
     consumer.assign(&list).unwrap();
     let mut out = Vec::new();
     let mut at_end = std::collections::BTreeSet::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Gives up only after 30 s without a record (a loaded machine reads slowly).
+    let mut deadline = std::time::Instant::now() + Duration::from_secs(30);
     while at_end.len() < partitions as usize && std::time::Instant::now() < deadline {
         match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => out.push((
-                String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
-                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
-            )),
+            Some(Ok(m)) => {
+                deadline = std::time::Instant::now() + Duration::from_secs(30);
+                out.push((
+                    String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
+                    String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+                ))
+            }
             Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
                 at_end.insert(p);
             }
@@ -221,7 +225,11 @@ fn an_unreachable_broker_and_a_missing_topic_are_clear_errors() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains(&format!("topic `{missing}`")), "{err}");
-    assert!(err.contains("the topic does not exist"), "{err}");
+    assert_eq!(
+        err.matches("the topic does not exist").count(),
+        1,
+        "said once: {err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 
     let m = w.write(
@@ -285,7 +293,18 @@ fn exactly_once_output_is_read_once_after_killed_runs() {
 fn at_least_once_output_loses_nothing_after_killed_runs() {
     let mut got = killed_runs(false, crate::checkpoints::kills());
     got.dedup();
-    assert_eq!(got, one_run_of_counts(), "every count, some more than once");
+    let expected = one_run_of_counts();
+    let missing: Vec<_> = expected
+        .iter()
+        .filter(|e| got.binary_search(e).is_err())
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "lost, e.g. {missing:?} ({} read after dedup)",
+        got.len()
+    );
+    assert_eq!(got, expected, "every count, some more than once");
 }
 
 /// The manifest `pipelines/<name>` with its topics renamed (`renames`), its

@@ -49,20 +49,20 @@ pub struct RunReport {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// A source or sink could not be opened.
-    #[error("cannot open {what}: {source}")]
+    #[error("cannot open {what}: {cause}")]
     Open {
         /// Which end.
         what: &'static str,
-        /// Why.
-        source: ConnectorError,
+        /// Why (in the message, not a chained source, so it shows once).
+        cause: ConnectorError,
     },
     /// An operator could not be instantiated.
-    #[error("operator `{operator}`: {source}")]
+    #[error("operator `{operator}`: {cause}")]
     Instantiate {
         /// The operator.
         operator: String,
-        /// Why.
-        source: InstantiateError,
+        /// Why (in the message, not a chained source, so it shows once).
+        cause: InstantiateError,
     },
     /// A thread could not be started.
     #[error("cannot start a stage thread: {0}")]
@@ -99,9 +99,9 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         )?),
         None => None,
     };
-    let sink = (plan.sink.open)().map_err(|source| RunError::Open {
+    let sink = (plan.sink.open)().map_err(|cause| RunError::Open {
         what: "the sink",
-        source,
+        cause,
     })?;
     let outcomes = sink.commits_with_checkpoints().then_some(outcomes);
     let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
@@ -132,9 +132,9 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
                         parallelism: stage.parallelism,
                         restore: plan.restore.as_ref(),
                     };
-                    node.instantiate(&ctx).map_err(|source| RunError::Instantiate {
+                    node.instantiate(&ctx).map_err(|cause| RunError::Instantiate {
                         operator: node.name.clone(),
-                        source,
+                        cause,
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -154,14 +154,14 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         stage_chains.push(chains);
     }
     drop((dead_letter_tx, late_tx));
-    let mut source = (plan.source.open)().map_err(|source| RunError::Open {
+    let mut source = (plan.source.open)().map_err(|cause| RunError::Open {
         what: "the source",
-        source,
+        cause,
     })?;
     if let Some(r) = &plan.restore {
-        source.seek(&r.metadata.source).map_err(|source| RunError::Open {
+        source.seek(&r.metadata.source).map_err(|cause| RunError::Open {
             what: "the source at the checkpoint's position",
-            source,
+            cause,
         })?;
         tracing::info!(checkpoint = r.metadata.id, position = %r.metadata.source, "resuming from a checkpoint");
     }
@@ -370,7 +370,7 @@ fn side_output(
     let Some(end) = end else {
         return Ok((None, None));
     };
-    let sink = (end.open)().map_err(|source| RunError::Open { what, source })?;
+    let sink = (end.open)().map_err(|cause| RunError::Open { what, cause })?;
     let (tx, rx) = flume::bounded(capacity);
     Ok((Some(tx), Some((sink, rx))))
 }
