@@ -565,3 +565,89 @@ fn a_source_starts_from_the_groups_committed_offsets_or_a_time_when_asked() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(finished_field(&stderr(&out), "source_records"), 0);
 }
+
+#[test]
+fn an_idle_partition_stops_holding_the_watermark_back_after_the_idle_timeout() {
+    let t0 = 1_700_000_000_000i64;
+    // Windows fire on watermarks only (a drain fires none): output means
+    // event time advanced while partition 1 stayed empty.
+    let fired = |idle: &str| {
+        let input = unique_topic("idle-in");
+        create_topic(&input, 2);
+        let records: Vec<(String, String)> = (0..300)
+            .map(|i| {
+                (
+                    String::new(),
+                    format!("{{\"user\":\"u\",\"ts\":{}}}", t0 + i * 1_000),
+                )
+            })
+            .collect();
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap())
+            .create()
+            .unwrap();
+        for (_, v) in &records {
+            producer
+                .send(BaseRecord::<str, str>::to(&input).partition(0).payload(v))
+                .unwrap();
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+        let w = Workdir::new();
+        let m = w.manifest(&format!(
+            r#"
+[pipeline]
+name = "idle"
+
+[source]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{input}"]
+group_id = "{input}"
+format = "json"
+key_field = "user"
+timestamp_field = "ts"
+
+[watermark]
+max_out_of_orderness = "0s"
+{idle}
+
+[[operators]]
+type = "key_by"
+
+[[operators]]
+type = "window"
+window = "tumbling"
+size = "10s"
+
+[sink]
+type = "stdout"
+format = "value"
+"#
+        ));
+        let child = spawn_run(&m);
+        // Partition 0 keeps producing, 10 s of event time every 100 ms;
+        // partition 1 never does.
+        for i in 0..40 {
+            let value = format!("{{\"user\":\"u\",\"ts\":{}}}", t0 + i * 10_000);
+            producer
+                .send(BaseRecord::<str, str>::to(&input).partition(0).payload(&value))
+                .unwrap();
+            producer.flush(Duration::from_secs(10)).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: kill(2) on our own child process.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).lines().count()
+    };
+    assert_eq!(
+        fired(""),
+        0,
+        "without an idle timeout the empty partition holds event time"
+    );
+    assert!(
+        fired("idle_timeout = \"1s\"") > 0,
+        "after the idle timeout the other partition drives event time"
+    );
+}
