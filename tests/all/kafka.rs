@@ -408,34 +408,30 @@ fn the_exactly_once_pipeline_counts_each_event_once() {
     );
 }
 
-#[test]
-fn each_partition_holds_the_watermark_back_so_a_slow_one_is_not_late() {
-    let input = unique_topic("wm-in");
-    create_topic(&input, 2);
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
-    let t0 = 1_700_000_000_000i64;
-    let send = |partition: i32, count: i64, step: i64| {
-        for i in 0..count {
-            let ts = t0 + i * step;
-            let value = format!("{{\"user\":\"u{partition}\",\"ts\":{ts}}}");
-            producer
-                .send(
-                    BaseRecord::<str, str>::to(&input)
-                        .partition(partition)
-                        .payload(&value),
-                )
-                .unwrap();
-        }
-        producer.flush(Duration::from_secs(30)).unwrap();
-    };
-    let w = Workdir::new();
-    let m = w.manifest(&format!(
+/// Sends `{"user":"u<partition>","ts":<t>}` to `partition` of `topic` for
+/// each time, and waits until the broker has them.
+fn send_times(producer: &BaseProducer, topic: &str, partition: i32, times: impl IntoIterator<Item = i64>) {
+    for ts in times {
+        let value = format!("{{\"user\":\"u{partition}\",\"ts\":{ts}}}");
+        producer
+            .send(
+                BaseRecord::<str, str>::to(topic)
+                    .partition(partition)
+                    .payload(&value),
+            )
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// JSON records of `input` keyed by `user` at time `ts` -> tumbling 10 s
+/// windows (firing on watermarks of no delay, plus `watermark_extra`) ->
+/// stdout.
+fn json_windows(w: &Workdir, input: &str, watermark_extra: &str) -> std::path::PathBuf {
+    w.manifest(&format!(
         r#"
 [pipeline]
-name = "watermarks"
+name = "json-windows"
 
 [source]
 type = "kafka"
@@ -448,6 +444,7 @@ timestamp_field = "ts"
 
 [watermark]
 max_out_of_orderness = "0s"
+{watermark_extra}
 
 [[operators]]
 type = "key_by"
@@ -461,19 +458,42 @@ size = "10s"
 type = "stdout"
 format = "value"
 "#
-    ));
+    ))
+}
+
+/// Drains a running pipeline (SIGTERM) and returns what it printed.
+fn drain(child: std::process::Child) -> std::process::Output {
+    sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+fn plain_producer() -> BaseProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap()
+}
+
+const T0: i64 = 1_700_000_000_000;
+
+#[test]
+fn each_partition_holds_the_watermark_back_so_a_slow_one_is_not_late() {
+    let input = unique_topic("wm-in");
+    create_topic(&input, 2);
+    let producer = plain_producer();
+    let w = Workdir::new();
+    let m = json_windows(&w, &input, "");
     // Partition 0 is read 100 s of event time ahead; partition 1 has
     // nothing yet, so it holds the watermark back (no idle timeout) ...
-    send(0, 500, 200);
+    send_times(&producer, &input, 0, (0..500).map(|i| T0 + i * 200));
     let child = spawn_run(&m);
     std::thread::sleep(Duration::from_secs(3));
     // ... and its records, arriving later at earlier times, are not late.
-    send(1, 10, 1_000);
+    send_times(&producer, &input, 1, (0..10).map(|i| T0 + i * 1_000));
     std::thread::sleep(Duration::from_secs(2));
-    // SAFETY: kill(2) on our own child process.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = drain(child);
     assert_eq!(
         finished_field(&stderr(&out), "late_records"),
         0,
@@ -568,78 +588,21 @@ fn a_source_starts_from_the_groups_committed_offsets_or_a_time_when_asked() {
 
 #[test]
 fn an_idle_partition_stops_holding_the_watermark_back_after_the_idle_timeout() {
-    let t0 = 1_700_000_000_000i64;
     // Windows fire on watermarks only (a drain fires none): output means
     // event time advanced while partition 1 stayed empty.
     let fired = |idle: &str| {
         let input = unique_topic("idle-in");
         create_topic(&input, 2);
-        let records: Vec<(String, String)> = (0..300)
-            .map(|i| {
-                (
-                    String::new(),
-                    format!("{{\"user\":\"u\",\"ts\":{}}}", t0 + i * 1_000),
-                )
-            })
-            .collect();
-        let producer: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap())
-            .create()
-            .unwrap();
-        for (_, v) in &records {
-            producer
-                .send(BaseRecord::<str, str>::to(&input).partition(0).payload(v))
-                .unwrap();
-        }
-        producer.flush(Duration::from_secs(30)).unwrap();
+        let producer = plain_producer();
         let w = Workdir::new();
-        let m = w.manifest(&format!(
-            r#"
-[pipeline]
-name = "idle"
-
-[source]
-type = "kafka"
-bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
-topics = ["{input}"]
-group_id = "{input}"
-format = "json"
-key_field = "user"
-timestamp_field = "ts"
-
-[watermark]
-max_out_of_orderness = "0s"
-{idle}
-
-[[operators]]
-type = "key_by"
-
-[[operators]]
-type = "window"
-window = "tumbling"
-size = "10s"
-
-[sink]
-type = "stdout"
-format = "value"
-"#
-        ));
-        let child = spawn_run(&m);
+        let child = spawn_run(&json_windows(&w, &input, idle));
         // Partition 0 keeps producing, 10 s of event time every 100 ms;
         // partition 1 never does.
         for i in 0..40 {
-            let value = format!("{{\"user\":\"u\",\"ts\":{}}}", t0 + i * 10_000);
-            producer
-                .send(BaseRecord::<str, str>::to(&input).partition(0).payload(&value))
-                .unwrap();
-            producer.flush(Duration::from_secs(10)).unwrap();
+            send_times(&producer, &input, 0, [T0 + i * 10_000]);
             std::thread::sleep(Duration::from_millis(100));
         }
-        // SAFETY: kill(2) on our own child process.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        stdout(&out).lines().count()
+        stdout(&drain(child)).lines().count()
     };
     assert_eq!(
         fired(""),

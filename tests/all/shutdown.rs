@@ -37,7 +37,7 @@ format = "value"
     out.push(line.trim_end().to_owned());
     // Stall the sink so the run is surely mid-way, then ask it to stop.
     std::thread::sleep(Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    sigterm(&child);
     for l in stdout.lines() {
         out.push(l.unwrap());
     }

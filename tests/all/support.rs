@@ -84,6 +84,12 @@ pub fn spawn_run(manifest: &Path) -> Child {
         .unwrap()
 }
 
+/// Asks a running `mailer` to drain (SIGTERM).
+pub fn sigterm(child: &Child) {
+    // SAFETY: kill(2) on our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
