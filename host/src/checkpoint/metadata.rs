@@ -51,11 +51,6 @@ pub struct SnapshotMeta {
 }
 
 impl Metadata {
-    /// Every snapshot.
-    pub fn snapshots(&self) -> &[SnapshotMeta] {
-        &self.snapshots
-    }
-
     /// The snapshots of operator `name`.
     pub fn of_operator<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a SnapshotMeta> + 'a {
         self.snapshots.iter().filter(move |s| s.operator == name)

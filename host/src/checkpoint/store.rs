@@ -184,7 +184,7 @@ pub fn read_metadata(dir: &Path) -> Result<Metadata, String> {
     let bytes = fs::read(dir.join(METADATA)).map_err(|e| format!("no readable {METADATA}: {e}"))?;
     let m: Metadata =
         serde_json::from_slice(&bytes).map_err(|e| format!("{METADATA} does not parse: {e}"))?;
-    for s in m.snapshots() {
+    for s in &m.snapshots {
         let path = dir.join(&s.path);
         let complete = match s.backend.as_str() {
             "memory" => {

@@ -35,10 +35,8 @@ pub enum TimeDomain {
 }
 
 impl TimeDomain {
-    /// Both domains.
-    pub const ALL: [TimeDomain; 2] = [TimeDomain::EventTime, TimeDomain::ProcessingTime];
-
-    fn index(self) -> usize {
+    /// Its slot in per-domain arrays.
+    pub(super) fn index(self) -> usize {
         self as usize
     }
 }
@@ -116,11 +114,6 @@ impl KeyedContext {
     /// The processing time of the call in scope.
     pub fn now(&self) -> i64 {
         self.now
-    }
-
-    /// The clock's time now.
-    pub fn clock_now(&self) -> i64 {
-        (self.clock)()
     }
 
     /// Writes the call's changes to the backend and leaves the key's scope.

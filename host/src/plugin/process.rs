@@ -155,7 +155,7 @@ impl WasmProcess {
 
     /// Fires every timer of `domain` due at `upto`, in time order.
     fn fire(&mut self, domain: TimeDomain, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        let i = domain as usize;
+        let i = domain.index();
         let next = self.fired_upto[i].saturating_add(1);
         let from = self
             .ctx()
