@@ -25,11 +25,13 @@ build:
 demo: plugins build
     "$CARGO_TARGET_DIR/release/mailer" run pipelines/quickstart.toml
 
-# The full test suite: unit, plugin and integration tests. Starts a Kafka
-# broker on loopback for them (unless KAFKA_BOOTSTRAP names one) and stops it.
+# The full test suite: unit, plugin and integration tests. Makes sure the
+# machine's PostgreSQL runs, and starts a Kafka broker on loopback for them
+# (unless KAFKA_BOOTSTRAP names one) and stops it.
 test: plugins
     #!/usr/bin/env bash
     set -euo pipefail
+    scripts/postgres-ready
     if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
         data=$(scripts/kafka-broker start)
         trap 'scripts/kafka-broker stop "${data:-}"' EXIT
@@ -43,6 +45,7 @@ test: plugins
 soak: plugins
     #!/usr/bin/env bash
     set -euo pipefail
+    scripts/postgres-ready
     if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
         data=$(scripts/kafka-broker start)
         trap 'scripts/kafka-broker stop "${data:-}"' EXIT
@@ -54,6 +57,7 @@ soak: plugins
 bench prefix="": plugins
     #!/usr/bin/env bash
     set -euo pipefail
+    scripts/postgres-ready
     if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
         data=$(scripts/kafka-broker start)
         trap 'scripts/kafka-broker stop "${data:-}"' EXIT

@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
 use mailer::plugin::PluginEngine;
@@ -108,6 +109,16 @@ fn run(command: Command) -> Result<()> {
     match command {
         Command::Validate { manifest } => {
             let (plan, _engine) = plan_of(&manifest)?;
+            if let Some(check) = &plan.sink_check {
+                match check()? {
+                    TableCheck::Fits => {}
+                    TableCheck::Unreachable(e) => {
+                        eprintln!(
+                            "warning: the sink's table was not checked ({e}); it is checked when the pipeline starts"
+                        );
+                    }
+                }
+            }
             println!("{}: ok (pipeline `{}`)", manifest.display(), plan.name);
             Ok(())
         }

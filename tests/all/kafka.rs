@@ -614,3 +614,136 @@ fn an_idle_partition_stops_holding_the_watermark_back_after_the_idle_timeout() {
         "after the idle timeout the other partition drives event time"
     );
 }
+
+/// Runs `m`, which writes records a, b and c to `output` with b failing;
+/// checks a and c arrived, and returns the one dead letter.
+fn dead_letters_b(w: &Workdir, m: &std::path::Path, output: &str) -> String {
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got: Vec<String> = consume_all(output, 1).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(got, ["a", "c"]);
+    let dead = w.read("dead.jsonl");
+    assert_eq!(dead.lines().count(), 1, "{dead}");
+    dead
+}
+
+/// A bounded Kafka -> Kafka pipeline with `source` and `sink` settings and
+/// a dead-letter file.
+fn policy_pipeline(
+    w: &Workdir,
+    name: &str,
+    input: &str,
+    output: &str,
+    source: &str,
+    sink: &str,
+) -> std::path::PathBuf {
+    w.write(
+        name,
+        &format!(
+            r#"
+[pipeline]
+name = "kafka-policies"
+
+[source]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{input}"]
+group_id = "{input}-group"
+bounded = true
+{source}
+
+[sink]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topic = "{output}"
+{sink}
+
+[dead_letter]
+type = "file"
+path = "dead.jsonl"
+format = "json"
+"#
+        ),
+    )
+}
+
+#[test]
+fn undecodable_source_records_follow_the_failure_policy() {
+    let (input, output) = topics(
+        "undecodable",
+        1,
+        &[
+            ("a".into(), r#"{"n":1}"#.into()),
+            ("b".into(), "not json".into()),
+            ("c".into(), r#"{"n":3}"#.into()),
+        ],
+    );
+    let w = Workdir::new();
+    let m = policy_pipeline(
+        &w,
+        "dl.toml",
+        &input,
+        &output,
+        "format = \"json\"\non_error = \"dead-letter\"",
+        "",
+    );
+    let dead = dead_letters_b(&w, &m, &output);
+    assert!(dead.contains(r#""value":"not json""#), "{dead}");
+    assert!(
+        dead.contains(&format!(
+            "topic `{input}` partition 0 offset 1: the value is not JSON"
+        )),
+        "{dead}"
+    );
+
+    let m = policy_pipeline(&w, "fail.toml", &input, &output, "format = \"json\"", "");
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "topic `{input}` partition 0 offset 1: the value is not JSON"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn records_the_brokers_refuse_follow_the_sinks_failure_policy() {
+    let big = "x".repeat(3000);
+    let (input, output) = topics(
+        "refused",
+        1,
+        &[
+            ("a".into(), "small".into()),
+            ("b".into(), big),
+            ("c".into(), "small".into()),
+        ],
+    );
+    let w = Workdir::new();
+    let limit = "options = { \"message.max.bytes\" = \"1000\" }";
+    let m = policy_pipeline(
+        &w,
+        "dl.toml",
+        &input,
+        &output,
+        "",
+        &format!("{limit}\non_error = \"dead-letter\""),
+    );
+    let dead = dead_letters_b(&w, &m, &output);
+    assert!(
+        dead.contains(r#""key":"b""#) && dead.contains("too large"),
+        "{dead}"
+    );
+
+    let m = policy_pipeline(&w, "fail.toml", &input, &output, "", limit);
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("topic `{output}`")) && err.contains("too large"),
+        "{err}"
+    );
+    assert!(err.contains(r#"key="b""#), "names the record: {err}");
+}

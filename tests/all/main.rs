@@ -8,6 +8,7 @@ mod failure_policies;
 mod golden;
 mod kafka;
 mod manifests;
+mod postgres;
 mod process;
 mod quickstart;
 mod shutdown;

@@ -107,14 +107,14 @@ pub fn plan(
         shutdown_timeout: Duration::from_secs(30),
         source: Endpoint {
             description: "generator".into(),
-            open: Box::new(move || {
+            open: Box::new(move |_| {
                 Ok(Box::new(GeneratorSource::new(Some(n), keys, 0, time_divisor, None)) as _)
             }),
         },
         stages,
         sink: Endpoint {
             description: "blackhole".into(),
-            open: Box::new(|| Ok(Box::new(BlackholeSink) as _)),
+            open: Box::new(|_| Ok(Box::new(BlackholeSink) as _)),
         },
         dead_letter: None,
         late_output: None,
@@ -127,6 +127,7 @@ pub fn plan(
         checkpoint: None,
         restore: None,
         committed_checkpoint: None,
+        sink_check: None,
     }
 }
 
@@ -184,6 +185,11 @@ pub fn ratios(outputs: &[String]) -> Vec<String> {
             && let Some(raw) = rate("kafka-raw")
         {
             out.push(format!("bench {name}-ratio vs_kafka_raw={:.3}", r / raw));
+        }
+        if name.starts_with("pg-sink")
+            && let Some(copy) = rate("pg-copy-psql")
+        {
+            out.push(format!("bench {name}-ratio vs_psql_copy={:.3}", r / copy));
         }
     }
     out

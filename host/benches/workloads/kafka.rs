@@ -30,6 +30,7 @@ pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
             Box::new(|| passthrough("kafka-passthrough-exactly-once", true)),
         ),
         ("kafka-latency".to_owned(), Box::new(latency)),
+        ("kafka-latency-raw".to_owned(), Box::new(latency_raw)),
     ]
 }
 
@@ -202,26 +203,77 @@ fn passthrough(name: &str, exactly_once: bool) {
 /// `uppercase`, which leaves digits as they are — and a reader measures
 /// each record's time from send to read.
 fn latency() {
+    measure_latency("kafka-latency", |inp, out| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = manifest(dir.path(), inp, out, false, false);
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("bench-double.wasm", "uppercase.wasm")
+            .replace("bounded = false", "bounded = false\nstart = \"latest\"");
+        std::fs::write(&path, text).unwrap();
+        let m = Manifest::load(&path).unwrap();
+        let plan = mailer::plan::build(&m, &PluginEngine::new().unwrap()).unwrap();
+        let shutdown = Shutdown::new();
+        let pipeline = {
+            let shutdown = shutdown.clone();
+            std::thread::spawn(move || run(plan, &shutdown).unwrap())
+        };
+        Box::new(move || {
+            shutdown.cancel();
+            pipeline.join().unwrap();
+            drop(dir);
+        })
+    });
+}
+
+/// The same measurement through a plain rdkafka consume -> produce loop
+/// (the client settings of the pipeline's source and sink): what the
+/// broker and librdkafka cost by themselves.
+fn latency_raw() {
+    measure_latency("kafka-latency-raw", |inp, out| {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (inp, out, stopped) = (inp.to_owned(), out.to_owned(), stop.clone());
+        let forward = std::thread::spawn(move || {
+            let c = consumer(&inp, 3);
+            c.assign(&latest(&inp, 3)).unwrap();
+            let p = producer();
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
+                    let key = std::str::from_utf8(m.key().unwrap_or_default())
+                        .unwrap()
+                        .to_owned();
+                    send(&p, &out, &key, m.payload().unwrap_or_default());
+                }
+                p.poll(Duration::ZERO);
+            }
+            p.flush(Duration::from_secs(10)).unwrap();
+        });
+        Box::new(move || {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            forward.join().unwrap();
+        })
+    });
+}
+
+/// Every partition of `topic` at its end.
+fn latest(topic: &str, partitions: i32) -> TopicPartitionList {
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition_offset(topic, p, Offset::End).unwrap();
+    }
+    list
+}
+
+/// Sends records at `MAILER_BENCH_KAFKA_RATE` per second for 10 s through
+/// what `start(input, output)` starts (it returns how to stop it), and
+/// prints the p50/p99/max of send-to-read times.
+fn measure_latency(name: &str, start: impl FnOnce(&str, &str) -> Box<dyn FnOnce()>) {
     let rate: u64 = env_or("MAILER_BENCH_KAFKA_RATE", 5_000);
     let n: u64 = rate * 10;
     let (inp, out) = (topic("lat-in"), topic("lat-out"));
     create(&inp, 3);
     create(&out, 3);
-    let dir = tempfile::tempdir().unwrap();
-    let path = manifest(dir.path(), &inp, &out, false, false);
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("bench-double.wasm", "uppercase.wasm")
-        .replace("bounded = false", "bounded = false\nstart = \"latest\"");
-    std::fs::write(&path, text).unwrap();
-    let m = Manifest::load(&path).unwrap();
-    let engine = PluginEngine::new().unwrap();
-    let plan = mailer::plan::build(&m, &engine).unwrap();
-    let shutdown = Shutdown::new();
-    let pipeline = {
-        let shutdown = shutdown.clone();
-        std::thread::spawn(move || run(plan, &shutdown).unwrap())
-    };
+    let stop = start(&inp, &out);
     std::thread::sleep(Duration::from_secs(2));
     let reader = {
         let out = out.clone();
@@ -258,13 +310,12 @@ fn latency() {
     }
     p.flush(Duration::from_secs(60)).unwrap();
     let mut lat = reader.join().unwrap();
-    shutdown.cancel();
-    pipeline.join().unwrap();
+    stop();
     assert_eq!(lat.len() as u64, n, "every record read back");
     lat.sort_unstable();
     let at = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize];
     print_line(
-        "kafka-latency",
+        name,
         n,
         started.elapsed().as_secs_f64(),
         &format!(

@@ -8,6 +8,7 @@
 
 mod common;
 mod kafka;
+mod postgres;
 mod state;
 mod w1;
 mod w2;
@@ -20,6 +21,7 @@ fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     v.extend(w3::variants());
     v.extend(state::variants());
     v.extend(kafka::variants());
+    v.extend(postgres::variants());
     v
 }
 

@@ -6,6 +6,7 @@ mod file_source;
 mod format;
 mod generator;
 pub mod kafka;
+pub mod postgres;
 mod stdout;
 
 pub use blackhole::BlackholeSink;
@@ -16,6 +17,19 @@ pub use generator::{GeneratorSource, splitmix64};
 pub use stdout::StdoutSink;
 
 use crate::batch::Batch;
+use crate::operator::{FailureHandler, OperatorError};
+use crate::record::Record;
+
+/// Applies a connector's failure policy to a record that cannot pass for a
+/// reason of its own (it does not decode, the target refuses it); the
+/// message to stop the pipeline with when the policy says `fail` (or the
+/// dead-letter sink is gone).
+pub(crate) fn refuse(rejects: &FailureHandler, record: Record, reason: &str) -> Result<(), String> {
+    rejects.fail(record, reason).map_err(|e| match e {
+        OperatorError::RecordFailed { record, reason, .. } => format!("{reason} (record {record})"),
+        other => other.to_string(),
+    })
+}
 
 /// What a source's poll produced.
 #[derive(Debug)]
@@ -134,6 +148,16 @@ pub enum ConnectorError {
         brokers: String,
         /// The topic (or topics).
         topic: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// PostgreSQL failed or refused.
+    #[error("PostgreSQL ({target}, table `{table}`): {message}")]
+    Postgres {
+        /// The server, database and user (never the password).
+        target: String,
+        /// The table.
+        table: String,
         /// What went wrong.
         message: String,
     },

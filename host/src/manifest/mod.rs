@@ -5,6 +5,7 @@ mod error;
 mod spec;
 mod validate;
 mod validate_operators;
+mod validate_postgres;
 mod vars;
 
 pub use error::{ManifestError, line_column};

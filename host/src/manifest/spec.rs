@@ -175,6 +175,8 @@ pub enum SinkSpec {
     Blackhole(BlackholeSpec),
     /// A Kafka topic (at least once).
     Kafka(Box<crate::connectors::kafka::KafkaSinkSpec>),
+    /// A PostgreSQL table.
+    Postgres(Box<crate::connectors::postgres::PostgresSinkSpec>),
 }
 
 /// The `stdout` sink.

@@ -2,6 +2,7 @@
 //! unique, operators in a possible order, placeholders set, files present.
 
 use super::spec::*;
+use super::validate_operators::check_policy;
 use super::vars::ConfigString;
 use super::{Manifest, ManifestError};
 use crate::connectors::kafka;
@@ -14,6 +15,20 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
     resolve_all(m, env)?;
     check_source(m)?;
     super::validate_operators::check_operators(m)?;
+    let dead_letters_to_itself = |policy| policy == crate::operator::FailurePolicy::DeadLetter;
+    if let Some(d) = &m.spec.dead_letter
+        && match d.get_ref() {
+            SinkSpec::Kafka(k) => dead_letters_to_itself(k.on_error),
+            SinkSpec::Postgres(p) => dead_letters_to_itself(p.on_error),
+            _ => false,
+        }
+    {
+        return Err(m.error_at(
+            &d.span(),
+            "on_error",
+            "the dead-letter sink cannot send what it fails to write to itself: use `fail` or `skip`",
+        ));
+    }
     for side in [&m.spec.dead_letter, &m.spec.late_output].into_iter().flatten() {
         check_sink(m, side.get_ref(), &side.span())?;
     }
@@ -117,6 +132,12 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
                     kafka::config_strings(&mut k.bootstrap_servers, k.security.as_mut(), &mut k.options);
                 fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
             }
+            SinkSpec::Postgres(p) => {
+                fields.push((span.clone(), "dsn", &mut p.dsn));
+                if let Some(ca) = p.ca_file.as_mut() {
+                    fields.push((span, "ca_file", ca));
+                }
+            }
             SinkSpec::Stdout(_) | SinkSpec::Blackhole(_) => {}
         }
     }
@@ -187,6 +208,7 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
             if k.topics.is_empty() {
                 return Err(m.error_at(&span, "topics", "`topics` is empty: name at least one topic"));
             }
+            check_policy(m, k.on_error, &span)?;
             if k.format != kafka::KafkaFormat::Json
                 && let Some(key) = [
                     ("key_field", &k.key_field),
@@ -207,18 +229,33 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
 }
 
 pub(super) fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> Result<(), ManifestError> {
-    if let SinkSpec::Kafka(k) = sink
-        && k.exactly_once
-        && m.spec.checkpoint.is_none()
-    {
+    if let SinkSpec::Kafka(k) = sink {
+        check_policy(m, k.on_error, span)?;
+    }
+    if let SinkSpec::Postgres(p) = sink {
+        check_policy(m, p.on_error, span)?;
+        super::validate_postgres::check(m, p, span)?;
+    }
+    let exactly_once = match sink {
+        SinkSpec::Kafka(k) => k.exactly_once,
+        SinkSpec::Postgres(p) => p.exactly_once,
+        _ => false,
+    };
+    if exactly_once && !std::ptr::eq(sink, m.spec.sink.get_ref()) {
+        return Err(m.error_at(
+            span,
+            "exactly_once",
+            "`exactly_once` is for the pipeline's `[sink]`: dead-letter and late-record sinks write at least once",
+        ));
+    }
+    if exactly_once && m.spec.checkpoint.is_none() {
         return Err(m.error_at(
             span,
             "exactly_once",
             "`exactly_once = true` needs a `[checkpoint]` section: its transactions commit with the checkpoints",
         ));
     }
-    if let SinkSpec::Kafka(k) = sink
-        && k.exactly_once
+    if exactly_once
         && let Some(c) = &m.spec.checkpoint
         && c.get_ref().keep < 2
     {

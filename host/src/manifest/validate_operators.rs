@@ -148,7 +148,11 @@ fn check_key_by(m: &Manifest, k: &KeyBySpec, span: &Range<usize>, last: bool) ->
     Ok(())
 }
 
-fn check_policy(m: &Manifest, policy: FailurePolicy, span: &Range<usize>) -> Result<(), ManifestError> {
+pub(super) fn check_policy(
+    m: &Manifest,
+    policy: FailurePolicy,
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
     if policy == FailurePolicy::DeadLetter && m.spec.dead_letter.is_none() {
         return Err(m.error_at(
             span,

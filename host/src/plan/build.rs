@@ -1,7 +1,7 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
-use super::CommittedCheckpoint;
+use super::{CommittedCheckpoint, SinkCheck};
 use super::{
     Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan,
     WatermarkSettings,
@@ -9,13 +9,14 @@ use super::{
 use crate::builtins::{FieldFilter, KeyFromField, Reshape, ReshapeKind, RunningAggregate};
 use crate::checkpoint::CheckpointSettings;
 use crate::connectors::kafka::{KafkaSink, KafkaSource, TransactionalKafkaSink};
+use crate::connectors::postgres::{self, PostgresSink, WriteMode};
 use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
 use crate::json::from_toml;
 use crate::manifest::{
     AggregateSpec, FieldFilterSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec,
     StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
 };
-use crate::operator::FailurePolicy;
+use crate::operator::{FailureHandler, FailurePolicy};
 use crate::plugin::{LoadedPlugin, PluginEngine, PluginLimits, World};
 use crate::runtime::Routing;
 use crate::state::BackendKind;
@@ -130,6 +131,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         checkpoint: checkpoint_settings(m),
         restore: None,
         committed_checkpoint: committed_checkpoint(m),
+        sink_check: sink_check(m),
     })
 }
 
@@ -142,6 +144,22 @@ fn committed_checkpoint(m: &Manifest) -> Option<CommittedCheckpoint> {
             Some(Box::new(move || {
                 crate::connectors::kafka::committed_checkpoint(&spec, &pipeline)
             }))
+        }
+        SinkSpec::Postgres(p) if p.exactly_once => {
+            let (spec, pipeline) = (p.clone(), m.spec.pipeline.get_ref().name.clone());
+            Some(Box::new(move || postgres::committed_checkpoint(&spec, &pipeline)))
+        }
+        _ => None,
+    }
+}
+
+/// For a sink writing to a database: how to check, before a run, that its
+/// table fits the mapping.
+fn sink_check(m: &Manifest) -> Option<SinkCheck> {
+    match m.spec.sink.get_ref() {
+        SinkSpec::Postgres(p) => {
+            let spec = p.clone();
+            Some(Box::new(move || postgres::check_table(&spec)))
         }
         _ => None,
     }
@@ -232,7 +250,9 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
             let bound = count.map_or("unbounded".to_owned(), |c| format!("{c} records"));
             Endpoint {
                 description: format!("generator ({bound})"),
-                open: Box::new(move || Ok(Box::new(GeneratorSource::new(count, keys, seed, div, rate)) as _)),
+                open: Box::new(
+                    move |_| Ok(Box::new(GeneratorSource::new(count, keys, seed, div, rate)) as _),
+                ),
             }
         }
         SourceSpec::Kafka(k) => {
@@ -240,7 +260,11 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
             let spec = k.clone();
             Endpoint {
                 description,
-                open: Box::new(move || Ok(Box::new(KafkaSource::open(&spec)?) as _)),
+                open: Box::new(move |dead_letter| {
+                    let rejects =
+                        FailureHandler::new("source", spec.on_error, dead_letter, Default::default());
+                    Ok(Box::new(KafkaSource::open(&spec, rejects)?) as _)
+                }),
             }
         }
         SourceSpec::File(f) => {
@@ -248,7 +272,7 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
             let (format, key, ts) = (f.format, f.key_field.clone(), f.timestamp_field.clone());
             Endpoint {
                 description: format!("file `{}` ({})", f.path, serde_plain(&format)),
-                open: Box::new(move || Ok(Box::new(FileSource::open(&path, format, key, ts)?) as _)),
+                open: Box::new(move |_| Ok(Box::new(FileSource::open(&path, format, key, ts)?) as _)),
             }
         }
     }
@@ -260,33 +284,55 @@ fn sink(m: &Manifest, spec: &SinkSpec) -> Endpoint<OpenSink> {
             let format = s.format;
             Endpoint {
                 description: format!("stdout ({})", serde_plain(&format)),
-                open: Box::new(move || Ok(Box::new(StdoutSink::new(format)) as _)),
+                open: Box::new(move |_| Ok(Box::new(StdoutSink::new(format)) as _)),
             }
         }
         SinkSpec::File(f) => {
             let (path, format, append) = (m.path(&f.path), f.format, f.append);
             Endpoint {
                 description: format!("file `{}` ({})", f.path, serde_plain(&format)),
-                open: Box::new(move || Ok(Box::new(FileSink::create(&path, format, append)?) as _)),
+                open: Box::new(move |_| Ok(Box::new(FileSink::create(&path, format, append)?) as _)),
             }
         }
         SinkSpec::Kafka(k) if k.exactly_once => {
             let (spec, pipeline) = (k.clone(), m.spec.pipeline.get_ref().name.clone());
             Endpoint {
                 description: format!("kafka topic `{}` (exactly once, transactional)", k.topic),
-                open: Box::new(move || Ok(Box::new(TransactionalKafkaSink::open(&spec, &pipeline)?) as _)),
+                open: Box::new(move |dead_letter| {
+                    let rejects = FailureHandler::new("sink", spec.on_error, dead_letter, Default::default());
+                    Ok(Box::new(TransactionalKafkaSink::open(&spec, &pipeline, rejects)?) as _)
+                }),
             }
         }
         SinkSpec::Kafka(k) => {
             let spec = k.clone();
             Endpoint {
                 description: format!("kafka topic `{}`", k.topic),
-                open: Box::new(move || Ok(Box::new(KafkaSink::open(&spec)?) as _)),
+                open: Box::new(move |dead_letter| {
+                    let rejects = FailureHandler::new("sink", spec.on_error, dead_letter, Default::default());
+                    Ok(Box::new(KafkaSink::open(&spec, rejects)?) as _)
+                }),
+            }
+        }
+        SinkSpec::Postgres(p) => {
+            let (spec, pipeline) = (p.clone(), m.spec.pipeline.get_ref().name.clone());
+            let mode = match (p.mode, p.exactly_once) {
+                (WriteMode::Insert, false) => "insert",
+                (WriteMode::Upsert, false) => "upsert",
+                (WriteMode::Insert, true) => "insert, exactly once",
+                (WriteMode::Upsert, true) => "upsert, exactly once",
+            };
+            Endpoint {
+                description: format!("postgres table `{}` ({mode})", p.table),
+                open: Box::new(move |dead_letter| {
+                    let rejects = FailureHandler::new("sink", spec.on_error, dead_letter, Default::default());
+                    Ok(Box::new(PostgresSink::open(&spec, &pipeline, rejects)?) as _)
+                }),
             }
         }
         SinkSpec::Blackhole(_) => Endpoint {
             description: "blackhole".to_owned(),
-            open: Box::new(|| Ok(Box::new(BlackholeSink) as _)),
+            open: Box::new(|_| Ok(Box::new(BlackholeSink) as _)),
         },
     }
 }

@@ -35,10 +35,13 @@ pub enum InstantiateError {
     State(#[from] StateError),
 }
 
-/// Opens a source when the run starts.
-pub type OpenSource = Box<dyn FnOnce() -> Result<Box<dyn Source>, ConnectorError> + Send>;
-/// Opens a sink when the run starts.
-pub type OpenSink = Box<dyn FnOnce() -> Result<Box<dyn Sink>, ConnectorError> + Send>;
+/// Opens a source when the run starts; it may send the records it cannot
+/// read to the dead-letter sink.
+pub type OpenSource =
+    Box<dyn FnOnce(Option<DeadLetterSender>) -> Result<Box<dyn Source>, ConnectorError> + Send>;
+/// Opens a sink when the run starts; it may send the records its system
+/// refuses to the dead-letter sink.
+pub type OpenSink = Box<dyn FnOnce(Option<DeadLetterSender>) -> Result<Box<dyn Sink>, ConnectorError> + Send>;
 /// Makes one native operator instance per worker.
 pub type NativeFactory = Arc<
     dyn Fn(&InstanceContext<'_>, FailureHandler) -> Result<Box<dyn Operator>, InstantiateError> + Send + Sync,
@@ -79,10 +82,17 @@ pub struct Plan {
     /// For a sink that commits with checkpoints: which checkpoint's output
     /// it last committed (a restart resumes from that one).
     pub committed_checkpoint: Option<CommittedCheckpoint>,
+    /// For a sink writing to a database: checks its table before a run.
+    pub sink_check: Option<SinkCheck>,
 }
 
 /// Asks a sink which checkpoint's output it last committed.
 pub type CommittedCheckpoint = Box<dyn Fn() -> Result<Option<u64>, ConnectorError> + Send + Sync>;
+
+/// Checks, before a run, that the sink's table fits its mapping: `Err`
+/// names each mismatch.
+pub type SinkCheck =
+    Box<dyn Fn() -> Result<crate::connectors::postgres::TableCheck, ConnectorError> + Send + Sync>;
 
 /// How the source derives watermarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

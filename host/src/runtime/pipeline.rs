@@ -99,15 +99,15 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         )?),
         None => None,
     };
-    let sink = (plan.sink.open)().map_err(|cause| RunError::Open {
+    let (dead_letter_tx, dead_letter) =
+        side_output(plan.dead_letter, "the dead-letter sink", plan.edge_capacity)?;
+    let (late_tx, late_output) = side_output(plan.late_output, "the late-record sink", plan.edge_capacity)?;
+    let sink = (plan.sink.open)(dead_letter_tx.clone()).map_err(|cause| RunError::Open {
         what: "the sink",
         cause,
     })?;
     let outcomes = sink.commits_with_checkpoints().then_some(outcomes);
     let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
-    let (dead_letter_tx, dead_letter) =
-        side_output(plan.dead_letter, "the dead-letter sink", plan.edge_capacity)?;
-    let (late_tx, late_output) = side_output(plan.late_output, "the late-record sink", plan.edge_capacity)?;
 
     // Every instance exists before any thread starts, so a plugin that
     // cannot be instantiated stops the run before it begins.
@@ -153,8 +153,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         first_op += stage.operators.len() as u16;
         stage_chains.push(chains);
     }
-    drop((dead_letter_tx, late_tx));
-    let mut source = (plan.source.open)().map_err(|cause| RunError::Open {
+    let mut source = (plan.source.open)(dead_letter_tx.clone()).map_err(|cause| RunError::Open {
         what: "the source",
         cause,
     })?;
@@ -165,6 +164,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         })?;
         tracing::info!(checkpoint = r.metadata.id, position = %r.metadata.source, "resuming from a checkpoint");
     }
+    drop((dead_letter_tx, late_tx));
     let sink_events = checkpoints.as_ref().map(|c| c.events.clone());
 
     let source_stats = StageStats::new("source");
@@ -370,7 +370,7 @@ fn side_output(
     let Some(end) = end else {
         return Ok((None, None));
     };
-    let sink = (end.open)().map_err(|cause| RunError::Open { what, cause })?;
+    let sink = (end.open)(None).map_err(|cause| RunError::Open { what, cause })?;
     let (tx, rx) = flume::bounded(capacity);
     Ok((Some(tx), Some((sink, rx))))
 }

@@ -1,6 +1,7 @@
 //! The manifest settings of the Kafka source and sink.
 
 use crate::manifest::ConfigString;
+use crate::operator::FailurePolicy;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -35,6 +36,11 @@ pub struct KafkaSourceSpec {
     /// started (a bounded read); by default the source runs until stopped.
     #[serde(default)]
     pub bounded: bool,
+    /// What happens to a record the `format` cannot read (not UTF-8, not
+    /// JSON, no key or time field): `fail` (default), `skip` or
+    /// `dead-letter`.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
     /// TLS and SASL.
     pub security: Option<KafkaSecurity>,
     /// More librdkafka settings, `{ "fetch.min.bytes" = "1" }`.
@@ -89,6 +95,15 @@ pub struct KafkaSinkSpec {
     /// consumers read with `isolation.level=read_committed`).
     #[serde(default)]
     pub exactly_once: bool,
+    /// How long the producer retries a record through broker errors and
+    /// outages before the pipeline stops (`message.timeout.ms`).
+    #[serde(default = "default_delivery_timeout", with = "humantime_serde")]
+    pub delivery_timeout: std::time::Duration,
+    /// What happens to a record the brokers refuse for itself (too large,
+    /// invalid): `fail` (default), `skip` or `dead-letter`. Outages are
+    /// retried, never skipped.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
     /// TLS and SASL.
     pub security: Option<KafkaSecurity>,
     /// More librdkafka settings, `{ "compression.type" = "lz4" }`.
@@ -98,6 +113,10 @@ pub struct KafkaSinkSpec {
 
 const fn default_linger() -> std::time::Duration {
     std::time::Duration::from_millis(5)
+}
+
+const fn default_delivery_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(120)
 }
 
 /// TLS and SASL settings.

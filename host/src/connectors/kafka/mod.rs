@@ -2,6 +2,9 @@
 //! at-least-once sink, both through librdkafka (`rdkafka`).
 
 mod config;
+#[cfg(test)]
+mod credentials_test;
+mod refusals;
 mod sink;
 mod source;
 mod transactional;
@@ -15,10 +18,13 @@ pub use transactional::{TransactionalKafkaSink, committed_checkpoint};
 
 use super::ConnectorError;
 use crate::batch::Batch;
+use crate::operator::FailureHandler;
 use rdkafka::client::{Client, ClientContext};
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// A Kafka failure, naming the brokers and the topic.
@@ -30,16 +36,94 @@ fn kafka_error(brokers: &str, topic: &str, e: impl std::fmt::Display) -> Connect
     }
 }
 
+/// A producer context that keeps the error librdkafka last reported
+/// (rejected credentials, a failed TLS handshake, a refused connection),
+/// which a request's timeout alone would hide; a refusal of the credentials
+/// is kept over the "brokers are down" that follows it. Errors arrive when
+/// the producer is polled.
+#[derive(Default)]
+struct Reported {
+    last: Mutex<Option<(bool, String)>>,
+}
+
+impl Reported {
+    fn last_error(&self) -> Option<String> {
+        self.last
+            .lock()
+            .expect("error lock")
+            .as_ref()
+            .map(|(_, e)| e.clone())
+    }
+}
+
+impl ClientContext for Reported {
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::debug!(%error, reason, "Kafka client error");
+        let auth = is_authentication(&error);
+        let mut last = self.last.lock().expect("error lock");
+        if auth || !last.as_ref().is_some_and(|(was_auth, _)| *was_auth) {
+            *last = Some((auth, explained(&error, reason)));
+        }
+    }
+}
+
+fn is_authentication(e: &KafkaError) -> bool {
+    e.rdkafka_error_code() == Some(RDKafkaErrorCode::Authentication)
+}
+
+impl ProducerContext for Reported {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &DeliveryResult<'_>, _: ()) {}
+}
+
+/// A client error with a hint when it is about credentials.
+fn explained(error: &KafkaError, reason: &str) -> String {
+    if is_authentication(error) {
+        format!(
+            "the brokers refused the credentials ({reason}): check `security` (mechanism, username, password)"
+        )
+    } else {
+        reason.to_owned()
+    }
+}
+
+/// What a consumer without an assignment (so it returns no records)
+/// reports when polled: its queued errors, a refusal of the credentials
+/// first.
+fn consumer_error<C: rdkafka::consumer::ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<String> {
+    let mut errors = Vec::new();
+    while errors.len() < 100
+        && let Some(Err(e)) = consumer.poll(Duration::from_millis(10))
+    {
+        errors.push(e);
+    }
+    let auth = errors.iter().position(is_authentication);
+    let e = errors.get(auth.unwrap_or(0))?;
+    let reason = e
+        .rdkafka_error_code()
+        .map_or_else(|| e.to_string(), |code| code.to_string());
+    Some(explained(e, &reason))
+}
+
 /// The partitions of `topic`, or why there are none to read: the brokers
-/// cannot be reached, or the topic does not exist.
+/// cannot be reached (or refuse the credentials), or the topic does not
+/// exist. `last_error` says what the client last reported, if anything.
 fn partitions_of<C: ClientContext>(
     client: &Client<C>,
+    last_error: impl Fn() -> Option<String>,
     brokers: &str,
     topic: &str,
 ) -> Result<Vec<i32>, ConnectorError> {
     let metadata = client
         .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .map_err(|e| kafka_error(brokers, topic, format!("cannot reach the brokers: {e}")))?;
+        .map_err(|e| {
+            let message = match last_error() {
+                Some(cause) => format!("cannot reach the brokers: {cause} ({e})"),
+                None => format!("cannot reach the brokers: {e}"),
+            };
+            kafka_error(brokers, topic, message)
+        })?;
     let t = metadata.topics().iter().find(|t| t.name() == topic);
     match t {
         Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
@@ -55,13 +139,15 @@ fn partitions_of<C: ClientContext>(
 
 /// Sends every record of `batch` to `topic` (its key, value, timestamp and
 /// headers; to `partition` when set), waiting while the producer's queue is
-/// full; how many were sent.
+/// full. A record the producer refuses for itself (too large) goes to
+/// `rejects`; how many were sent, or why the batch stops.
 fn send_batch<C: ProducerContext<DeliveryOpaque = ()>>(
     producer: &BaseProducer<C>,
     topic: &str,
     partition: Option<i32>,
     batch: &Batch,
-) -> Result<u64, KafkaError> {
+    rejects: &FailureHandler,
+) -> Result<u64, String> {
     let mut sent = 0;
     batch.try_for_each(|rec| {
         let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
@@ -83,16 +169,21 @@ fn send_batch<C: ProducerContext<DeliveryOpaque = ()>>(
         }
         loop {
             match producer.send(record) {
-                Ok(()) => break,
+                Ok(()) => {
+                    sent += 1;
+                    return Ok(());
+                }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     record = back;
                     producer.poll(Duration::from_millis(50));
                 }
-                Err((e, _)) => return Err(e),
+                Err((e, _)) if refusals::is_record_refusal(&e) => {
+                    let at = partition.map_or(String::new(), |p| format!("partition {p}: "));
+                    return super::refuse(rejects, rec.clone(), &format!("{at}refused: {e}"));
+                }
+                Err((e, _)) => return Err(e.to_string()),
             }
         }
-        sent += 1;
-        Ok(())
     })?;
     producer.poll(Duration::ZERO);
     Ok(sent)

@@ -3,9 +3,12 @@
 //! everything before it is acknowledged by the brokers.
 
 use super::config::{KafkaSinkSpec, client_config};
-use super::{kafka_error, partitions_of, send_batch};
+use super::refusals::{is_record_refusal, raw_record};
+use super::{Reported, kafka_error, partitions_of, send_batch};
 use crate::batch::Batch;
+use crate::connectors::refuse;
 use crate::connectors::{ConnectorError, Sink};
+use crate::operator::FailureHandler;
 use rdkafka::ClientContext;
 use rdkafka::Message as _;
 use rdkafka::producer::{BaseProducer, DeliveryResult, Producer, ProducerContext};
@@ -15,21 +18,33 @@ use std::time::Duration;
 /// How long a flush may wait for the brokers.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Keeps the first delivery failure until the next flush reports it.
-#[derive(Default)]
+/// Applies the policy to records the brokers refuse, and keeps the first
+/// failure that stops the pipeline until the next flush reports it.
 struct Deliveries {
+    rejects: FailureHandler,
     failure: Mutex<Option<String>>,
+    reported: Reported,
 }
 
-impl ClientContext for Deliveries {}
+impl ClientContext for Deliveries {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        self.reported.error(error, reason);
+    }
+}
 
 impl ProducerContext for Deliveries {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((e, msg)) = result {
-            let mut failure = self.failure.lock().expect("delivery lock");
-            failure.get_or_insert_with(|| format!("partition {}: {e}", msg.partition()));
+        let Err((e, msg)) = result else { return };
+        let reason = format!("partition {}: {e}", msg.partition());
+        let stop = if is_record_refusal(e) {
+            refuse(&self.rejects, raw_record(msg), &reason).err()
+        } else {
+            Some(reason)
+        };
+        if let Some(stop) = stop {
+            self.failure.lock().expect("delivery lock").get_or_insert(stop);
         }
     }
 }
@@ -43,17 +58,36 @@ pub struct KafkaSink {
 }
 
 impl KafkaSink {
-    /// Connects and checks that the topic exists.
-    pub fn open(spec: &KafkaSinkSpec) -> Result<Self, ConnectorError> {
+    /// Connects and checks that the topic exists; records the brokers refuse
+    /// go to `rejects`.
+    pub fn open(spec: &KafkaSinkSpec, rejects: FailureHandler) -> Result<Self, ConnectorError> {
         let brokers = spec.bootstrap_servers.value().to_owned();
         let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
         config
             .set("linger.ms", spec.linger.as_millis().to_string())
+            .set(
+                "message.timeout.ms",
+                spec.delivery_timeout.as_millis().to_string(),
+            )
             .set("enable.idempotence", "true");
+        let deliveries = Deliveries {
+            rejects,
+            failure: Mutex::default(),
+            reported: Reported::default(),
+        };
         let producer: BaseProducer<Deliveries> = config
-            .create_with_context(Deliveries::default())
+            .create_with_context(deliveries)
             .map_err(|e| kafka_error(&brokers, &spec.topic, e))?;
-        let partitions = partitions_of(producer.client(), &brokers, &spec.topic)?;
+        let partitions = partitions_of(
+            producer.client(),
+            || {
+                // Serves the error callbacks of the failed connections.
+                producer.poll(Duration::from_millis(100));
+                producer.context().reported.last_error()
+            },
+            &brokers,
+            &spec.topic,
+        )?;
         if let Some(p) = spec.partition
             && !partitions.contains(&p)
         {
@@ -82,8 +116,9 @@ impl KafkaSink {
 
 impl Sink for KafkaSink {
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
-        send_batch(&self.producer, &self.topic, self.partition, batch)
-            .map_err(|e| self.failed(e.to_string()))?;
+        let rejects = &self.producer.context().rejects;
+        send_batch(&self.producer, &self.topic, self.partition, batch, rejects)
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 

@@ -3,15 +3,18 @@
 //! about where it is; they are committed to the group as well, for tools.
 
 use super::config::{KafkaFormat, KafkaSourceSpec, StartFrom, client_config};
-use super::{kafka_error, partitions_of};
+use super::refusals::raw_record;
+use super::{consumer_error, kafka_error, partitions_of};
 use crate::batch::Batch;
+use crate::connectors::refuse;
 use crate::connectors::{ConnectorError, Poll, Source};
 use crate::json::field;
+use crate::operator::FailureHandler;
 use crate::record::Record;
 use bytes::Bytes;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -36,12 +39,14 @@ pub struct KafkaSource {
     splits: BTreeMap<Partition, usize>,
     /// The largest event time per split in the last batch.
     split_times: Vec<(usize, i64)>,
+    /// Where records the format cannot read go.
+    rejects: FailureHandler,
 }
 
 impl KafkaSource {
     /// Connects, checks the topics, and assigns every partition at `spec`'s
-    /// start.
-    pub fn open(spec: &KafkaSourceSpec) -> Result<Self, ConnectorError> {
+    /// start; records its format cannot read go to `rejects`.
+    pub fn open(spec: &KafkaSourceSpec, rejects: FailureHandler) -> Result<Self, ConnectorError> {
         let brokers = spec.bootstrap_servers.value().to_owned();
         let topics = spec.topics.join(", ");
         let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
@@ -67,7 +72,7 @@ impl KafkaSource {
         let mut assignment = TopicPartitionList::new();
         let mut ends = BTreeMap::new();
         for topic in &spec.topics {
-            for p in partitions_of(consumer.client(), &brokers, topic)? {
+            for p in partitions_of(consumer.client(), || consumer_error(&consumer), &brokers, topic)? {
                 let offset = match spec.start {
                     StartFrom::Earliest | StartFrom::Committed => Offset::Beginning,
                     StartFrom::Latest => Offset::End,
@@ -117,6 +122,7 @@ impl KafkaSource {
             .map(|(i, e)| ((e.topic().to_owned(), e.partition()), i))
             .collect();
         Ok(Self {
+            rejects,
             splits,
             split_times: Vec::new(),
             consumer,
@@ -129,44 +135,44 @@ impl KafkaSource {
         })
     }
 
-    fn record(&self, msg: &rdkafka::message::BorrowedMessage<'_>) -> Result<Record, ConnectorError> {
-        let bad = |message: String| ConnectorError::Kafka {
-            brokers: self.brokers.clone(),
-            topic: msg.topic().to_owned(),
-            message: format!("partition {} offset {}: {message}", msg.partition(), msg.offset()),
+    /// The record of `msg` read by the source's format; or the message as it
+    /// is and why it cannot be read.
+    fn record(&self, msg: &rdkafka::message::BorrowedMessage<'_>) -> Result<Record, (Record, String)> {
+        let mut rec = raw_record(msg);
+        let bad = |rec: Record, message: String| {
+            let reason = format!(
+                "topic `{}` partition {} offset {}: {message}",
+                msg.topic(),
+                msg.partition(),
+                msg.offset()
+            );
+            Err((rec, reason))
         };
-        let payload = Bytes::copy_from_slice(msg.payload().unwrap_or_default());
-        let mut key = msg.key().map(Bytes::copy_from_slice);
-        let mut timestamp = msg.timestamp().to_millis().unwrap_or_else(crate::runtime::now_ms);
         match self.format {
             KafkaFormat::Bytes => {}
             KafkaFormat::String => {
-                std::str::from_utf8(&payload).map_err(|e| bad(format!("the value is not UTF-8: {e}")))?;
+                if let Err(e) = std::str::from_utf8(&rec.value) {
+                    return bad(rec, format!("the value is not UTF-8: {e}"));
+                }
             }
             KafkaFormat::Json => {
-                let doc: serde_json::Value = serde_json::from_slice(&payload)
-                    .map_err(|e| bad(format!("the value is not JSON: {e}")))?;
+                let doc: serde_json::Value = match serde_json::from_slice(&rec.value) {
+                    Ok(doc) => doc,
+                    Err(e) => return bad(rec, format!("the value is not JSON: {e}")),
+                };
                 if let Some(f) = &self.key_field {
-                    key = Some(match field(&doc, f) {
+                    rec.key = Some(match field(&doc, f) {
                         Some(serde_json::Value::String(s)) => Bytes::copy_from_slice(s.as_bytes()),
                         Some(v) => Bytes::from(v.to_string()),
-                        None => return Err(bad(format!("no field `{f}` for the key"))),
+                        None => return bad(rec, format!("no field `{f}` for the key")),
                     });
                 }
                 if let Some(f) = &self.timestamp_field {
-                    timestamp = field(&doc, f)
-                        .and_then(serde_json::Value::as_i64)
-                        .ok_or_else(|| bad(format!("field `{f}` is missing or not an integer (ms)")))?;
+                    match field(&doc, f).and_then(serde_json::Value::as_i64) {
+                        Some(t) => rec.timestamp = t,
+                        None => return bad(rec, format!("field `{f}` is missing or not an integer (ms)")),
+                    }
                 }
-            }
-        }
-        let mut rec = Record::new(key, payload, timestamp);
-        if let Some(headers) = msg.headers() {
-            for h in headers.iter() {
-                rec.headers.push((
-                    h.key.to_owned(),
-                    Bytes::copy_from_slice(h.value.unwrap_or_default()),
-                ));
             }
         }
         Ok(rec)
@@ -225,8 +231,19 @@ impl Source for KafkaSource {
             match self.consumer.poll(wait) {
                 None => break,
                 Some(Ok(msg)) => {
-                    let rec = self.record(&msg)?;
                     let partition = (msg.topic().to_owned(), msg.partition());
+                    let rec = match self.record(&msg) {
+                        Ok(rec) => rec,
+                        Err((raw, reason)) => {
+                            refuse(&self.rejects, raw, &reason).map_err(|message| ConnectorError::Kafka {
+                                brokers: self.brokers.clone(),
+                                topic: msg.topic().to_owned(),
+                                message,
+                            })?;
+                            self.next.insert(partition, msg.offset() + 1);
+                            continue;
+                        }
+                    };
                     if let Some(&split) = self.splits.get(&partition) {
                         match self.split_times.iter_mut().find(|(s, _)| *s == split) {
                             Some((_, t)) => *t = (*t).max(rec.timestamp),

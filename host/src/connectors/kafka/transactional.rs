@@ -9,9 +9,10 @@
 //! and sink, so a new instance fences any older one still running.
 
 use super::config::{KafkaSinkSpec, client_config};
-use super::{kafka_error, partitions_of, send_batch};
+use super::{Reported, consumer_error, kafka_error, partitions_of, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
+use crate::operator::FailureHandler;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, Producer};
@@ -39,6 +40,12 @@ pub fn committed_checkpoint(spec: &KafkaSinkSpec, pipeline: &str) -> Result<Opti
     let consumer: BaseConsumer = config
         .create()
         .map_err(|e| kafka_error(brokers, &spec.topic, e))?;
+    partitions_of(
+        consumer.client(),
+        || consumer_error(&consumer),
+        brokers,
+        &spec.topic,
+    )?;
     let mut list = TopicPartitionList::new();
     list.add_partition(&spec.topic, 0);
     let committed = consumer.committed_offsets(list, TIMEOUT).map_err(|e| {
@@ -58,28 +65,50 @@ pub fn committed_checkpoint(spec: &KafkaSinkSpec, pipeline: &str) -> Result<Opti
 
 /// Writes each checkpoint interval's records in one Kafka transaction.
 pub struct TransactionalKafkaSink {
-    producer: BaseProducer,
+    producer: BaseProducer<Reported>,
     group: BaseConsumer,
     brokers: String,
     topic: String,
     partition: Option<i32>,
     /// Records produced in the open transaction.
     pending: u64,
+    /// Where records the producer refuses go (a record the brokers refuse
+    /// after sending aborts the transaction: the pipeline stops and replays
+    /// from its checkpoint).
+    rejects: FailureHandler,
 }
 
 impl TransactionalKafkaSink {
     /// Connects as the pipeline's transactional producer (fencing any older
     /// instance and aborting what it left open) and opens a transaction.
-    pub fn open(spec: &KafkaSinkSpec, pipeline: &str) -> Result<Self, ConnectorError> {
+    pub fn open(
+        spec: &KafkaSinkSpec,
+        pipeline: &str,
+        rejects: FailureHandler,
+    ) -> Result<Self, ConnectorError> {
         let brokers = spec.bootstrap_servers.value().to_owned();
         let err = |e: KafkaError| kafka_error(&brokers, &spec.topic, e);
         let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
         config
             .set("linger.ms", spec.linger.as_millis().to_string())
+            .set(
+                "message.timeout.ms",
+                spec.delivery_timeout.as_millis().to_string(),
+            )
             .set("transactional.id", transactional_id(pipeline, &spec.topic))
             .set("transaction.timeout.ms", "900000");
-        let producer: BaseProducer = config.create().map_err(err)?;
-        partitions_of(producer.client(), &brokers, &spec.topic)?;
+        let producer: BaseProducer<Reported> =
+            config.create_with_context(Reported::default()).map_err(err)?;
+        partitions_of(
+            producer.client(),
+            || {
+                // Serves the error callbacks of the failed connections.
+                producer.poll(Duration::from_millis(100));
+                producer.context().last_error()
+            },
+            &brokers,
+            &spec.topic,
+        )?;
         producer.init_transactions(TIMEOUT).map_err(err)?;
         producer.begin_transaction().map_err(err)?;
         let mut group_config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
@@ -92,6 +121,7 @@ impl TransactionalKafkaSink {
             topic: spec.topic.clone(),
             partition: spec.partition,
             pending: 0,
+            rejects,
         })
     }
 
@@ -129,8 +159,8 @@ impl TransactionalKafkaSink {
 
 impl Sink for TransactionalKafkaSink {
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
-        let sent = send_batch(&self.producer, &self.topic, self.partition, batch)
-            .map_err(|e| self.failed(e.to_string()))?;
+        let sent = send_batch(&self.producer, &self.topic, self.partition, batch, &self.rejects)
+            .map_err(|e| self.failed(e))?;
         self.pending += sent;
         Ok(())
     }

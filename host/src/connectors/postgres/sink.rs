@@ -1,0 +1,443 @@
+//! The PostgreSQL sink. Each batch is written with one `COPY` (text
+//! format), so a batch is one round trip whatever its size.
+//!
+//! - `insert`: straight into the table, one transaction per batch.
+//! - `upsert`: into a temporary stage, then `INSERT … SELECT DISTINCT ON
+//!   (conflict columns) … ON CONFLICT … DO UPDATE`, in one transaction per
+//!   batch (the last record of a key in a batch wins, as it would one by
+//!   one).
+//! - `exactly_once`: batches go to a stage table as they come (each numbered,
+//!   so a retry after a lost connection never stages one twice); when the
+//!   checkpoint after them is durable, one transaction moves them into the
+//!   table, empties the stage and records the checkpoint in the progress
+//!   table. A restart resumes from the checkpoint recorded there and drops
+//!   what the stage holds, so every row lands once.
+//!
+//! Transient errors (a lost connection, a server restart, a deadlock) are
+//! retried with backoff on a new connection for up to `retry_timeout`.
+
+use super::config::{PostgresSinkSpec, WriteMode};
+use super::connection::{Target, describe, is_transient, quote, quote_table, sibling};
+use super::rows::RowMapping;
+use super::schema;
+use crate::batch::Batch;
+use crate::connectors::{ConnectorError, Sink, refuse};
+use crate::operator::FailureHandler;
+use bytes::Bytes;
+use futures_util::SinkExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::runtime::Runtime;
+use tokio_postgres::{Client, CopyInSink, GenericClient};
+
+/// The longest wait between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The SQL of one sink, built once.
+struct Statements {
+    /// Creates the stage (on every connection for a temporary one).
+    create_stage: Option<String>,
+    /// `COPY` of a batch: into the table, or into the stage.
+    copy: String,
+    /// Moves the stage into the table.
+    merge: Option<String>,
+    /// Empties the stage (exactly once).
+    clear_stage: Option<String>,
+    /// Whether a batch number is staged: `SELECT … WHERE mailer_batch = $1`.
+    staged: Option<String>,
+}
+
+/// Exactly once: where progress is recorded.
+struct Progress {
+    record: String,
+    read: String,
+    pipeline: String,
+    sink: String,
+}
+
+/// Writes records as rows of one table.
+pub struct PostgresSink {
+    runtime: Runtime,
+    target: Target,
+    client: Option<Client>,
+    table: String,
+    mapping: RowMapping,
+    sql: Arc<Statements>,
+    progress: Option<Arc<Progress>>,
+    retry_timeout: Duration,
+    rejects: FailureHandler,
+    /// The next batch number (exactly once).
+    batch: u64,
+}
+
+impl PostgresSink {
+    /// Connects, checks the table against the mapping, and (exactly once)
+    /// prepares the stage and the progress table.
+    pub fn open(
+        spec: &PostgresSinkSpec,
+        pipeline: &str,
+        rejects: FailureHandler,
+    ) -> Result<Self, ConnectorError> {
+        let runtime = runtime()?;
+        let target = target(spec)?;
+        let err = |message: String| ConnectorError::Postgres {
+            target: target.shown().to_owned(),
+            table: spec.table.clone(),
+            message,
+        };
+        let client = target
+            .connect(&runtime)
+            .map_err(|e| err(format!("cannot connect: {}", describe(&e))))?;
+        schema::check_table(&runtime, &client, spec).map_err(err)?;
+        let sql = statements(spec, pipeline);
+        let progress = spec.exactly_once.then(|| Arc::new(progress(spec, pipeline)));
+        if let Some(p) = &progress {
+            // What a previous run staged is replayed from its checkpoint.
+            let setup = format!(
+                "{}; {}",
+                progress_table_ddl(spec),
+                sql.create_stage.as_deref().expect("exactly once stages")
+            );
+            runtime
+                .block_on(client.batch_execute(&setup))
+                .map_err(|e| err(format!("preparing the stage and `{}`: {}", p.sink, describe(&e))))?;
+        }
+        let mut sink = Self {
+            runtime,
+            target,
+            client: None,
+            table: spec.table.clone(),
+            mapping: RowMapping::new(&spec.columns),
+            sql: Arc::new(sql),
+            progress,
+            retry_timeout: spec.retry_timeout,
+            rejects,
+            batch: 0,
+        };
+        sink.client = Some(sink.prepared(client).map_err(|e| sink.failed("preparing", &e))?);
+        Ok(sink)
+    }
+
+    /// A connection ready to write: the temporary stage of `upsert` exists.
+    fn prepared(&self, client: Client) -> Result<Client, tokio_postgres::Error> {
+        if self.progress.is_none()
+            && let Some(create) = &self.sql.create_stage
+        {
+            self.runtime.block_on(client.batch_execute(create))?;
+        }
+        Ok(client)
+    }
+
+    fn failed(&self, what: &str, e: &tokio_postgres::Error) -> ConnectorError {
+        ConnectorError::Postgres {
+            target: self.target.shown().to_owned(),
+            table: self.table.clone(),
+            message: format!("{what}: {}", describe(e)),
+        }
+    }
+
+    /// Runs `attempt` until it succeeds, retrying transient errors on a new
+    /// connection with backoff for up to `retry_timeout`. `attempt` is told
+    /// whether an earlier attempt may have got through.
+    fn retrying<T>(
+        &mut self,
+        what: &str,
+        mut attempt: impl FnMut(&Runtime, &mut Client, bool) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T, ConnectorError> {
+        let deadline = Instant::now() + self.retry_timeout;
+        let mut backoff = Duration::from_millis(100);
+        let mut retry = false;
+        loop {
+            let client = match self.client.take() {
+                Some(c) if !c.is_closed() => Ok(c),
+                _ => self.target.connect(&self.runtime).and_then(|c| self.prepared(c)),
+            };
+            let result = client.and_then(|mut c| {
+                let r = attempt(&self.runtime, &mut c, retry);
+                self.client = Some(c);
+                r
+            });
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) if is_transient(&e) && Instant::now() + backoff < deadline => {
+                    tracing::warn!(
+                        table = %self.table,
+                        error = %describe(&e),
+                        retry_in = ?backoff,
+                        "{what} failed; retrying on a new connection"
+                    );
+                    self.client = None;
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    retry = true;
+                }
+                Err(e) => return Err(self.failed(what, &e)),
+            }
+        }
+    }
+
+    /// The rows of `batch` in `COPY` text form (the refused records through
+    /// the failure policy), and how many there are.
+    fn rows(&self, batch: &Batch, extra: &str) -> Result<(Bytes, usize), ConnectorError> {
+        let mut out = Vec::with_capacity(batch.len() * 64);
+        let mut n = 0;
+        batch.try_for_each(|rec| match self.mapping.append_row(rec, extra, &mut out) {
+            Ok(()) => {
+                n += 1;
+                Ok(())
+            }
+            Err(reason) => {
+                refuse(&self.rejects, rec.clone(), &reason).map_err(|message| ConnectorError::Postgres {
+                    target: self.target.shown().to_owned(),
+                    table: self.table.clone(),
+                    message,
+                })
+            }
+        })?;
+        Ok((Bytes::from(out), n))
+    }
+
+    fn commit(&mut self, id: u64) -> Result<(), ConnectorError> {
+        let (sql, progress) = (self.sql.clone(), self.progress.clone().expect("exactly once"));
+        let what = format!("committing the rows of checkpoint {id}");
+        self.retrying(&what, |rt, client, retry| {
+            rt.block_on(async {
+                if retry && committed(&*client, &progress).await? == Some(id) {
+                    return Ok(());
+                }
+                let tx = client.transaction().await?;
+                tx.execute(sql.merge.as_deref().expect("exactly once merges"), &[])
+                    .await?;
+                tx.execute(sql.clear_stage.as_deref().expect("exactly once stages"), &[])
+                    .await?;
+                tx.execute(
+                    &progress.record,
+                    &[&progress.pipeline, &progress.sink, &(id as i64)],
+                )
+                .await?;
+                tx.commit().await
+            })
+        })
+    }
+}
+
+impl Sink for PostgresSink {
+    fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
+        let number = self.batch;
+        let extra = if self.progress.is_some() {
+            number.to_string()
+        } else {
+            String::new()
+        };
+        let (rows, n) = self.rows(batch, &extra)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let sql = self.sql.clone();
+        if self.progress.is_some() {
+            self.batch += 1;
+            return self.retrying("staging a batch", |rt, client, retry| {
+                rt.block_on(async {
+                    let staged = sql.staged.as_deref().expect("exactly once stages");
+                    if retry && client.query_opt(staged, &[&(number as i64)]).await?.is_some() {
+                        return Ok(());
+                    }
+                    copy(client.copy_in(&sql.copy).await?, rows.clone()).await
+                })
+            });
+        }
+        self.retrying("writing a batch", |rt, client, _| {
+            rt.block_on(async {
+                match &sql.merge {
+                    None => copy(client.copy_in(&sql.copy).await?, rows.clone()).await,
+                    Some(merge) => {
+                        let tx = client.transaction().await?;
+                        copy(tx.copy_in(&sql.copy).await?, rows.clone()).await?;
+                        tx.execute(merge, &[]).await?;
+                        tx.commit().await
+                    }
+                }
+            })
+        })
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        // Every write is committed (or, exactly once, staged) before it returns.
+        Ok(())
+    }
+
+    fn commits_with_checkpoints(&self) -> bool {
+        self.progress.is_some()
+    }
+
+    fn checkpoint_done(&mut self, id: u64, complete: bool) -> Result<(), ConnectorError> {
+        if complete {
+            self.commit(id)
+        } else {
+            // The stage keeps the rows for the next checkpoint.
+            Ok(())
+        }
+    }
+}
+
+/// Sends `rows` into a `COPY` just started.
+async fn copy(sink: CopyInSink<Bytes>, rows: Bytes) -> Result<(), tokio_postgres::Error> {
+    futures_util::pin_mut!(sink);
+    sink.send(rows).await?;
+    sink.finish().await.map(drop)
+}
+
+/// The last checkpoint whose rows are committed, as the progress table says.
+async fn committed(
+    client: &impl GenericClient,
+    progress: &Progress,
+) -> Result<Option<u64>, tokio_postgres::Error> {
+    Ok(client
+        .query_opt(&progress.read, &[&progress.pipeline, &progress.sink])
+        .await?
+        .map(|row| row.get::<_, i64>(0) as u64))
+}
+
+/// The id of the newest checkpoint whose rows the sink committed, as the
+/// database recorded it; `None` when it never committed one.
+pub fn committed_checkpoint(spec: &PostgresSinkSpec, pipeline: &str) -> Result<Option<u64>, ConnectorError> {
+    let runtime = runtime()?;
+    let target = target(spec)?;
+    let err = |e: tokio_postgres::Error| ConnectorError::Postgres {
+        target: target.shown().to_owned(),
+        table: spec.table.clone(),
+        message: format!("reading the committed checkpoint: {}", describe(&e)),
+    };
+    let client = target.connect(&runtime).map_err(err)?;
+    let progress = progress(spec, pipeline);
+    runtime
+        .block_on(async {
+            let table = sibling(&spec.table, &spec.progress_table);
+            let exists: bool = client
+                .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+                .await?
+                .get(0);
+            if !exists {
+                return Ok(None);
+            }
+            committed(&client, &progress).await
+        })
+        .map_err(err)
+}
+
+/// The target of `spec`.
+pub(super) fn target(spec: &PostgresSinkSpec) -> Result<Target, ConnectorError> {
+    let ca = spec.ca_file.as_ref().map(|c| c.value().into());
+    Target::new(spec.dsn.value(), spec.tls, ca).map_err(|message| ConnectorError::Postgres {
+        target: "(the DSN)".into(),
+        table: spec.table.clone(),
+        message,
+    })
+}
+
+/// A single-threaded runtime for one connection.
+pub(super) fn runtime() -> Result<Runtime, ConnectorError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ConnectorError::Unsupported(format!("starting the PostgreSQL client: {e}")))
+}
+
+fn progress(spec: &PostgresSinkSpec, pipeline: &str) -> Progress {
+    let table = sibling(&spec.table, &spec.progress_table);
+    Progress {
+        record: format!(
+            "INSERT INTO {table} (pipeline, sink, checkpoint) VALUES ($1, $2, $3) \
+             ON CONFLICT (pipeline, sink) DO UPDATE SET checkpoint = EXCLUDED.checkpoint, committed_at = now()"
+        ),
+        read: format!("SELECT checkpoint FROM {table} WHERE pipeline = $1 AND sink = $2"),
+        pipeline: pipeline.to_owned(),
+        sink: spec.table.clone(),
+    }
+}
+
+fn progress_table_ddl(spec: &PostgresSinkSpec) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {} (pipeline text NOT NULL, sink text NOT NULL, \
+         checkpoint bigint NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), \
+         PRIMARY KEY (pipeline, sink))",
+        sibling(&spec.table, &spec.progress_table)
+    )
+}
+
+/// The stage of an exactly-once sink: one per pipeline and table.
+fn stage_name(spec: &PostgresSinkSpec, pipeline: &str) -> String {
+    let id = xxhash_rust::xxh3::xxh3_64(format!("{pipeline}\0{}", spec.table).as_bytes());
+    format!("mailer_stage_{id:016x}")
+}
+
+fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
+    let table = quote_table(&spec.table);
+    let cols = spec
+        .columns
+        .keys()
+        .map(|c| quote(c))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let merge = |stage: &str| match spec.mode {
+        WriteMode::Insert => {
+            format!("INSERT INTO {table} ({cols}) SELECT {cols} FROM {stage} ORDER BY mailer_ord")
+        }
+        WriteMode::Upsert => {
+            let conflict = spec
+                .conflict_columns
+                .iter()
+                .map(|c| quote(c))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let updates: Vec<String> = spec
+                .columns
+                .keys()
+                .filter(|c| !spec.conflict_columns.contains(c))
+                .map(|c| format!("{0} = EXCLUDED.{0}", quote(c)))
+                .collect();
+            let action = if updates.is_empty() {
+                "DO NOTHING".to_owned()
+            } else {
+                format!("DO UPDATE SET {}", updates.join(", "))
+            };
+            format!(
+                "INSERT INTO {table} ({cols}) SELECT DISTINCT ON ({conflict}) {cols} FROM {stage} \
+                 ORDER BY {conflict}, mailer_ord DESC ON CONFLICT ({conflict}) {action}"
+            )
+        }
+    };
+    if spec.exactly_once {
+        let stage = sibling(&spec.table, &stage_name(spec, pipeline));
+        return Statements {
+            create_stage: Some(format!(
+                "DROP TABLE IF EXISTS {stage}; \
+                 CREATE TABLE {stage} AS SELECT {cols} FROM {table} WITH NO DATA; \
+                 ALTER TABLE {stage} ADD COLUMN mailer_batch bigint, ADD COLUMN mailer_ord bigserial"
+            )),
+            copy: format!("COPY {stage} ({cols}, mailer_batch) FROM STDIN"),
+            merge: Some(merge(&stage)),
+            clear_stage: Some(format!("TRUNCATE {stage}")),
+            staged: Some(format!("SELECT 1 FROM {stage} WHERE mailer_batch = $1 LIMIT 1")),
+        };
+    }
+    match spec.mode {
+        WriteMode::Insert => Statements {
+            create_stage: None,
+            copy: format!("COPY {table} ({cols}) FROM STDIN"),
+            merge: None,
+            clear_stage: None,
+            staged: None,
+        },
+        WriteMode::Upsert => Statements {
+            create_stage: Some(format!(
+                "CREATE TEMP TABLE mailer_stage ON COMMIT DELETE ROWS AS SELECT {cols} FROM {table} WITH NO DATA; \
+                 ALTER TABLE mailer_stage ADD COLUMN mailer_ord bigserial"
+            )),
+            copy: format!("COPY mailer_stage ({cols}) FROM STDIN"),
+            merge: Some(merge("mailer_stage")),
+            clear_stage: None,
+            staged: None,
+        },
+    }
+}

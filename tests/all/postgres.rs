@@ -1,0 +1,448 @@
+//! The PostgreSQL sink against the machine's real PostgreSQL: inserts and
+//! upserts, exactly once through SIGKILLs, retries through cut connections,
+//! and clear errors that never show the password. Each test creates its own
+//! database and drops it.
+
+use crate::support::*;
+use mailer::connectors::splitmix64;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// The server the tests use (`MAILER_TEST_PG`, default the machine's
+/// PostgreSQL with trust authentication).
+fn server() -> String {
+    std::env::var("MAILER_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+}
+
+/// A database of one test, dropped at the end.
+pub struct TestDb {
+    pub name: String,
+}
+
+impl TestDb {
+    pub fn new(prefix: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "mailer_{prefix}_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        sql(
+            &format!("{}/postgres", server()),
+            &format!("CREATE DATABASE {name}"),
+        );
+        Self { name }
+    }
+
+    pub fn dsn(&self) -> String {
+        format!("{}/{}", server(), self.name)
+    }
+
+    pub fn execute(&self, statements: &str) {
+        sql(&self.dsn(), statements);
+    }
+
+    /// The rows of a query, each value as text (`None` for NULL).
+    pub fn rows(&self, query: &str) -> Vec<Vec<Option<String>>> {
+        sql(&self.dsn(), query)
+    }
+
+    /// The first column of a one-row query.
+    pub fn value(&self, query: &str) -> String {
+        self.rows(query)[0][0].clone().unwrap_or_default()
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        sql(
+            &format!("{}/postgres", server()),
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+    }
+}
+
+/// Runs `statements` (simple query protocol) and returns the rows.
+fn sql(dsn: &str, statements: &str) -> Vec<Vec<Option<String>>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(dsn, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {dsn} (is it running?): {e}"));
+        tokio::spawn(connection);
+        let messages = client.simple_query(statements).await.unwrap();
+        messages
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => {
+                    Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+                }
+                _ => None,
+            })
+            .collect()
+    })
+}
+
+const RECORDS: u64 = 60_000;
+const KEYS: u64 = 20;
+
+/// A generator -> Wasm keyed count -> PostgreSQL pipeline: each record
+/// becomes the row (key, its running count).
+fn counts_pipeline(w: &Workdir, db: &TestDb, sink: &str, rate: u64) -> std::path::PathBuf {
+    db.execute("CREATE TABLE counts (k text NOT NULL, n bigint NOT NULL, at timestamptz)");
+    w.manifest(&format!(
+        r#"
+[pipeline]
+name = "pg-counts"
+batch_size = 500
+
+[source]
+type = "generator"
+count = {RECORDS}
+keys = {KEYS}
+rate = {rate}
+
+[[operators]]
+type = "key_by"
+parallelism = 2
+
+[[operators]]
+name = "counts"
+type = "reduce"
+plugin = "{{plugin:count}}"
+
+[sink]
+type = "postgres"
+dsn = "{dsn}"
+table = "counts"
+{sink}
+
+[sink.columns]
+k = {{ from = "key", type = "text" }}
+n = {{ from = "value", type = "integer" }}
+at = {{ from = "timestamp", type = "timestamp" }}
+
+[checkpoint]
+interval = "100ms"
+path = "checkpoints"
+"#,
+        dsn = db.dsn()
+    ))
+}
+
+/// Each key's count in one run of the generator.
+fn expected_counts() -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for g in 0..RECORDS {
+        *counts.entry((splitmix64(g) % KEYS).to_string()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Every (key, running count) of one run, in order.
+fn expected_rows() -> Vec<(String, u64)> {
+    let mut rows: Vec<(String, u64)> = expected_counts()
+        .into_iter()
+        .flat_map(|(k, n)| (1..=n).map(move |i| (k.clone(), i)))
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn table_rows(db: &TestDb) -> Vec<(String, u64)> {
+    db.rows("SELECT k, n FROM counts ORDER BY k, n")
+        .into_iter()
+        .map(|r| (r[0].clone().unwrap(), r[1].as_deref().unwrap().parse().unwrap()))
+        .collect()
+}
+
+fn assert_exactly_once(db: &TestDb) {
+    let got = table_rows(db);
+    let expected = expected_rows();
+    let mut seen = got.clone();
+    seen.dedup();
+    assert_eq!(
+        got.len() - seen.len(),
+        0,
+        "duplicated rows, e.g. {:?}",
+        got.windows(2).find(|w| w[0] == w[1])
+    );
+    let missing: Vec<_> = expected
+        .iter()
+        .filter(|e| got.binary_search(e).is_err())
+        .take(5)
+        .collect();
+    assert!(missing.is_empty(), "missing rows, e.g. {missing:?}");
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn exactly_once_rows_land_once_after_killed_runs() {
+    let db = TestDb::new("eo");
+    let w = Workdir::new();
+    let m = counts_pipeline(&w, &db, "exactly_once = true", 40_000);
+    let kills = 2 * crate::checkpoints::kills();
+    let mut resumed = 0;
+    for i in 0..kills {
+        resumed += u64::from(crate::checkpoints::run_and_kill(&w, &m, i, 400));
+    }
+    assert!(resumed > 0, "no run resumed from a checkpoint");
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_exactly_once(&db);
+    assert_eq!(
+        db.value("SELECT count(*) FROM mailer_progress WHERE pipeline = 'pg-counts' AND sink = 'counts'"),
+        "1"
+    );
+}
+
+#[test]
+fn upserted_totals_converge_after_killed_runs() {
+    let db = TestDb::new("upsert");
+    let w = Workdir::new();
+    let m = counts_pipeline(&w, &db, "mode = \"upsert\"\nconflict_columns = [\"k\"]", 40_000);
+    db.execute("ALTER TABLE counts ADD PRIMARY KEY (k)");
+    for i in 0..crate::checkpoints::kills() {
+        crate::checkpoints::run_and_kill(&w, &m, i, 400);
+    }
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got: BTreeMap<String, u64> = table_rows(&db).into_iter().collect();
+    assert_eq!(got, expected_counts());
+}
+
+/// Terminates the pipeline's connections (`pg_terminate_backend`) a few
+/// times while it runs; how many it cut.
+fn cut_connections(db: &TestDb, child: &mut std::process::Child) -> usize {
+    let mut cut = 0;
+    while cut < 5 && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(300));
+        let n = db.value(&format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = '{}' AND application_name = 'mailer'",
+            db.name
+        ));
+        cut += n.parse::<usize>().unwrap();
+    }
+    cut
+}
+
+#[test]
+fn cut_connections_are_retried_and_nothing_is_lost() {
+    for (sink, exact) in [("exactly_once = true", true), ("", false)] {
+        let db = TestDb::new("cut");
+        let w = Workdir::new();
+        let m = counts_pipeline(&w, &db, sink, 15_000);
+        let mut child = spawn_run(&m);
+        let cut = cut_connections(&db, &mut child);
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(cut >= 3, "only {cut} connections were cut: {err}");
+        assert!(err.contains("retrying on a new connection"), "{err}");
+        if exact {
+            assert_exactly_once(&db);
+        } else {
+            let got = table_rows(&db);
+            let missing = expected_rows()
+                .into_iter()
+                .filter(|e| got.binary_search(e).is_err())
+                .count();
+            assert_eq!(missing, 0, "rows lost at least once");
+        }
+    }
+}
+
+fn orders_sink(columns: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "pg-errors"
+
+[source]
+type = "file"
+path = "in.jsonl"
+format = "json_lines"
+
+[sink]
+type = "postgres"
+dsn = "${{PG_DSN}}"
+table = "orders"
+[sink.columns]
+{columns}
+"#
+    )
+}
+
+fn run_with_dsn(dsn: &str, args: &[&str]) -> std::process::Output {
+    mailer().env("PG_DSN", dsn).args(args).output().unwrap()
+}
+
+#[test]
+fn a_missing_column_a_wrong_type_and_a_bad_dsn_are_clear_errors() {
+    let db = TestDb::new("errors");
+    db.execute("CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric)");
+    let w = Workdir::new();
+    w.write("in.jsonl", "{\"id\":1,\"customer\":\"a\",\"amount\":2.5}\n");
+
+    let missing = w.write(
+        "missing.toml",
+        &orders_sink(
+            "id = { field = \"id\", type = \"integer\" }\ncustomer = { field = \"customer\", type = \"text\" }\ncolour = { field = \"c\", type = \"text\" }",
+        ),
+    );
+    for verb in ["validate", "run"] {
+        let out = run_with_dsn(&db.dsn(), &[verb, missing.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{verb}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("column `colour` is not in table `orders` (its columns: amount, customer, id)"),
+            "{verb}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+
+    let wrong_type = w.write(
+        "wrong.toml",
+        &orders_sink(
+            "id = { field = \"id\", type = \"text\" }\ncustomer = { field = \"customer\", type = \"text\" }",
+        ),
+    );
+    let out = run_with_dsn(&db.dsn(), &["validate", wrong_type.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("column `id` is `int8` in the table, which does not take text: use type = \"integer\""),
+        "{err}"
+    );
+
+    let good = w.write(
+        "good.toml",
+        &orders_sink(
+            "id = { field = \"id\", type = \"integer\" }\ncustomer = { field = \"customer\", type = \"text\" }\namount = { field = \"amount\", type = \"float\" }",
+        ),
+    );
+    let password = "Sup3r-Secret-Pw";
+    for dsn in [
+        format!("postgres://postgres:{password}@127.0.0.1:1/{}", db.name),
+        format!(
+            "postgres://postgres:{password}@127.0.0.1:5432/no_such_db_{}",
+            std::process::id()
+        ),
+        format!("postgres://postgres:{password}@127.0.0.1:notaport/x"),
+    ] {
+        for verb in ["validate", "run", "describe"] {
+            let out = run_with_dsn(&dsn, &[verb, good.to_str().unwrap()]);
+            let all = stderr(&out) + &stdout(&out);
+            assert!(!all.contains(password), "{verb} showed the password: {all}");
+            assert!(!all.contains("panicked"), "{all}");
+            if verb == "run" {
+                assert_eq!(out.status.code(), Some(1), "{all}");
+                assert!(all.contains("PostgreSQL ("), "{all}");
+            }
+        }
+    }
+    let out = run_with_dsn(
+        &format!("postgres://postgres:{password}@127.0.0.1:1/{}", db.name),
+        &["run", good.to_str().unwrap()],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("127.0.0.1:1/{} as postgres", db.name)),
+        "{err}"
+    );
+    assert!(err.contains("cannot connect"), "{err}");
+    let out = run_with_dsn(&db.dsn(), &["run", good.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        db.rows("SELECT id, customer, amount FROM orders"),
+        [[Some("1".into()), Some("a".into()), Some("2.5".into())]]
+    );
+}
+
+#[test]
+fn records_the_mapping_cannot_read_follow_the_failure_policy() {
+    let db = TestDb::new("policy");
+    db.execute("CREATE TABLE orders (id bigint, customer text)");
+    let w = Workdir::new();
+    w.write(
+        "in.jsonl",
+        "{\"id\":1,\"customer\":\"a\"}\n{\"id\":\"two\",\"customer\":\"b\"}\n{\"id\":3,\"customer\":\"c\"}\n",
+    );
+    let columns =
+        "id = { field = \"id\", type = \"integer\" }\ncustomer = { field = \"customer\", type = \"text\" }";
+    let text = orders_sink(columns).replace(
+        "table = \"orders\"",
+        "table = \"orders\"\non_error = \"dead-letter\"",
+    ) + "\n[dead_letter]\ntype = \"file\"\npath = \"dead.jsonl\"\nformat = \"json\"\n";
+    let m = w.write("dl.toml", &text);
+    let out = run_with_dsn(&db.dsn(), &["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        db.value("SELECT string_agg(id::text, ',' ORDER BY id) FROM orders"),
+        "1,3"
+    );
+    let dead = w.read("dead.jsonl");
+    assert_eq!(dead.lines().count(), 1, "{dead}");
+    assert!(
+        dead.contains("column `id`: \\\"two\\\" is not an integer"),
+        "{dead}"
+    );
+
+    let m = w.write("fail.toml", &orders_sink(columns));
+    let out = run_with_dsn(&db.dsn(), &["run", m.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("column `id`: \"two\" is not an integer"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn pg_orders_keeps_each_customers_totals() {
+    let db = TestDb::new("pgorders");
+    db.execute(
+        "CREATE TABLE customer_totals (customer text PRIMARY KEY, orders bigint NOT NULL, \
+         total double precision NOT NULL, updated_at timestamptz)",
+    );
+    let w = Workdir::new();
+    let text = std::fs::read_to_string(repo().join("pipelines/pg-orders.toml"))
+        .unwrap()
+        .replace(
+            "data/orders.csv",
+            &repo().join("pipelines/data/orders.csv").display().to_string(),
+        )
+        .replace(
+            "../plugins/dist/",
+            &format!("{}/", repo().join("plugins/dist").display()),
+        );
+    let m = w.write("pg-orders.toml", &text);
+    let out = run_with_dsn(&db.dsn(), &["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut expected: BTreeMap<String, (u64, f64)> = BTreeMap::new();
+    for line in std::fs::read_to_string(repo().join("pipelines/data/orders.csv"))
+        .unwrap()
+        .lines()
+    {
+        let f: Vec<&str> = line.split(',').collect();
+        let e = expected.entry(f[1].to_owned()).or_default();
+        e.0 += 1;
+        e.1 += f[2].parse::<f64>().unwrap();
+    }
+    let got = db.rows("SELECT customer, orders, total FROM customer_totals ORDER BY customer");
+    assert_eq!(got.len(), expected.len());
+    for (row, (customer, (orders, total))) in got.iter().zip(&expected) {
+        assert_eq!(row[0].as_deref(), Some(customer.as_str()));
+        assert_eq!(
+            row[1].as_deref().unwrap().parse::<u64>().unwrap(),
+            *orders,
+            "{customer}"
+        );
+        let t: f64 = row[2].as_deref().unwrap().parse().unwrap();
+        assert!((t - total).abs() < 1e-6, "{customer}: {t} vs {total}");
+    }
+}
