@@ -6,6 +6,7 @@
 //! ([`connectors`]) at the ends, operators ([`operator`]) in between, the
 //! user's logic in plugins ([`plugin`]).
 
+pub mod admin;
 #[cfg(feature = "jemalloc")]
 mod allocator;
 pub mod batch;

@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use mailer::admin::{AdminServer, Swaps};
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
@@ -10,6 +11,7 @@ use mailer::runtime::{self, Shutdown};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 mod savepoint;
 
@@ -138,16 +140,31 @@ fn run(command: Command) -> Result<()> {
             fresh,
             from_savepoint,
         } => {
-            let (mut plan, _engine) = plan_of(&manifest)?;
+            let (mut plan, engine) = plan_of(&manifest)?;
             plan.restore = match from_savepoint {
                 Some(dir) => Some(mailer::checkpoint::Restore::from_dir(&plan, &dir)?),
                 None if fresh => None,
                 None => mailer::checkpoint::Restore::latest(&plan)?,
             };
+            plan.use_swapped_plugins(&engine)?;
             let _running = savepoint::Running::mark(&plan)?;
             let name = plan.name.clone();
             let shutdown = Shutdown::new();
             watch_signals(&shutdown, plan.checkpoint.as_ref().map(|c| c.dir.clone()))?;
+            let _admin = match &plan.admin {
+                Some(admin) => {
+                    let swaps = Swaps::new(
+                        Arc::new(engine),
+                        shutdown.clone(),
+                        plan.plugin_store.clone(),
+                        plan.plugin_operators(),
+                    );
+                    let server = AdminServer::start(admin.listen, admin.token.clone(), Arc::new(swaps))
+                        .with_context(|| format!("starting the admin API on {}", admin.listen))?;
+                    Some(server)
+                }
+                None => None,
+            };
             tracing::info!(pipeline = %name, "pipeline started");
             let report =
                 runtime::run(plan, &shutdown).with_context(|| format!("pipeline `{name}` failed"))?;

@@ -1,7 +1,9 @@
 //! Records and the messages that carry them between stages.
 
 use crate::batch::Batch;
+use crate::plugin::LoadedPlugin;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// One record of the stream. Payloads are [`Bytes`], so cloning a record or
 /// slicing it out of a plugin's output never copies the payload.
@@ -41,6 +43,37 @@ pub struct Barrier {
     pub id: u64,
 }
 
+/// A plugin swap: from this point of the stream on, operator `operator`
+/// runs `plugin`; records before it saw the previous version. Its state is
+/// the host's and stays as it is.
+#[derive(Clone)]
+pub struct SwapPoint {
+    /// Increases with each swap of a run.
+    pub id: u64,
+    /// The operator's name.
+    pub operator: String,
+    /// The new version, compiled and checked against the operator's world.
+    pub plugin: Arc<LoadedPlugin>,
+}
+
+impl std::fmt::Debug for SwapPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwapPoint")
+            .field("id", &self.id)
+            .field("operator", &self.operator)
+            .field("digest", &self.plugin.digest())
+            .finish()
+    }
+}
+
+impl PartialEq for SwapPoint {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.operator == other.operator
+            && self.plugin.digest() == other.plugin.digest()
+    }
+}
+
 /// What travels on an edge: a batch of records or an in-band marker.
 ///
 /// Markers are broadcast to every worker of a parallel stage and re-aligned at
@@ -57,6 +90,8 @@ pub enum Message {
     ProcessingTime(i64),
     /// A checkpoint barrier.
     Barrier(Barrier),
+    /// A plugin swap.
+    Swap(Arc<SwapPoint>),
     /// The input is complete (a bounded source ended). Unlike a plain close
     /// of the edge (a drain after cancel), this lets event time run to its end.
     EndOfStream,
@@ -70,6 +105,9 @@ impl Message {
 
     /// Whether this message is a marker that must be aligned across workers.
     pub fn is_aligned_marker(&self) -> bool {
-        matches!(self, Message::Barrier(_) | Message::EndOfStream)
+        matches!(
+            self,
+            Message::Barrier(_) | Message::Swap(_) | Message::EndOfStream
+        )
     }
 }

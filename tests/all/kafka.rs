@@ -137,15 +137,7 @@ group_id = "{input}-group"
 format = "string"
 bounded = true
 
-[[operators]]
-type = "key_by"
-parallelism = 2
-
-[[operators]]
-name = "counts"
-type = "reduce"
-plugin = "{{plugin:count}}"
-
+{KEYED_COUNT}
 [sink]
 type = "kafka"
 bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"

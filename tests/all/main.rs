@@ -2,6 +2,7 @@
 //! library) against real files, processes and signals. One test binary, a
 //! module per area. The plugins must be built first (`just plugins`).
 
+mod admin;
 mod backpressure;
 mod checkpoints;
 mod failure_policies;
@@ -13,5 +14,6 @@ mod process;
 mod quickstart;
 mod shutdown;
 mod support;
+mod swap;
 mod windows;
 mod word_count;

@@ -106,15 +106,7 @@ count = {RECORDS}
 keys = {KEYS}
 rate = {rate}
 
-[[operators]]
-type = "key_by"
-parallelism = 2
-
-[[operators]]
-name = "counts"
-type = "reduce"
-plugin = "{{plugin:count}}"
-
+{KEYED_COUNT}
 [sink]
 type = "postgres"
 dsn = "{dsn}"
@@ -445,4 +437,38 @@ fn pg_orders_keeps_each_customers_totals() {
         let t: f64 = row[2].as_deref().unwrap().parse().unwrap();
         assert!((t - total).abs() < 1e-6, "{customer}: {t} vs {total}");
     }
+}
+
+#[test]
+fn tls_require_encrypts_and_verify_full_checks_the_certificate() {
+    let db = TestDb::new("tls");
+    assert_eq!(db.value("SHOW ssl"), "on", "the tests' PostgreSQL serves TLS");
+    db.execute("CREATE TABLE orders (id bigint, customer text)");
+    let w = Workdir::new();
+    w.write("in.jsonl", "{\"id\":1,\"customer\":\"a\"}\n");
+    let columns =
+        "id = { field = \"id\", type = \"integer\" }\ncustomer = { field = \"customer\", type = \"text\" }";
+    let with_tls = |tls: &str| {
+        orders_sink(columns).replace(
+            "table = \"orders\"",
+            &format!("table = \"orders\"\ntls = \"{tls}\""),
+        )
+    };
+    // A row written over TLS records that its connection was encrypted.
+    db.execute(
+        "CREATE FUNCTION encrypted() RETURNS boolean LANGUAGE sql \
+           AS 'SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()'; \
+         ALTER TABLE orders ADD COLUMN encrypted boolean DEFAULT encrypted()",
+    );
+    let m = w.write("require.toml", &with_tls("require"));
+    let out = run_with_dsn(&db.dsn(), &["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(db.value("SELECT encrypted FROM orders"), "t");
+
+    // The server's certificate is self-signed: no system root vouches for it.
+    let m = w.write("verify.toml", &with_tls("verify-full"));
+    let out = run_with_dsn(&db.dsn(), &["run", m.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("certificate verify failed"), "{err}");
 }

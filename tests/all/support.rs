@@ -28,6 +28,18 @@ pub fn mailer() -> Command {
     c
 }
 
+/// Manifest operators: `key_by` over 2 workers, then the `count` reduce
+/// plugin as operator `counts` (each key's running count per record).
+pub const KEYED_COUNT: &str = r#"[[operators]]
+type = "key_by"
+parallelism = 2
+
+[[operators]]
+name = "counts"
+type = "reduce"
+plugin = "{plugin:count}"
+"#;
+
 /// A temp folder holding one manifest (and whatever a test puts beside it).
 pub struct Workdir {
     pub dir: tempfile::TempDir,

@@ -128,6 +128,9 @@ pub fn plan(
         restore: None,
         committed_checkpoint: None,
         sink_check: None,
+        admin: None,
+        plugin_store: std::path::PathBuf::new(),
+        swapped_from: Default::default(),
     }
 }
 

@@ -23,6 +23,9 @@ pub enum CheckpointEvent {
         position: serde_json::Value,
         /// Whether it is a savepoint too, and where that goes.
         savepoint: Option<SavepointRequest>,
+        /// The plugin swaps (operator, digest) the source sent since the
+        /// previous barrier, in order.
+        swaps: Vec<(String, String)>,
     },
     /// A worker (or the sink) wrote its part of checkpoint `id`.
     Acked {
@@ -97,6 +100,8 @@ struct Pending {
     acks: usize,
     snapshots: Vec<SnapshotMeta>,
     failure: Option<String>,
+    /// The plugin each operator ran at the barrier.
+    operators: Vec<OperatorMeta>,
 }
 
 /// Runs until every stage dropped its sender.
@@ -105,6 +110,8 @@ pub fn run_coordinator(
     events: flume::Receiver<CheckpointEvent>,
 ) -> Result<(), CoordinatorError> {
     let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
+    // The plugin each operator runs at the newest barrier.
+    let mut operators = setup.operators.clone();
     let mut failures_in_a_row = 0u32;
     while let Ok(event) = events.recv() {
         let id = match &event {
@@ -118,13 +125,23 @@ pub fn run_coordinator(
             acks: 0,
             snapshots: Vec::new(),
             failure: None,
+            operators: Vec::new(),
         });
         match event {
             CheckpointEvent::Started {
-                position, savepoint, ..
+                position,
+                savepoint,
+                swaps,
+                ..
             } => {
+                for (name, digest) in &swaps {
+                    if let Some(op) = operators.iter_mut().find(|o| &o.name == name) {
+                        op.swapped_to(digest);
+                    }
+                }
                 p.position = Some(position);
                 p.savepoint = savepoint;
+                p.operators = operators.clone();
             }
             CheckpointEvent::Acked { snapshots, .. } => {
                 p.acks += 1;
@@ -142,8 +159,15 @@ pub fn run_coordinator(
         let tmp = super::pending_dir(setup.store.dir(), id);
         let result = match p.failure {
             Some(reason) => Err(reason),
-            None => complete(&setup, id, p.position.expect("checked"), p.snapshots, &tmp)
-                .map_err(|e| e.to_string()),
+            None => complete(
+                &setup,
+                id,
+                p.position.expect("checked"),
+                p.operators,
+                p.snapshots,
+                &tmp,
+            )
+            .map_err(|e| e.to_string()),
         };
         setup.stats.in_flight.store(false, Ordering::Release);
         let result = result.and_then(|path| match &p.savepoint {
@@ -220,6 +244,7 @@ fn complete(
     setup: &CoordinatorSetup,
     id: u64,
     position: serde_json::Value,
+    operators: Vec<OperatorMeta>,
     mut snapshots: Vec<SnapshotMeta>,
     tmp: &std::path::Path,
 ) -> Result<PathBuf, StoreError> {
@@ -231,7 +256,7 @@ fn complete(
         created_ms: crate::runtime::now_ms(),
         key_groups: setup.key_groups,
         source: position,
-        operators: setup.operators.clone(),
+        operators,
         snapshots,
     };
     setup.store.complete(tmp, &metadata)
@@ -261,6 +286,7 @@ mod tests {
             id,
             position: serde_json::json!({ "next": id }),
             savepoint: None,
+            swaps: Vec::new(),
         }
     }
 

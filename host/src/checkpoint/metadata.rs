@@ -33,6 +33,25 @@ pub struct OperatorMeta {
     pub world: Option<String>,
     /// SHA-256 of its plugin, if it runs one.
     pub plugin_digest: Option<String>,
+    /// When a swap replaced the manifest's plugin: the manifest's plugin's
+    /// digest (`plugin_digest` is then the swapped-in version's, kept in
+    /// the plugin store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_digest: Option<String>,
+}
+
+impl OperatorMeta {
+    /// Operator `name` switched to the plugin with `digest`.
+    pub fn swapped_to(&mut self, digest: &str) {
+        let replaced = self.plugin_digest.replace(digest.to_owned());
+        if self.manifest_digest.is_none() {
+            self.manifest_digest = replaced;
+        }
+        if self.manifest_digest.as_deref() == Some(digest) {
+            // Back to the manifest's own version.
+            self.manifest_digest = None;
+        }
+    }
 }
 
 /// One worker's state of one operator.

@@ -26,6 +26,8 @@ pub struct GeneratorSource {
     rate: Option<u64>,
     started: Instant,
     produced: u64,
+    /// Written before each value's number.
+    value_prefix: Vec<u8>,
 }
 
 impl GeneratorSource {
@@ -48,7 +50,14 @@ impl GeneratorSource {
             rate: rate.filter(|&r| r > 0),
             started: Instant::now(),
             produced: 0,
+            value_prefix: Vec::new(),
         }
+    }
+
+    /// The same source with values `<prefix><g>` instead of `<g>`.
+    pub fn with_value_prefix(mut self, prefix: &str) -> Self {
+        self.value_prefix = prefix.as_bytes().to_vec();
+        self
     }
 }
 
@@ -72,16 +81,21 @@ impl Source for GeneratorSource {
         // Records are written straight into one encoded buffer per batch.
         let mut batch = EncodedBuilder::new(n as usize, n as usize * 48);
         let (mut key_text, mut value_text) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let mut value = self.value_prefix.clone();
         for _ in 0..n {
             let g = self.next;
             let key = self
                 .keys
                 .map(|k| key_text.format(splitmix64(g ^ self.seed) % k).as_bytes());
-            batch.push(
-                key,
-                value_text.format(g).as_bytes(),
-                (g / self.time_divisor) as i64,
-            );
+            let number = value_text.format(g).as_bytes();
+            let value = if self.value_prefix.is_empty() {
+                number
+            } else {
+                value.truncate(self.value_prefix.len());
+                value.extend_from_slice(number);
+                &value[..]
+            };
+            batch.push(key, value, (g / self.time_divisor) as i64);
             self.next += 1;
         }
         self.produced += n;

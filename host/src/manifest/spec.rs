@@ -35,6 +35,22 @@ pub struct ManifestSpec {
     pub state: Option<Spanned<StateSpec>>,
     /// `[checkpoint]`: periodic checkpoints and resuming from them.
     pub checkpoint: Option<Spanned<CheckpointSpec>>,
+    /// `[admin]`: the admin API (plugin swaps); off when absent.
+    pub admin: Option<Spanned<AdminSpec>>,
+}
+
+/// The admin API.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminSpec {
+    /// The address it listens on; loopback by default, so nothing beyond
+    /// this machine reaches it.
+    #[serde(default = "defaults::admin_listen")]
+    pub listen: std::net::SocketAddr,
+    /// The bearer token every request must carry (use `${VAR}`).
+    pub token: Option<ConfigString>,
+    /// Or a file holding the token (its first line).
+    pub token_file: Option<ConfigString>,
 }
 
 /// Watermarks with bounded out-of-orderness.
@@ -145,6 +161,10 @@ pub struct GeneratorSpec {
     /// Event time of record `g` is `g / time_divisor` ms.
     #[serde(default = "defaults::one")]
     pub time_divisor: u64,
+    /// Text written before each value's number (`"Order"` gives `Order0`,
+    /// `Order1`, …).
+    #[serde(default)]
+    pub value_prefix: String,
 }
 
 /// The `file` source.
@@ -481,6 +501,11 @@ pub struct KeyBySpec {
 /// Defaults of optional fields.
 pub mod defaults {
     use std::time::Duration;
+
+    /// Where the admin API listens: loopback only.
+    pub fn admin_listen() -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], 9464))
+    }
 
     /// Records an edge holds.
     pub const fn edge_capacity() -> usize {

@@ -37,7 +37,23 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
     {
         return Err(m.error_at(&w.span(), "idle_timeout", "idle_timeout must be longer than 0"));
     }
+    check_admin(m)?;
     check_sink(m, m.spec.sink.get_ref(), &m.spec.sink.span())
+}
+
+fn check_admin(m: &Manifest) -> Result<(), ManifestError> {
+    let Some(a) = &m.spec.admin else { return Ok(()) };
+    let span = a.span();
+    let a = a.get_ref();
+    match (&a.token, &a.token_file) {
+        (Some(_), Some(_)) => Err(m.error_at(&span, "token_file", "give `token` or `token_file`, not both")),
+        (None, None) => Err(m.error_at(
+            &span,
+            "token",
+            "the admin API needs a token: `token = \"${MAILER_ADMIN_TOKEN}\"` or `token_file = \"…\"`",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_pipeline(m: &Manifest) -> Result<(), ManifestError> {
@@ -145,6 +161,15 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
         let span = s.span();
         if let Some(p) = s.get_mut().path.as_mut() {
             fields.push((span, "path", p));
+        }
+    }
+    if let Some(a) = m.spec.admin.as_mut() {
+        let span = a.span();
+        let a = a.get_mut();
+        for (key, field) in [("token", a.token.as_mut()), ("token_file", a.token_file.as_mut())] {
+            if let Some(f) = field {
+                fields.push((span.clone(), key, f));
+            }
         }
     }
     if let Some(c) = m.spec.checkpoint.as_mut() {

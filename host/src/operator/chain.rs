@@ -83,6 +83,12 @@ impl Chain {
                 self.checkpoint(b.id);
                 Batch::Records(Vec::new())
             }
+            Message::Swap(swap) => {
+                for op in self.ops.iter_mut().filter(|op| op.name() == swap.operator) {
+                    op.swap_plugin(&swap.plugin)?;
+                }
+                Batch::Records(Vec::new())
+            }
         };
         Ok(non_empty(records).into_iter().chain([msg]).collect())
     }

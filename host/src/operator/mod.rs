@@ -8,7 +8,9 @@ pub use chain::Chain;
 pub use failure::{DeadLetterSender, FailureHandler, FailurePolicy, FailureStats};
 
 use crate::batch::Batch;
+use crate::plugin::LoadedPlugin;
 use crate::record::Record;
+use std::sync::Arc;
 
 /// One operator instance, owned by one worker of a stage.
 pub trait Operator: Send {
@@ -31,6 +33,15 @@ pub trait Operator: Send {
     /// The input is complete; emit what is still held back.
     fn on_end(&mut self, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
         Ok(())
+    }
+
+    /// A swap point passed: run `plugin` (of the operator's world) from now
+    /// on, keeping the state. Operators without a plugin are never asked.
+    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
+        Err(OperatorError::Swap {
+            operator: self.name().to_owned(),
+            reason: format!("it runs no plugin to replace with {}", plugin.path().display()),
+        })
     }
 
     /// A checkpoint barrier passed: write the operator's state into `dir`
@@ -73,6 +84,14 @@ pub enum OperatorError {
     /// The state backend failed.
     #[error("operator `{operator}`: state: {reason}")]
     State {
+        /// The operator's name.
+        operator: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A swap point could not be applied.
+    #[error("operator `{operator}` could not swap its plugin: {reason}")]
+    Swap {
         /// The operator's name.
         operator: String,
         /// What went wrong.

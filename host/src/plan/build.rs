@@ -1,7 +1,7 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
-use super::{CommittedCheckpoint, SinkCheck};
+use super::{AdminSettings, CommittedCheckpoint, SinkCheck};
 use super::{
     Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan,
     WatermarkSettings,
@@ -132,6 +132,9 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         restore: None,
         committed_checkpoint: committed_checkpoint(m),
         sink_check: sink_check(m),
+        admin: admin_settings(m)?,
+        plugin_store: crate::admin::store_dir(&m.dir, &p.name),
+        swapped_from: Default::default(),
     })
 }
 
@@ -151,6 +154,37 @@ fn committed_checkpoint(m: &Manifest) -> Option<CommittedCheckpoint> {
         }
         _ => None,
     }
+}
+
+fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> {
+    let Some(a) = &m.spec.admin else { return Ok(None) };
+    let spec = a.get_ref();
+    let token = match (&spec.token, &spec.token_file) {
+        (Some(t), _) => t.value().trim().to_owned(),
+        (None, Some(file)) => {
+            let path = m.path(file);
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                m.error_at(
+                    &a.span(),
+                    "token_file",
+                    format!("cannot read the token file `{file}`: {e}"),
+                )
+            })?;
+            text.lines().next().unwrap_or_default().trim().to_owned()
+        }
+        (None, None) => unreachable!("validated: one of them is set"),
+    };
+    if token.len() < 16 {
+        return Err(m.error_at(
+            &a.span(),
+            if spec.token.is_some() { "token" } else { "token_file" },
+            "the admin token is shorter than 16 characters: use a long random one (e.g. `openssl rand -hex 32`)",
+        ));
+    }
+    Ok(Some(AdminSettings {
+        listen: spec.listen,
+        token,
+    }))
 }
 
 /// For a sink writing to a database: how to check, before a run, that its
@@ -247,12 +281,15 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
     match m.spec.source.get_ref() {
         SourceSpec::Generator(g) => {
             let (count, keys, seed, div, rate) = (g.count, g.keys, g.seed, g.time_divisor, g.rate);
+            let prefix = g.value_prefix.clone();
             let bound = count.map_or("unbounded".to_owned(), |c| format!("{c} records"));
             Endpoint {
                 description: format!("generator ({bound})"),
-                open: Box::new(
-                    move |_| Ok(Box::new(GeneratorSource::new(count, keys, seed, div, rate)) as _),
-                ),
+                open: Box::new(move |_| {
+                    let source =
+                        GeneratorSource::new(count, keys, seed, div, rate).with_value_prefix(&prefix);
+                    Ok(Box::new(source) as _)
+                }),
             }
         }
         SourceSpec::Kafka(k) => {

@@ -84,6 +84,74 @@ pub struct Plan {
     pub committed_checkpoint: Option<CommittedCheckpoint>,
     /// For a sink writing to a database: checks its table before a run.
     pub sink_check: Option<SinkCheck>,
+    /// The admin API, when `[admin]` asks for it.
+    pub admin: Option<AdminSettings>,
+    /// The plugin store: swapped-in versions by digest.
+    pub plugin_store: std::path::PathBuf,
+    /// Operators resuming with a swapped-in plugin: the digest of the
+    /// manifest's plugin each replaces.
+    pub swapped_from: std::collections::BTreeMap<String, String>,
+}
+
+/// Where the admin API listens, and its token.
+#[derive(Clone)]
+pub struct AdminSettings {
+    /// The address (loopback unless the manifest says otherwise).
+    pub listen: std::net::SocketAddr,
+    /// The bearer token (never shown).
+    pub token: String,
+}
+
+impl Plan {
+    /// The operators running a plugin that a swap may replace: name, world
+    /// and the plugin they start with.
+    pub fn plugin_operators(&self) -> Vec<(String, crate::plugin::World, Arc<LoadedPlugin>)> {
+        self.stages
+            .iter()
+            .flat_map(|s| &s.operators)
+            .filter_map(|op| match &op.kind {
+                NodeKind::Plugin { plugin, .. } => Some((op.name.clone(), plugin.world(), plugin.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Resuming from a checkpoint taken after a plugin swap: each swapped
+    /// operator runs the version the checkpoint recorded (from the plugin
+    /// store) — unless the manifest now names another plugin than the one
+    /// the swap replaced, a deliberate upgrade, which wins.
+    pub fn use_swapped_plugins(&mut self, engine: &crate::plugin::PluginEngine) -> Result<(), PluginError> {
+        let Some(restore) = &self.restore else {
+            return Ok(());
+        };
+        for meta in &restore.metadata.operators {
+            let (Some(original), Some(digest)) = (&meta.manifest_digest, &meta.plugin_digest) else {
+                continue;
+            };
+            let node = self
+                .stages
+                .iter_mut()
+                .flat_map(|s| &mut s.operators)
+                .find(|op| op.name == meta.name);
+            let Some(OperatorNode {
+                name,
+                kind: NodeKind::Plugin { plugin, .. },
+                ..
+            }) = node
+            else {
+                continue;
+            };
+            if plugin.digest() != original {
+                tracing::info!(operator = %name, "the manifest names a new plugin: it replaces the one swapped in before");
+                continue;
+            }
+            let path = self.plugin_store.join(format!("{digest}.wasm"));
+            *plugin = engine.load(&path, plugin.world(), name)?;
+            self.swapped_from.insert(name.clone(), original.clone());
+            tracing::info!(operator = %name, %digest, "resuming with the plugin swapped in before the checkpoint");
+        }
+        Ok(())
+    }
 }
 
 /// Asks a sink which checkpoint's output it last committed.

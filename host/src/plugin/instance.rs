@@ -109,6 +109,39 @@ impl PluginInstance {
         &self.plugin
     }
 
+    /// Runs `plugin` (of the same world) from now on, with the same limits
+    /// and the same keyed state; the previous plugin when it worked. On
+    /// failure nothing changed.
+    pub fn swap(&mut self, plugin: Arc<LoadedPlugin>) -> Result<Arc<LoadedPlugin>, PluginError> {
+        if plugin.world() != self.plugin.world() {
+            return Err(PluginError::Instantiate {
+                path: plugin.path().display().to_string(),
+                reason: format!(
+                    "it implements the {} world, the running version the {} world",
+                    plugin.world(),
+                    self.plugin.world()
+                ),
+            });
+        }
+        let old = std::mem::replace(&mut self.plugin, plugin);
+        let parked = self.parked.take();
+        match self.instantiate() {
+            Ok((mut store, bindings)) => {
+                store.data_mut().keyed = match self.live.take() {
+                    Some((mut old_store, _)) => old_store.data_mut().keyed.take(),
+                    None => parked,
+                };
+                self.live = Some((store, bindings));
+                Ok(old)
+            }
+            Err(e) => {
+                self.plugin = old;
+                self.parked = parked;
+                Err(e)
+            }
+        }
+    }
+
     fn instantiate(&mut self) -> Result<(Store<HostState>, Bindings), PluginError> {
         let state = HostState {
             keyed: self.parked.take(),

@@ -94,3 +94,24 @@ pub enum PluginError {
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
 }
+
+/// Switches operator `name`'s `instance` to `plugin`, keeping its state.
+fn swap_instance(
+    name: &str,
+    instance: &mut PluginInstance,
+    plugin: &std::sync::Arc<LoadedPlugin>,
+) -> Result<(), crate::operator::OperatorError> {
+    let old = instance
+        .swap(plugin.clone())
+        .map_err(|e| crate::operator::OperatorError::Swap {
+            operator: name.to_owned(),
+            reason: e.to_string(),
+        })?;
+    tracing::debug!(
+        operator = name,
+        from = old.digest(),
+        to = plugin.digest(),
+        "plugin swapped"
+    );
+    Ok(())
+}

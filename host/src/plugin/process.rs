@@ -224,6 +224,10 @@ impl Operator for WasmProcess {
         &self.name
     }
 
+    fn swap_plugin(&mut self, plugin: &std::sync::Arc<super::LoadedPlugin>) -> Result<(), OperatorError> {
+        super::swap_instance(&self.name, &mut self.instance, plugin)
+    }
+
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         let mut out = Vec::new();
         for (key, records) in by_key(input.into_records()) {

@@ -121,6 +121,10 @@ impl Operator for WasmStateless {
         &self.name
     }
 
+    fn swap_plugin(&mut self, plugin: &std::sync::Arc<super::LoadedPlugin>) -> Result<(), OperatorError> {
+        super::swap_instance(&self.name, &mut self.instance, plugin)
+    }
+
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         retry::process(self, input)
     }

@@ -218,7 +218,7 @@ mod stage_tests {
                     assert_eq!(b.id, epoch, "each barrier once, in order");
                 }
                 Message::EndOfStream => assert_eq!(epoch, 5),
-                Message::Watermark(_) | Message::ProcessingTime(_) => {}
+                Message::Watermark(_) | Message::ProcessingTime(_) | Message::Swap(_) => {}
             }
         }
         assert_eq!(seen, 350);

@@ -287,6 +287,7 @@ fn start_checkpoints(
                 name: op.name.clone(),
                 world: plugin.map(|p| p.world().to_string()),
                 plugin_digest: plugin.map(|p| p.digest().to_owned()),
+                manifest_digest: plan.swapped_from.get(&op.name).cloned(),
             }
         })
         .collect();

@@ -1,8 +1,10 @@
 //! Two-phase shutdown (contract C3): `cancel` stops the source and lets the
 //! rest drain through cascading closes; `abort` makes every blocked send and
 //! receive give up, used only past the shutdown timeout or after a failure.
-//! The same handle carries requests for savepoints to the source.
+//! The same handle carries requests for savepoints and plugin swaps to the
+//! source.
 
+use crate::record::SwapPoint;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,6 +30,7 @@ struct Flags {
     cancelled: AtomicBool,
     aborted: AtomicBool,
     savepoint: Mutex<Option<SavepointRequest>>,
+    swaps: Mutex<Vec<Arc<SwapPoint>>>,
 }
 
 impl Shutdown {
@@ -60,6 +63,16 @@ impl Shutdown {
     /// The pending savepoint request, taken.
     pub fn take_savepoint_request(&self) -> Option<SavepointRequest> {
         self.inner.savepoint.lock().expect("savepoint lock").take()
+    }
+
+    /// Asks the source to put a swap point after its next batch.
+    pub fn request_swap(&self, swap: Arc<SwapPoint>) {
+        self.inner.swaps.lock().expect("swap lock").push(swap);
+    }
+
+    /// The pending swaps, taken, in the order they were asked for.
+    pub fn take_swaps(&self) -> Vec<Arc<SwapPoint>> {
+        std::mem::take(&mut *self.inner.swaps.lock().expect("swap lock"))
     }
 
     /// Whether blocked stages should give up.

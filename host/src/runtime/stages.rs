@@ -96,7 +96,12 @@ impl SourceCheckpoints {
     /// Announces checkpoint `next_id` at `source`'s position (a savepoint
     /// too, when `savepoint` asks) and returns its barrier; `None` when its
     /// folder cannot be made (logged; the next interval tries again).
-    fn barrier(&mut self, source: &dyn Source, savepoint: Option<SavepointRequest>) -> Option<Message> {
+    fn barrier(
+        &mut self,
+        source: &dyn Source,
+        savepoint: Option<SavepointRequest>,
+        swaps: &mut Vec<(String, String)>,
+    ) -> Option<Message> {
         let id = self.next_id;
         self.next_id += 1;
         if let Err(e) = self.store.begin(id) {
@@ -110,6 +115,7 @@ impl SourceCheckpoints {
             id,
             position,
             savepoint,
+            swaps: std::mem::take(swaps),
         });
         Some(Message::Barrier(Barrier { id }))
     }
@@ -152,18 +158,28 @@ pub fn run_source(
     let mut last_tick = Instant::now();
     let mut last_barrier = Instant::now();
     let mut connected = true;
+    // Swaps sent since the last barrier: the next checkpoint records them.
+    let mut swaps = Vec::new();
     while !shutdown.is_cancelled() {
         if let Some(c) = checkpoints.as_mut() {
             let savepoint = shutdown.take_savepoint_request();
             let due = last_barrier.elapsed() >= c.interval && !c.stats.in_flight.load(Ordering::Acquire);
             if savepoint.is_some() || due {
                 last_barrier = Instant::now();
-                if let Some(barrier) = c.barrier(source.as_ref(), savepoint)
+                if let Some(barrier) = c.barrier(source.as_ref(), savepoint, &mut swaps)
                     && out.send(barrier).is_err()
                 {
                     connected = false;
                     break;
                 }
+            }
+        }
+        for swap in shutdown.take_swaps() {
+            tracing::info!(operator = %swap.operator, digest = %swap.plugin.digest(), "swap point sent");
+            swaps.push((swap.operator.clone(), swap.plugin.digest().to_owned()));
+            if out.send(Message::Swap(swap)).is_err() {
+                connected = false;
+                break;
             }
         }
         if let Some(every) = time.ticks
@@ -213,7 +229,7 @@ pub fn run_source(
         && !shutdown.is_aborted()
         && let Some(barrier) = checkpoints
             .as_mut()
-            .and_then(|c| c.barrier(source.as_ref(), None))
+            .and_then(|c| c.barrier(source.as_ref(), None, &mut swaps))
     {
         let _ = out.send(barrier);
     }
@@ -297,7 +313,7 @@ pub fn run_sink(
                 }
             }
             Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,
-            Message::Watermark(_) | Message::ProcessingTime(_) => {}
+            Message::Watermark(_) | Message::ProcessingTime(_) | Message::Swap(_) => {}
         }
     }
     sink.close().map_err(StageError::Sink)

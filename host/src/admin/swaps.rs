@@ -1,0 +1,257 @@
+//! Plugin swaps: a new version is compiled and checked against its
+//! operator's world off the hot path, kept in the plugin store by digest,
+//! and handed to the source as a swap point; the history of swaps.
+
+use crate::plugin::{LoadedPlugin, PluginEngine, World};
+use crate::record::SwapPoint;
+use crate::runtime::Shutdown;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Why a swap was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum SwapError {
+    /// No operator of that name runs a plugin.
+    #[error("no operator `{0}` with a plugin in this pipeline (see GET /api/operators)")]
+    NoOperator(String),
+    /// The new version does not load, or implements another world.
+    #[error("operator `{operator}`: {reason}")]
+    Refused {
+        /// The operator.
+        operator: String,
+        /// Why.
+        reason: String,
+    },
+    /// A rollback with no earlier version.
+    #[error("operator `{0}` runs its first version: there is nothing to roll back to")]
+    NothingToRollBack(String),
+}
+
+/// A plugin operator as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperatorView {
+    /// Its name in the manifest.
+    pub name: String,
+    /// The world its plugin implements.
+    pub world: String,
+    /// The running version.
+    pub plugin: PluginView,
+    /// Earlier versions, newest first (what a rollback returns to).
+    pub previous: Vec<PluginView>,
+}
+
+/// One version of a plugin.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginView {
+    /// The file's name (without `.wasm`).
+    pub name: String,
+    /// SHA-256 of the component, hex.
+    pub digest: String,
+    /// Bytes.
+    pub size: usize,
+}
+
+impl PluginView {
+    fn of(p: &LoadedPlugin) -> Self {
+        Self {
+            name: p
+                .path()
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            digest: p.digest().to_owned(),
+            size: p.size(),
+        }
+    }
+}
+
+/// One swap in the history.
+#[derive(Debug, Clone, Serialize)]
+pub struct SwapRecord {
+    /// Increases with each swap of the run.
+    pub id: u64,
+    /// The operator.
+    pub operator: String,
+    /// The digest it ran before.
+    pub from: String,
+    /// The digest it runs after.
+    pub to: String,
+    /// Whether it was a rollback.
+    pub rollback: bool,
+    /// When it was asked for (ms since 1970).
+    pub requested_at_ms: u64,
+}
+
+struct Versions {
+    world: World,
+    current: Arc<LoadedPlugin>,
+    previous: Vec<Arc<LoadedPlugin>>,
+}
+
+/// The swaps of one running pipeline.
+pub struct Swaps {
+    engine: Arc<PluginEngine>,
+    shutdown: Shutdown,
+    store: PathBuf,
+    operators: Mutex<BTreeMap<String, Versions>>,
+    history: Mutex<Vec<SwapRecord>>,
+    next_id: AtomicU64,
+}
+
+impl Swaps {
+    /// Swaps for the plugin `operators` (name, world, running version),
+    /// keeping uploaded versions in `store`.
+    pub fn new(
+        engine: Arc<PluginEngine>,
+        shutdown: Shutdown,
+        store: PathBuf,
+        operators: impl IntoIterator<Item = (String, World, Arc<LoadedPlugin>)>,
+    ) -> Self {
+        let operators = operators
+            .into_iter()
+            .map(|(name, world, current)| {
+                (
+                    name,
+                    Versions {
+                        world,
+                        current,
+                        previous: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        Self {
+            engine,
+            shutdown,
+            store,
+            operators: Mutex::new(operators),
+            history: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The plugin operators and their versions.
+    pub fn operators(&self) -> Vec<OperatorView> {
+        let operators = self.operators.lock().expect("operators lock");
+        operators
+            .iter()
+            .map(|(name, v)| OperatorView {
+                name: name.clone(),
+                world: v.world.to_string(),
+                plugin: PluginView::of(&v.current),
+                previous: v.previous.iter().rev().map(|p| PluginView::of(p)).collect(),
+            })
+            .collect()
+    }
+
+    /// Every swap so far, oldest first.
+    pub fn history(&self) -> Vec<SwapRecord> {
+        self.history.lock().expect("history lock").clone()
+    }
+
+    /// Swaps `operator` to the component in `bytes`: stored by digest,
+    /// compiled, checked against the operator's world, then put in the
+    /// stream. Blocking (compiling takes tens of milliseconds).
+    pub fn swap(&self, operator: &str, bytes: &[u8]) -> Result<SwapRecord, SwapError> {
+        let world = self.world_of(operator)?;
+        let refused = |reason: String| SwapError::Refused {
+            operator: operator.to_owned(),
+            reason,
+        };
+        let path = self
+            .stored(bytes)
+            .map_err(|e| refused(format!("storing the component: {e}")))?;
+        let plugin = self
+            .engine
+            .load(&path, world, operator)
+            .map_err(|e| refused(e.to_string()))?;
+        self.switch(operator, plugin, false)
+    }
+
+    /// Swaps `operator` back to the version before the running one.
+    pub fn rollback(&self, operator: &str) -> Result<SwapRecord, SwapError> {
+        let previous = {
+            let mut operators = self.operators.lock().expect("operators lock");
+            let v = operators
+                .get_mut(operator)
+                .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+            v.previous
+                .pop()
+                .ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?
+        };
+        self.switch(operator, previous, true)
+    }
+
+    fn world_of(&self, operator: &str) -> Result<World, SwapError> {
+        let operators = self.operators.lock().expect("operators lock");
+        operators
+            .get(operator)
+            .map(|v| v.world)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))
+    }
+
+    /// Writes `bytes` to the store as `<digest>.wasm` (once) and returns
+    /// its path.
+    fn stored(&self, bytes: &[u8]) -> std::io::Result<PathBuf> {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let path = self.store.join(format!("{digest}.wasm"));
+        if !path.is_file() {
+            std::fs::create_dir_all(&self.store)?;
+            let tmp = self.store.join(format!("{digest}.tmp"));
+            std::fs::write(&tmp, bytes)?;
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+        }
+        Ok(path)
+    }
+
+    fn switch(
+        &self,
+        operator: &str,
+        plugin: Arc<LoadedPlugin>,
+        rollback: bool,
+    ) -> Result<SwapRecord, SwapError> {
+        let mut operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get_mut(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        let old = std::mem::replace(&mut v.current, plugin.clone());
+        let record = SwapRecord {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            operator: operator.to_owned(),
+            from: old.digest().to_owned(),
+            to: plugin.digest().to_owned(),
+            rollback,
+            requested_at_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        };
+        if !rollback {
+            v.previous.push(old);
+        }
+        self.shutdown.request_swap(Arc::new(SwapPoint {
+            id: record.id,
+            operator: operator.to_owned(),
+            plugin,
+        }));
+        tracing::info!(
+            operator,
+            from = %record.from,
+            to = %record.to,
+            rollback,
+            "plugin swap requested"
+        );
+        self.history.lock().expect("history lock").push(record.clone());
+        Ok(record)
+    }
+}
+
+/// The plugin store of a pipeline whose manifest is in `dir`.
+pub fn store_dir(dir: &Path, pipeline: &str) -> PathBuf {
+    dir.join(".mailer").join(pipeline).join("plugins")
+}

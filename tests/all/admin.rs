@@ -1,0 +1,337 @@
+//! The admin API of a running pipeline: a bearer token on every request,
+//! loopback only by default, plugin swaps through it (refused when the new
+//! version does not fit, the pipeline running on unaffected).
+
+use crate::support::*;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts an endless generator (10k records/s) -> `uppercase` map -> file
+/// pipeline with the admin API at `listen` (its default when `None`).
+fn start(w: &Workdir, listen: Option<&str>) -> std::process::Child {
+    let listen = listen.map_or(String::new(), |l| format!("listen = \"{l}\""));
+    let m = w.manifest(&format!(
+        r#"
+[pipeline]
+name = "admin"
+batch_size = 256
+
+[source]
+type = "generator"
+rate = 10000
+value_prefix = "Order"
+
+[[operators]]
+name = "case"
+type = "map"
+plugin = "{{plugin:uppercase}}"
+
+[sink]
+type = "file"
+path = "out.txt"
+format = "value"
+
+[admin]
+token = "${{MAILER_ADMIN_TOKEN}}"
+{listen}
+"#
+    ));
+    mailer()
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .arg("run")
+        .arg(&m)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `addr` accepts connections.
+fn wait_for(addr: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+fn get(url: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+    let mut req = agent().get(url);
+    if let Some(t) = token {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    let mut res = req.call().unwrap();
+    (
+        res.status().as_u16(),
+        res.body_mut().read_json().unwrap_or_default(),
+    )
+}
+
+fn post(url: &str, content_type: &str, body: &[u8]) -> (u16, serde_json::Value) {
+    let mut res = agent()
+        .post(url)
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .header("Content-Type", content_type)
+        .send(body)
+        .unwrap();
+    (
+        res.status().as_u16(),
+        res.body_mut().read_json().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn swaps_through_the_api_need_the_token_and_switch_once() {
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = start(&w, Some(&addr));
+    wait_for(&addr);
+    let api = format!("http://{addr}/api");
+
+    assert_eq!(get(&format!("{api}/operators"), None).0, 401, "no token");
+    assert_eq!(
+        get(&format!("{api}/operators"), Some("wrong-token-0123456789")).0,
+        401,
+        "wrong token"
+    );
+    let (status, operators) = get(&format!("{api}/operators"), Some(TOKEN));
+    assert_eq!(status, 200);
+    assert_eq!(operators[0]["name"], "case");
+    assert_eq!(operators[0]["world"], "map");
+    assert_eq!(operators[0]["plugin"]["name"], "uppercase");
+
+    // A plugin of another world is refused; nothing changes.
+    let path = serde_json::json!({ "path": plugin("drop-short") }).to_string();
+    let (status, refused) = post(
+        &format!("{api}/operators/case/swap"),
+        "application/json",
+        path.as_bytes(),
+    );
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("world"), "{refused}");
+    let (status, _) = post(
+        &format!("{api}/operators/nope/swap"),
+        "application/json",
+        path.as_bytes(),
+    );
+    assert_eq!(status, 404);
+
+    let bytes = std::fs::read(plugin("lowercase")).unwrap();
+    let (status, swap) = post(&format!("{api}/operators/case/swap"), "application/wasm", &bytes);
+    assert_eq!(status, 202, "{swap}");
+    let (_, history) = get(&format!("{api}/swaps"), Some(TOKEN));
+    assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
+    assert_eq!(history[0]["to"], swap["to"]);
+
+    std::thread::sleep(Duration::from_millis(500));
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+    let lines: Vec<String> = w.read("out.txt").lines().map(str::to_owned).collect();
+    let numbers: Vec<u64> = lines.iter().map(|l| l[5..].parse().unwrap()).collect();
+    assert!(
+        numbers.iter().copied().eq(0..lines.len() as u64),
+        "each record once, in order"
+    );
+    let switch = lines
+        .iter()
+        .position(|l| l.starts_with("order"))
+        .expect("a switch");
+    assert!(switch > 0);
+    assert!(lines[..switch].iter().all(|l| l.starts_with("ORDER")));
+    assert!(lines[switch..].iter().all(|l| l.starts_with("order")));
+    // The uploaded version is kept by digest for a restart.
+    let digest = swap["to"].as_str().unwrap();
+    assert!(w.path(&format!(".mailer/admin/plugins/{digest}.wasm")).is_file());
+}
+
+/// The address this machine uses to reach other hosts, if it has one.
+fn outward_ip() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[test]
+fn by_default_the_api_listens_on_loopback_only() {
+    let w = Workdir::new();
+    let mut child = start(&w, None);
+    wait_for("127.0.0.1:9464");
+    if let Some(ip) = outward_ip() {
+        assert!(
+            std::net::TcpStream::connect((ip, 9464)).is_err(),
+            "the admin API answers on {ip}"
+        );
+    }
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+}
+
+const COUNTED: u64 = 200_000;
+
+/// A generator (200k records at 20k/s, 5 keys) -> key_by -> `count` reduce -> file
+/// pipeline with checkpoints every `interval` and the admin API on a free
+/// port; its manifest and the API's address.
+fn counting(w: &Workdir, interval: &str) -> (std::path::PathBuf, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let m = w.manifest(&format!(
+        r#"
+[pipeline]
+name = "swap-kill"
+batch_size = 256
+
+[source]
+type = "generator"
+count = {COUNTED}
+rate = 20000
+keys = 5
+
+{KEYED_COUNT}
+[sink]
+type = "file"
+path = "out.txt"
+append = true
+
+[checkpoint]
+interval = "{interval}"
+path = "checkpoints"
+
+[admin]
+listen = "{addr}"
+token = "${{MAILER_ADMIN_TOKEN}}"
+"#
+    ));
+    (m, addr)
+}
+
+fn spawn_with_token(m: &std::path::Path) -> std::process::Child {
+    mailer()
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .arg("run")
+        .arg(m)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn latest(w: &Workdir) -> Option<String> {
+    std::fs::read_to_string(w.path("checkpoints/LATEST")).ok()
+}
+
+/// Waits until the newest checkpoint is no longer `before`.
+fn next_checkpoint(w: &Workdir, before: Option<String>) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = latest(w);
+        if now.is_some() && now != before {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "no new checkpoint");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Swaps `counts` to `count-by-ten` in a running pipeline, kills it with
+/// SIGKILL (after a checkpoint recorded the swap, or before one could),
+/// runs it again to its end, and returns the per-key steps of the final
+/// run's lines and the sum of the final counts.
+fn swap_then_kill(checkpointed: bool) -> (Vec<u64>, u64, u64) {
+    let w = Workdir::new();
+    let (m, addr) = counting(&w, if checkpointed { "200ms" } else { "3s" });
+    let mut child = spawn_with_token(&m);
+    wait_for(&addr);
+    let first = next_checkpoint(&w, None);
+    let bytes = std::fs::read(plugin("count-by-ten")).unwrap();
+    let (status, swap) = post(
+        &format!("http://{addr}/api/operators/counts/swap"),
+        "application/wasm",
+        &bytes,
+    );
+    assert_eq!(status, 202, "{swap}");
+    if checkpointed {
+        // Until a checkpoint records the swap.
+        let mut newest = first;
+        let records_swap = |id: &str| {
+            let id: u64 = id.trim().parse().unwrap();
+            let metadata = w.path(&format!("checkpoints/chk-{id:020}/_metadata.json"));
+            std::fs::read_to_string(metadata).is_ok_and(|m| m.contains("manifest_digest"))
+        };
+        while !records_swap(newest.as_deref().unwrap()) {
+            newest = next_checkpoint(&w, newest);
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before_restart = w.read("out.txt").lines().count();
+    let (m, _) = counting(&w, "200ms");
+    let out = spawn_with_token(&m).wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("resuming from a checkpoint"),
+        "{}",
+        stderr(&out)
+    );
+    let lines: Vec<(String, u64)> = w
+        .read("out.txt")
+        .lines()
+        .map(|l| {
+            let (k, c) = l.split_once('\t').unwrap();
+            (k.to_owned(), c.parse().unwrap())
+        })
+        .collect();
+    // The first switch to steps of ten, in the first run's output: records
+    // before it counted one each.
+    let mut last: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut switch = None;
+    for (i, (k, c)) in lines[..before_restart].iter().enumerate() {
+        let before = last.insert(k, *c).unwrap_or(0);
+        if c - before == 10 && switch.is_none() {
+            switch = Some(i as u64);
+        }
+    }
+    let mut steps = Vec::new();
+    let mut finals: std::collections::BTreeMap<&str, u64> = Default::default();
+    for (k, c) in &lines[before_restart..] {
+        if let Some(prev) = finals.insert(k, *c) {
+            steps.push(c - prev);
+        }
+    }
+    let total = finals.values().sum();
+    (steps, total, switch.unwrap_or(COUNTED))
+}
+
+#[test]
+fn a_restart_after_a_checkpointed_swap_runs_the_new_version_with_exact_state() {
+    let (steps, total, switch) = swap_then_kill(true);
+    assert!(switch < COUNTED, "the swap took effect before the kill");
+    assert!(steps.iter().all(|&s| s == 10), "the restarted run counts in tens");
+    assert_eq!(
+        total,
+        switch + 10 * (COUNTED - switch),
+        "each record counted once"
+    );
+}
+
+#[test]
+fn a_restart_before_the_swap_was_checkpointed_runs_the_old_version_with_exact_state() {
+    let (steps, total, _) = swap_then_kill(false);
+    assert!(steps.iter().all(|&s| s == 1), "the restarted run counts in ones");
+    assert_eq!(total, COUNTED, "each record counted once");
+}
