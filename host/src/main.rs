@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mailer::admin::{AdminServer, Swaps};
+use mailer::admin::{AdminClient, AdminServer, Swaps};
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
@@ -24,6 +24,38 @@ struct Cli {
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Prints the plugin operators (name, world, digest, previous versions)
+    /// and the swaps so far, as JSON.
+    List {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+    },
+    /// Swaps an operator's plugin for the component in a file.
+    Swap {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+        /// The operator's name.
+        operator: String,
+        /// The new version (`.wasm`).
+        plugin: PathBuf,
+    },
+    /// Swaps an operator back to the version before its running one.
+    Rollback {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+        /// The operator's name.
+        operator: String,
+    },
+    /// Re-reads the plugin files the manifest names and swaps each
+    /// operator whose file changed.
+    Reload {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -62,6 +94,12 @@ enum Command {
         /// Stop the pipeline once the savepoint is written.
         #[arg(long)]
         stop: bool,
+    },
+    /// Talks to a running pipeline's admin API (its manifest's `[admin]`):
+    /// lists, swaps, rolls back and reloads plugins.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
     },
     /// Checks a manifest and its plugins; exits non-zero on any problem.
     Validate {
@@ -109,6 +147,7 @@ fn plan_of(manifest: &Path) -> Result<(plan::Plan, PluginEngine)> {
 
 fn run(command: Command) -> Result<()> {
     match command {
+        Command::Plugin { command } => plugin_command(command),
         Command::Validate { manifest } => {
             let (plan, _engine) = plan_of(&manifest)?;
             if let Some(check) = &plan.sink_check {
@@ -183,6 +222,28 @@ fn run(command: Command) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn plugin_command(command: PluginCommand) -> Result<()> {
+    let manifest = match &command {
+        PluginCommand::List { manifest }
+        | PluginCommand::Swap { manifest, .. }
+        | PluginCommand::Rollback { manifest, .. }
+        | PluginCommand::Reload { manifest } => manifest,
+    };
+    let (plan, _engine) = plan_of(manifest)?;
+    let client = AdminClient::of(&plan)?;
+    let answer = match &command {
+        PluginCommand::List { .. } => serde_json::json!({
+            "operators": client.operators()?,
+            "swaps": client.swaps()?,
+        }),
+        PluginCommand::Swap { operator, plugin, .. } => client.swap(operator, plugin)?,
+        PluginCommand::Rollback { operator, .. } => client.rollback(operator)?,
+        PluginCommand::Reload { .. } => serde_json::Value::Array(client.reload(&plan)?),
+    };
+    println!("{}", serde_json::to_string_pretty(&answer)?);
+    Ok(())
 }
 
 /// The first SIGINT or SIGTERM drains the pipeline (C3); a second one

@@ -18,6 +18,10 @@ fn free_port() -> u16 {
 /// Starts an endless generator (10k records/s) -> `uppercase` map -> file
 /// pipeline with the admin API at `listen` (its default when `None`).
 fn start(w: &Workdir, listen: Option<&str>) -> std::process::Child {
+    start_with(w, listen, "{plugin:uppercase}")
+}
+
+fn start_with(w: &Workdir, listen: Option<&str>, plugin: &str) -> std::process::Child {
     let listen = listen.map_or(String::new(), |l| format!("listen = \"{l}\""));
     let m = w.manifest(&format!(
         r#"
@@ -33,7 +37,7 @@ value_prefix = "Order"
 [[operators]]
 name = "case"
 type = "map"
-plugin = "{{plugin:uppercase}}"
+plugin = "{plugin}"
 
 [sink]
 type = "file"
@@ -334,4 +338,60 @@ fn a_restart_before_the_swap_was_checkpointed_runs_the_old_version_with_exact_st
     let (steps, total, _) = swap_then_kill(false);
     assert!(steps.iter().all(|&s| s == 1), "the restarted run counts in ones");
     assert_eq!(total, COUNTED, "each record counted once");
+}
+
+fn cli(args: &[&str]) -> serde_json::Value {
+    let out = mailer()
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mailer {args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_cli_lists_swaps_rolls_back_and_reloads() {
+    let w = Workdir::new();
+    std::fs::copy(plugin("uppercase"), w.path("case.wasm")).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = start_with(&w, Some(&addr), "case.wasm");
+    wait_for(&addr);
+    let m = w.path("pipeline.toml");
+    let m = m.to_str().unwrap();
+    let pause = || std::thread::sleep(Duration::from_millis(300));
+
+    let listed = cli(&["plugin", "list", m]);
+    assert_eq!(listed["operators"][0]["plugin"]["name"], "case", "{listed}");
+    pause();
+    let swapped = cli(&["plugin", "swap", m, "case", plugin("lowercase").to_str().unwrap()]);
+    pause();
+    let back = cli(&["plugin", "rollback", m, "case"]);
+    assert_eq!(back["rollback"], true, "{back}");
+    assert_eq!(back["to"], swapped["from"], "back to the first version");
+    pause();
+    std::fs::copy(plugin("lowercase"), w.path("case.wasm")).unwrap();
+    let reloaded = cli(&["plugin", "reload", m]);
+    assert_eq!(reloaded.as_array().unwrap().len(), 1, "{reloaded}");
+    assert_eq!(
+        cli(&["plugin", "reload", m]),
+        serde_json::json!([]),
+        "nothing changed since"
+    );
+    let history = cli(&["plugin", "list", m])["swaps"].clone();
+    assert_eq!(history.as_array().unwrap().len(), 3, "{history}");
+    pause();
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+
+    // Upper, lower, upper, lower: one switch per swap, in order.
+    let text = w.read("out.txt");
+    let mut runs: Vec<bool> = Vec::new();
+    for line in text.lines() {
+        let upper = line.starts_with("ORDER");
+        if runs.last() != Some(&upper) {
+            runs.push(upper);
+        }
+    }
+    assert_eq!(runs, [true, false, true, false]);
 }

@@ -10,6 +10,7 @@ mod common;
 mod kafka;
 mod postgres;
 mod state;
+mod swap;
 mod w1;
 mod w2;
 mod w3;
@@ -22,6 +23,7 @@ fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     v.extend(state::variants());
     v.extend(kafka::variants());
     v.extend(postgres::variants());
+    v.extend(swap::variants());
     v
 }
 

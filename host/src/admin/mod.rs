@@ -3,9 +3,11 @@
 //! operators, swaps and rolls back their plugins, and shows the history of
 //! swaps. It runs on its own thread with its own single-threaded runtime.
 
+mod client;
 mod routes;
 mod swaps;
 
+pub use client::{AdminClient, ClientError};
 pub use swaps::{OperatorView, PluginView, SwapError, SwapRecord, Swaps, store_dir};
 
 use std::net::SocketAddr;

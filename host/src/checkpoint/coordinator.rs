@@ -198,6 +198,11 @@ pub fn run_coordinator(
                 failures_in_a_row += 1;
                 setup.stats.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(checkpoint = id, %reason, failures_in_a_row, "checkpoint failed");
+                if let Some(request) = p.savepoint {
+                    // Someone waits for it: the next checkpoint carries it.
+                    tracing::info!(path = %request.dir.display(), "the savepoint is retried with the next checkpoint");
+                    setup.shutdown.request_savepoint(request);
+                }
                 if failures_in_a_row > setup.tolerable_failures {
                     return Err(CoordinatorError::TooManyFailures {
                         count: failures_in_a_row,
@@ -302,6 +307,41 @@ mod tests {
             id,
             reason: "disk full".into(),
         }
+    }
+
+    #[test]
+    fn a_failed_savepoint_is_asked_for_again_and_swaps_are_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = setup(dir.path(), 3);
+        s.operators = vec![OperatorMeta {
+            name: "m".into(),
+            world: Some("map".into()),
+            plugin_digest: Some("v1".into()),
+            manifest_digest: None,
+        }];
+        let (shutdown, store) = (s.shutdown.clone(), s.store.clone());
+        let request = SavepointRequest {
+            dir: dir.path().join("sp"),
+            stop: false,
+        };
+        let (tx, rx) = flume::unbounded();
+        for id in 1..=2 {
+            store.begin(id).unwrap();
+        }
+        let mut first = started(1);
+        if let CheckpointEvent::Started { savepoint, swaps, .. } = &mut first {
+            *savepoint = Some(request.clone());
+            *swaps = vec![("m".into(), "v2".into())];
+        }
+        for e in [first, failed(1), acked(1), started(2), acked(2), acked(2)] {
+            tx.send(e).unwrap();
+        }
+        drop(tx);
+        run_coordinator(s, rx).unwrap();
+        assert_eq!(shutdown.take_savepoint_request(), Some(request));
+        let (_, latest) = store.latest().unwrap().unwrap();
+        assert_eq!(latest.operators[0].plugin_digest.as_deref(), Some("v2"));
+        assert_eq!(latest.operators[0].manifest_digest.as_deref(), Some("v1"));
     }
 
     #[test]

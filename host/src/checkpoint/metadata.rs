@@ -75,3 +75,29 @@ impl Metadata {
         self.snapshots.iter().filter(move |s| s.operator == name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swaps_keep_the_manifests_digest_until_swapped_back_to_it() {
+        let mut op = OperatorMeta {
+            name: "m".into(),
+            world: Some("map".into()),
+            plugin_digest: Some("a".into()),
+            manifest_digest: None,
+        };
+        op.swapped_to("b");
+        op.swapped_to("c");
+        assert_eq!(
+            (op.plugin_digest.as_deref(), op.manifest_digest.as_deref()),
+            (Some("c"), Some("a"))
+        );
+        op.swapped_to("a");
+        assert_eq!(
+            (op.plugin_digest.as_deref(), op.manifest_digest.as_deref()),
+            (Some("a"), None)
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! `hot-swap`: a generator at full speed -> `uppercase` Wasm map -> a sink
+//! that notes when each batch arrives; the map is swapped 20 times
+//! (uppercase <-> lowercase). Per swap: the output gap at the switch (the
+//! time between the last batch of the old version and the first of the
+//! new) and the time from the request to the switch; p50 and p99 of each.
+
+use crate::common::peak_rss_kib;
+use mailer::batch::Batch;
+use mailer::connectors::{ConnectorError, Sink};
+use mailer::manifest::Manifest;
+use mailer::plan::Endpoint;
+use mailer::plugin::{PluginEngine, World};
+use mailer::record::SwapPoint;
+use mailer::runtime::{Shutdown, run};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const SWAPS: usize = 20;
+
+pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
+    vec![("hot-swap".to_owned(), Box::new(hot_swap) as Box<dyn Fn()>)]
+}
+
+/// Notes each switch of version (by the case of a batch's first value):
+/// when it came and how long the output paused before it.
+struct SwitchSink {
+    upper: Option<bool>,
+    last_write: Instant,
+    records: Arc<AtomicU64>,
+    switches: flume::Sender<(Instant, Duration)>,
+}
+
+impl Sink for SwitchSink {
+    fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
+        let now = Instant::now();
+        if !batch.is_empty() {
+            let upper = batch.record(0).value.first().is_some_and(u8::is_ascii_uppercase);
+            if self.upper.is_some_and(|u| u != upper) {
+                let _ = self.switches.send((now, now - self.last_write));
+            }
+            self.upper = Some(upper);
+        }
+        self.records.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.last_write = now;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        Ok(())
+    }
+}
+
+fn hot_swap() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/dist");
+    let manifest = dir.path().join("pipeline.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"[pipeline]
+name = "hot-swap"
+
+[source]
+type = "generator"
+value_prefix = "Order"
+
+[[operators]]
+name = "case"
+type = "map"
+plugin = "{}"
+
+[sink]
+type = "blackhole"
+"#,
+            plugins.join("uppercase.wasm").display()
+        ),
+    )
+    .unwrap();
+    let m = Manifest::load(&manifest).unwrap();
+    let engine = PluginEngine::new().unwrap();
+    let mut plan = mailer::plan::build(&m, &engine).unwrap();
+    let versions = [
+        engine
+            .load(&plugins.join("lowercase.wasm"), World::Map, "case")
+            .unwrap(),
+        engine
+            .load(&plugins.join("uppercase.wasm"), World::Map, "case")
+            .unwrap(),
+    ];
+    let records = Arc::new(AtomicU64::new(0));
+    let (switches_tx, switches) = flume::unbounded();
+    {
+        let records = records.clone();
+        plan.sink = Endpoint {
+            description: "switch sink".into(),
+            open: Box::new(move |_| {
+                Ok(Box::new(SwitchSink {
+                    upper: None,
+                    last_write: Instant::now(),
+                    records,
+                    switches: switches_tx,
+                }) as _)
+            }),
+        };
+    }
+    let shutdown = Shutdown::new();
+    let started = Instant::now();
+    let running = {
+        let shutdown = shutdown.clone();
+        std::thread::spawn(move || run(plan, &shutdown).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut gaps, mut delays) = (Vec::new(), Vec::new());
+    for i in 0..SWAPS {
+        let requested = Instant::now();
+        shutdown.request_swap(Arc::new(SwapPoint {
+            id: i as u64 + 1,
+            operator: "case".into(),
+            plugin: versions[i % 2].clone(),
+        }));
+        let (at, gap) = switches
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the switch");
+        gaps.push(gap);
+        delays.push(at - requested);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    shutdown.cancel();
+    running.join().unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    let n = records.load(Ordering::Relaxed);
+    let ms = |mut v: Vec<Duration>, q: f64| {
+        v.sort_unstable();
+        v[((v.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0
+    };
+    println!(
+        "bench hot-swap records={n} secs={secs:.3} rec_per_s={:.0} peak_rss_kib={} swaps={SWAPS} \
+         gap_p50_ms={:.3} gap_p99_ms={:.3} switch_p50_ms={:.3} switch_p99_ms={:.3}",
+        n as f64 / secs,
+        peak_rss_kib(),
+        ms(gaps.clone(), 0.5),
+        ms(gaps, 0.99),
+        ms(delays.clone(), 0.5),
+        ms(delays, 0.99),
+    );
+}

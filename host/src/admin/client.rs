@@ -1,0 +1,163 @@
+//! The admin API's client, for `mailer plugin …`: the address and token
+//! come from the manifest's `[admin]`.
+
+use crate::plan::{AdminSettings, Plan};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Why a request to the admin API failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The manifest has no `[admin]`.
+    #[error("the manifest has no `[admin]` section: the pipeline serves no admin API")]
+    NoAdmin,
+    /// Nothing answered.
+    #[error("cannot reach the admin API at {addr} (is the pipeline running?): {reason}")]
+    Unreachable {
+        /// Where it was asked.
+        addr: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The API answered with an error.
+    #[error("the admin API answered {status}: {message}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// Its `error` message.
+        message: String,
+    },
+    /// A plugin file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A client of one pipeline's admin API.
+pub struct AdminClient {
+    base: String,
+    token: String,
+    agent: ureq::Agent,
+}
+
+impl AdminClient {
+    /// The client of the pipeline `plan` describes.
+    pub fn of(plan: &Plan) -> Result<Self, ClientError> {
+        let AdminSettings { listen, token } = plan.admin.clone().ok_or(ClientError::NoAdmin)?;
+        let host = if listen.ip().is_unspecified() {
+            std::net::SocketAddr::from(([127, 0, 0, 1], listen.port()))
+        } else {
+            listen
+        };
+        Ok(Self {
+            base: format!("http://{host}/api"),
+            token,
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(std::time::Duration::from_secs(60)))
+                .build()
+                .into(),
+        })
+    }
+
+    /// `GET /api/operators`.
+    pub fn operators(&self) -> Result<Value, ClientError> {
+        self.answer(
+            self.agent
+                .get(format!("{}/operators", self.base))
+                .header("Authorization", self.bearer())
+                .call(),
+        )
+    }
+
+    /// `GET /api/swaps`.
+    pub fn swaps(&self) -> Result<Value, ClientError> {
+        self.answer(
+            self.agent
+                .get(format!("{}/swaps", self.base))
+                .header("Authorization", self.bearer())
+                .call(),
+        )
+    }
+
+    /// Uploads `file` as the new plugin of `operator`.
+    pub fn swap(&self, operator: &str, file: &std::path::Path) -> Result<Value, ClientError> {
+        let bytes = std::fs::read(file).map_err(|source| ClientError::Read {
+            path: file.display().to_string(),
+            source,
+        })?;
+        self.upload(operator, &bytes)
+    }
+
+    fn upload(&self, operator: &str, bytes: &[u8]) -> Result<Value, ClientError> {
+        self.answer(
+            self.agent
+                .post(format!("{}/operators/{operator}/swap", self.base))
+                .header("Authorization", self.bearer())
+                .header("Content-Type", "application/wasm")
+                .send(bytes),
+        )
+    }
+
+    /// Swaps `operator` back to its previous version.
+    pub fn rollback(&self, operator: &str) -> Result<Value, ClientError> {
+        self.answer(
+            self.agent
+                .post(format!("{}/operators/{operator}/rollback", self.base))
+                .header("Authorization", self.bearer())
+                .send_empty(),
+        )
+    }
+
+    /// Swaps every plugin operator whose file (as the manifest names it)
+    /// differs from what it runs; the swaps made.
+    pub fn reload(&self, plan: &Plan) -> Result<Vec<Value>, ClientError> {
+        let running = self.operators()?;
+        let mut swapped = Vec::new();
+        for (name, _, plugin) in plan.plugin_operators() {
+            let bytes = std::fs::read(plugin.path()).map_err(|source| ClientError::Read {
+                path: plugin.path().display().to_string(),
+                source,
+            })?;
+            let digest = hex::encode(Sha256::digest(&bytes));
+            let current = running
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|o| o["name"] == name.as_str())
+                .and_then(|o| o["plugin"]["digest"].as_str());
+            if current.is_some_and(|c| c != digest) {
+                swapped.push(self.upload(&name, &bytes)?);
+            }
+        }
+        Ok(swapped)
+    }
+
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    fn answer(
+        &self,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<Value, ClientError> {
+        let mut response = response.map_err(|e| ClientError::Unreachable {
+            addr: self.base.clone(),
+            reason: e.to_string(),
+        })?;
+        let status = response.status().as_u16();
+        let body: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+        if (200..300).contains(&status) {
+            Ok(body)
+        } else {
+            Err(ClientError::Refused {
+                status,
+                message: body["error"].as_str().unwrap_or("(no message)").to_owned(),
+            })
+        }
+    }
+}
