@@ -165,3 +165,20 @@ pub enum ConnectorError {
     #[error("{0}")]
     Unsupported(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::FailurePolicy;
+
+    #[test]
+    fn fail_names_the_reason_and_the_record_skip_passes() {
+        let rec = Record::new(None, "big", 1);
+        let fail = FailureHandler::new("sink", FailurePolicy::Fail, None, Default::default());
+        let message = refuse(&fail, rec.clone(), "partition 1: too large").unwrap_err();
+        assert_eq!(message, r#"partition 1: too large (record value="big")"#);
+        let skip = FailureHandler::new("sink", FailurePolicy::Skip, None, Default::default());
+        refuse(&skip, rec, "too large").unwrap();
+        assert_eq!(skip.stats().skipped.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+}

@@ -1,9 +1,10 @@
 //! A wrong SASL password is a clear error naming the brokers and the topic.
 //!
-//! The tests' broker (noida-db) has no SASL, so here a minimal stand-in
-//! speaks just enough of the Kafka protocol to refuse credentials the way a
-//! broker does: it answers ApiVersions, offers PLAIN in SaslHandshake, and
-//! fails SaslAuthenticate with SASL_AUTHENTICATION_FAILED (58).
+//! The tests' broker (noida-db) takes any SASL credentials, so here a
+//! minimal stand-in speaks just enough of the Kafka protocol to refuse them
+//! the way a broker does: it answers ApiVersions, offers PLAIN in
+//! SaslHandshake, and fails SaslAuthenticate with
+//! SASL_AUTHENTICATION_FAILED (58).
 
 use super::config::{KafkaSinkSpec, KafkaSourceSpec};
 use super::{KafkaSink, KafkaSource};
