@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mailer::admin::{AdminClient, AdminServer, Swaps};
+use mailer::admin::{AdminClient, AdminServer, Probation, Swaps};
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
@@ -192,10 +192,15 @@ fn run(command: Command) -> Result<()> {
             watch_signals(&shutdown, plan.checkpoint.as_ref().map(|c| c.dir.clone()))?;
             let _admin = match &plan.admin {
                 Some(admin) => {
+                    let probation = Probation {
+                        records: admin.probation_records,
+                        share: admin.rollback_failure_share,
+                    };
                     let swaps = Swaps::new(
                         Arc::new(engine),
                         shutdown.clone(),
                         plan.plugin_store.clone(),
+                        probation,
                         plan.plugin_operators(),
                     );
                     let server = AdminServer::start(admin.listen, admin.token.clone(), Arc::new(swaps))

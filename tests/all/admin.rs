@@ -22,8 +22,14 @@ fn start(w: &Workdir, listen: Option<&str>) -> std::process::Child {
 }
 
 fn start_with(w: &Workdir, listen: Option<&str>, plugin: &str) -> std::process::Child {
+    spawn_manifest(&w.manifest(&case_pipeline(listen, plugin)))
+}
+
+/// Generator -> map `case` running `plugin` -> `out.txt` (values only), with
+/// the admin API at `listen` (its default when `None`).
+fn case_pipeline(listen: Option<&str>, plugin: &str) -> String {
     let listen = listen.map_or(String::new(), |l| format!("listen = \"{l}\""));
-    let m = w.manifest(&format!(
+    format!(
         r#"
 [pipeline]
 name = "admin"
@@ -48,11 +54,14 @@ format = "value"
 token = "${{MAILER_ADMIN_TOKEN}}"
 {listen}
 "#
-    ));
+    )
+}
+
+fn spawn_manifest(m: &std::path::Path) -> std::process::Child {
     mailer()
         .env("MAILER_ADMIN_TOKEN", TOKEN)
         .arg("run")
-        .arg(&m)
+        .arg(m)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -394,4 +403,50 @@ fn the_cli_lists_swaps_rolls_back_and_reloads() {
         }
     }
     assert_eq!(runs, [true, false, true, false]);
+}
+
+#[test]
+fn a_new_version_failing_its_probation_is_rolled_back_automatically() {
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    // Every value holds `bad`: `test-error` fails on each; `skip` drops them.
+    let text = case_pipeline(Some(&addr), "{plugin:uppercase}")
+        .replace("value_prefix = \"Order\"", "value_prefix = \"bad-\"")
+        .replace("[sink]", "on_error = \"skip\"\n\n[sink]")
+        + "probation_records = 200\nrollback_failure_share = 0.25\n";
+    let mut child = spawn_manifest(&w.manifest(&text));
+    wait_for(&addr);
+    let api = format!("http://{addr}/api");
+    let bytes = std::fs::read(plugin("test-error")).unwrap();
+    let (status, swap) = post(&format!("{api}/operators/case/swap"), "application/wasm", &bytes);
+    assert_eq!(status, 202, "{swap}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let history = loop {
+        let (_, history) = get(&format!("{api}/swaps"), Some(TOKEN));
+        if history.as_array().unwrap().len() == 2 {
+            break history;
+        }
+        assert!(Instant::now() < deadline, "no automatic rollback: {history}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(history[1]["rollback"], true, "{history}");
+    assert_eq!(history[1]["automatic"], true, "{history}");
+    assert_eq!(history[1]["to"], swap["from"], "back to the version before");
+    std::thread::sleep(Duration::from_millis(300));
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+
+    let numbers: Vec<u64> = w
+        .read("out.txt")
+        .lines()
+        .map(|l| l["BAD-".len()..].parse().unwrap())
+        .collect();
+    let last = *numbers.last().unwrap();
+    let failed = last + 1 - numbers.len() as u64;
+    assert!(
+        failed > 50,
+        "the new version failed more than the share allowed: {failed}"
+    );
+    assert!(failed < 2_000, "and was rolled back soon: {failed}");
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "in order, none twice");
 }

@@ -47,7 +47,7 @@ pub struct AdminClient {
 impl AdminClient {
     /// The client of the pipeline `plan` describes.
     pub fn of(plan: &Plan) -> Result<Self, ClientError> {
-        let AdminSettings { listen, token } = plan.admin.clone().ok_or(ClientError::NoAdmin)?;
+        let AdminSettings { listen, token, .. } = plan.admin.clone().ok_or(ClientError::NoAdmin)?;
         let host = if listen.ip().is_unspecified() {
             std::net::SocketAddr::from(([127, 0, 0, 1], listen.port()))
         } else {
@@ -118,7 +118,8 @@ impl AdminClient {
     pub fn reload(&self, plan: &Plan) -> Result<Vec<Value>, ClientError> {
         let running = self.operators()?;
         let mut swapped = Vec::new();
-        for (name, _, plugin) in plan.plugin_operators() {
+        for op in plan.plugin_operators() {
+            let (name, plugin) = (op.name, op.plugin);
             let bytes = std::fs::read(plugin.path()).map_err(|source| ClientError::Read {
                 path: plugin.path().display().to_string(),
                 source,

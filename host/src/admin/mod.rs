@@ -8,7 +8,7 @@ mod routes;
 mod swaps;
 
 pub use client::{AdminClient, ClientError};
-pub use swaps::{OperatorView, PluginView, SwapError, SwapRecord, Swaps, store_dir};
+pub use swaps::{OperatorView, PluginView, Probation, SwapError, SwapRecord, Swaps, store_dir};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

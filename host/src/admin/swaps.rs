@@ -2,6 +2,8 @@
 //! operator's world off the hot path, kept in the plugin store by digest,
 //! and handed to the source as a swap point; the history of swaps.
 
+use crate::operator::FailureStats;
+use crate::plan::PluginOperator;
 use crate::plugin::{LoadedPlugin, PluginEngine, World};
 use crate::record::SwapPoint;
 use crate::runtime::Shutdown;
@@ -83,6 +85,9 @@ pub struct SwapRecord {
     pub to: String,
     /// Whether it was a rollback.
     pub rollback: bool,
+    /// Whether the rollback was automatic (the new version failed its
+    /// probation).
+    pub automatic: bool,
     /// When it was asked for (ms since 1970).
     pub requested_at_ms: u64,
 }
@@ -91,6 +96,17 @@ struct Versions {
     world: World,
     current: Arc<LoadedPlugin>,
     previous: Vec<Arc<LoadedPlugin>>,
+    failures: Arc<FailureStats>,
+}
+
+/// How a swapped-in version is watched: over its first `records`, more
+/// than `share` of them failing rolls it back.
+#[derive(Debug, Clone, Copy)]
+pub struct Probation {
+    /// Records watched.
+    pub records: u64,
+    /// The share of failures that rolls back.
+    pub share: f64,
 }
 
 /// The swaps of one running pipeline.
@@ -98,29 +114,32 @@ pub struct Swaps {
     engine: Arc<PluginEngine>,
     shutdown: Shutdown,
     store: PathBuf,
+    probation: Probation,
     operators: Mutex<BTreeMap<String, Versions>>,
     history: Mutex<Vec<SwapRecord>>,
     next_id: AtomicU64,
 }
 
 impl Swaps {
-    /// Swaps for the plugin `operators` (name, world, running version),
-    /// keeping uploaded versions in `store`.
+    /// Swaps for the plugin `operators`, keeping uploaded versions in
+    /// `store`, each new version on `probation`.
     pub fn new(
         engine: Arc<PluginEngine>,
         shutdown: Shutdown,
         store: PathBuf,
-        operators: impl IntoIterator<Item = (String, World, Arc<LoadedPlugin>)>,
+        probation: Probation,
+        operators: impl IntoIterator<Item = PluginOperator>,
     ) -> Self {
         let operators = operators
             .into_iter()
-            .map(|(name, world, current)| {
+            .map(|op| {
                 (
-                    name,
+                    op.name,
                     Versions {
-                        world,
-                        current,
+                        world: op.plugin.world(),
+                        current: op.plugin,
                         previous: Vec::new(),
+                        failures: op.failures,
                     },
                 )
             })
@@ -129,6 +148,7 @@ impl Swaps {
             engine,
             shutdown,
             store,
+            probation,
             operators: Mutex::new(operators),
             history: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
@@ -156,8 +176,9 @@ impl Swaps {
 
     /// Swaps `operator` to the component in `bytes`: stored by digest,
     /// compiled, checked against the operator's world, then put in the
-    /// stream. Blocking (compiling takes tens of milliseconds).
-    pub fn swap(&self, operator: &str, bytes: &[u8]) -> Result<SwapRecord, SwapError> {
+    /// stream, and watched over its probation. Blocking (compiling takes
+    /// tens of milliseconds).
+    pub fn swap(self: &Arc<Self>, operator: &str, bytes: &[u8]) -> Result<SwapRecord, SwapError> {
         let world = self.world_of(operator)?;
         let refused = |reason: String| SwapError::Refused {
             operator: operator.to_owned(),
@@ -170,11 +191,82 @@ impl Swaps {
             .engine
             .load(&path, world, operator)
             .map_err(|e| refused(e.to_string()))?;
-        self.switch(operator, plugin, false)
+        let counts = self.counts(operator)?;
+        let record = self.switch(operator, plugin, Change::Swap)?;
+        let swaps = Arc::clone(self);
+        let (operator, id) = (operator.to_owned(), record.id);
+        std::thread::Builder::new()
+            .name("swap-probation".into())
+            .spawn(move || swaps.watch(&operator, id, counts))
+            .map_err(|e| refused(format!("cannot watch the new version: {e}")))?;
+        Ok(record)
+    }
+
+    /// The operator's counts now: (records, failures).
+    fn counts(&self, operator: &str) -> Result<(u64, u64), SwapError> {
+        let operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        Ok((
+            v.failures.records.load(Ordering::Relaxed),
+            v.failures.failures.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Watches swap `id` of `operator` from the counts at its request until
+    /// its probation's records passed, rolling it back when more than the
+    /// allowed share of them failed. Ends early when another swap of the
+    /// operator follows, or the pipeline stops.
+    fn watch(&self, operator: &str, id: u64, (records0, failures0): (u64, u64)) {
+        let allowed = (self.probation.share * self.probation.records as f64).floor() as u64;
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let newest = self
+                .history
+                .lock()
+                .expect("history lock")
+                .iter()
+                .rev()
+                .find(|r| r.operator == operator)
+                .map(|r| r.id);
+            if newest != Some(id) || self.shutdown.is_cancelled() {
+                return;
+            }
+            let Ok((records, failures)) = self.counts(operator) else {
+                return;
+            };
+            let (seen, failed) = (records - records0, failures - failures0);
+            if failed > allowed {
+                tracing::warn!(
+                    operator,
+                    failed,
+                    seen,
+                    "the new plugin version failed too often on probation: rolling it back"
+                );
+                if let Err(e) = self.roll_back(operator, Change::AutomaticRollback) {
+                    tracing::error!(operator, error = %e, "the automatic rollback failed");
+                }
+                return;
+            }
+            if seen >= self.probation.records {
+                tracing::info!(
+                    operator,
+                    failed,
+                    seen,
+                    "the new plugin version passed its probation"
+                );
+                return;
+            }
+        }
     }
 
     /// Swaps `operator` back to the version before the running one.
     pub fn rollback(&self, operator: &str) -> Result<SwapRecord, SwapError> {
+        self.roll_back(operator, Change::Rollback)
+    }
+
+    fn roll_back(&self, operator: &str, change: Change) -> Result<SwapRecord, SwapError> {
         let previous = {
             let mut operators = self.operators.lock().expect("operators lock");
             let v = operators
@@ -184,7 +276,7 @@ impl Swaps {
                 .pop()
                 .ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?
         };
-        self.switch(operator, previous, true)
+        self.switch(operator, previous, change)
     }
 
     fn world_of(&self, operator: &str) -> Result<World, SwapError> {
@@ -214,8 +306,9 @@ impl Swaps {
         &self,
         operator: &str,
         plugin: Arc<LoadedPlugin>,
-        rollback: bool,
+        change: Change,
     ) -> Result<SwapRecord, SwapError> {
+        let rollback = change != Change::Swap;
         let mut operators = self.operators.lock().expect("operators lock");
         let v = operators
             .get_mut(operator)
@@ -227,6 +320,7 @@ impl Swaps {
             from: old.digest().to_owned(),
             to: plugin.digest().to_owned(),
             rollback,
+            automatic: change == Change::AutomaticRollback,
             requested_at_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
@@ -249,6 +343,14 @@ impl Swaps {
         self.history.lock().expect("history lock").push(record.clone());
         Ok(record)
     }
+}
+
+/// What a switch is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Swap,
+    Rollback,
+    AutomaticRollback,
 }
 
 /// The plugin store of a pipeline whose manifest is in `dir`.

@@ -51,6 +51,13 @@ pub struct AdminSpec {
     pub token: Option<ConfigString>,
     /// Or a file holding the token (its first line).
     pub token_file: Option<ConfigString>,
+    /// After a swap, the new version is on probation for this many records.
+    #[serde(default = "defaults::probation_records")]
+    pub probation_records: u64,
+    /// A new version failing more than this share of its probation records
+    /// is rolled back automatically.
+    #[serde(default = "defaults::rollback_failure_share")]
+    pub rollback_failure_share: f64,
 }
 
 /// Watermarks with bounded out-of-orderness.
@@ -501,6 +508,16 @@ pub struct KeyBySpec {
 /// Defaults of optional fields.
 pub mod defaults {
     use std::time::Duration;
+
+    /// Records a swapped-in plugin is watched over.
+    pub fn probation_records() -> u64 {
+        1000
+    }
+
+    /// The share of failures over probation that rolls a swap back.
+    pub fn rollback_failure_share() -> f64 {
+        0.1
+    }
 
     /// Where the admin API listens: loopback only.
     pub fn admin_listen() -> std::net::SocketAddr {

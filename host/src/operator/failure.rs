@@ -30,6 +30,8 @@ pub enum FailurePolicy {
 /// Counts of what the policy did, shared with metrics.
 #[derive(Debug, Default)]
 pub struct FailureStats {
+    /// Records the operator was given (plugin operators count them).
+    pub records: AtomicU64,
     /// Records the operator failed on.
     pub failures: AtomicU64,
     /// Records dropped by `skip`.
@@ -69,6 +71,11 @@ impl FailureHandler {
     /// The counts shared with metrics.
     pub fn stats(&self) -> &Arc<FailureStats> {
         &self.stats
+    }
+
+    /// The operator was given `n` more records.
+    pub fn count_records(&self, n: usize) {
+        self.stats.records.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Handles one failed record.

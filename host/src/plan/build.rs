@@ -181,9 +181,18 @@ fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> 
             "the admin token is shorter than 16 characters: use a long random one (e.g. `openssl rand -hex 32`)",
         ));
     }
+    if !(0.0..=1.0).contains(&spec.rollback_failure_share) {
+        return Err(m.error_at(
+            &a.span(),
+            "rollback_failure_share",
+            "`rollback_failure_share` is a share of records: from 0.0 to 1.0",
+        ));
+    }
     Ok(Some(AdminSettings {
         listen: spec.listen,
         token,
+        probation_records: spec.probation_records.max(1),
+        rollback_failure_share: spec.rollback_failure_share,
     }))
 }
 

@@ -93,6 +93,18 @@ pub struct Plan {
     pub swapped_from: std::collections::BTreeMap<String, String>,
 }
 
+/// An operator running a plugin: its name, the plugin it starts with, and
+/// its counts of records and failures (over all workers).
+#[derive(Clone)]
+pub struct PluginOperator {
+    /// Its name in the manifest.
+    pub name: String,
+    /// The plugin it starts with.
+    pub plugin: Arc<LoadedPlugin>,
+    /// Its counts.
+    pub failures: Arc<FailureStats>,
+}
+
 /// Where the admin API listens, and its token.
 #[derive(Clone)]
 pub struct AdminSettings {
@@ -100,17 +112,25 @@ pub struct AdminSettings {
     pub listen: std::net::SocketAddr,
     /// The bearer token (never shown).
     pub token: String,
+    /// A swapped-in version is watched over this many records after the
+    /// request.
+    pub probation_records: u64,
+    /// It is rolled back when more than this share of them fails.
+    pub rollback_failure_share: f64,
 }
 
 impl Plan {
-    /// The operators running a plugin that a swap may replace: name, world
-    /// and the plugin they start with.
-    pub fn plugin_operators(&self) -> Vec<(String, crate::plugin::World, Arc<LoadedPlugin>)> {
+    /// The operators running a plugin that a swap may replace.
+    pub fn plugin_operators(&self) -> Vec<PluginOperator> {
         self.stages
             .iter()
             .flat_map(|s| &s.operators)
             .filter_map(|op| match &op.kind {
-                NodeKind::Plugin { plugin, .. } => Some((op.name.clone(), plugin.world(), plugin.clone())),
+                NodeKind::Plugin { plugin, .. } => Some(PluginOperator {
+                    name: op.name.clone(),
+                    plugin: plugin.clone(),
+                    failures: op.failures.clone(),
+                }),
                 _ => None,
             })
             .collect()

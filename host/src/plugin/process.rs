@@ -229,6 +229,7 @@ impl Operator for WasmProcess {
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        self.failure.count_records(input.len());
         let mut out = Vec::new();
         for (key, records) in by_key(input.into_records()) {
             self.key_records(&key, records, &mut out)?;

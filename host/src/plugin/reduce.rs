@@ -172,6 +172,7 @@ impl Operator for WasmReduce {
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        self.failure.count_records(input.len());
         retry::process(self, input)
     }
 

@@ -126,6 +126,7 @@ impl Operator for WasmStateless {
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        self.failure.count_records(input.len());
         retry::process(self, input)
     }
 }
