@@ -65,8 +65,11 @@ fn topics(prefix: &str, partitions: i32, records: &[(String, String)]) -> (Strin
 
 /// Produces `(key, value)` records to `topic`.
 pub fn produce(topic: &str, records: &[(String, String)]) {
+    // Idempotent: a retry after a slow broker's timeout must not write an
+    // input record twice (the counts would then be off by the copies).
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
+        .set("enable.idempotence", "true")
         .create()
         .unwrap();
     for (k, v) in records {
@@ -464,6 +467,7 @@ fn drain(child: std::process::Child) -> std::process::Output {
 fn plain_producer() -> BaseProducer {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
+        .set("enable.idempotence", "true")
         .create()
         .unwrap()
 }

@@ -73,6 +73,7 @@ fn producer() -> BaseProducer {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .set("linger.ms", "5")
+        .set("enable.idempotence", "true")
         .create()
         .unwrap()
 }

@@ -191,6 +191,12 @@ impl Swaps {
             .engine
             .load(&path, world, operator)
             .map_err(|e| refused(e.to_string()))?;
+        if plugin.world() != world {
+            return Err(refused(format!(
+                "the new version implements the {} world, the running one the {world} world",
+                plugin.world()
+            )));
+        }
         let counts = self.counts(operator)?;
         let record = self.switch(operator, plugin, Change::Swap)?;
         let swaps = Arc::clone(self);
