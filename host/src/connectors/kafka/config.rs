@@ -191,6 +191,17 @@ pub fn client_config(
     c
 }
 
+/// The settings both sinks' producers share: the connection, `linger` and
+/// `delivery_timeout`.
+pub fn producer_config(spec: &KafkaSinkSpec) -> rdkafka::ClientConfig {
+    let mut c = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
+    c.set("linger.ms", spec.linger.as_millis().to_string()).set(
+        "message.timeout.ms",
+        spec.delivery_timeout.as_millis().to_string(),
+    );
+    c
+}
+
 /// Every `${VAR}` field of a connection, for resolving.
 pub fn config_strings<'a>(
     bootstrap: &'a mut ConfigString,

@@ -23,7 +23,7 @@ use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -71,6 +71,12 @@ fn is_authentication(e: &KafkaError) -> bool {
     e.rdkafka_error_code() == Some(RDKafkaErrorCode::Authentication)
 }
 
+impl AsRef<Reported> for Reported {
+    fn as_ref(&self) -> &Reported {
+        self
+    }
+}
+
 impl ProducerContext for Reported {
     type DeliveryOpaque = ();
 
@@ -86,6 +92,14 @@ fn explained(error: &KafkaError, reason: &str) -> String {
     } else {
         reason.to_owned()
     }
+}
+
+/// What a producer's client reported: its error callbacks are served by a
+/// poll, which a failed metadata request does not make.
+fn producer_error<C: ProducerContext + AsRef<Reported>>(producer: &BaseProducer<C>) -> Option<String> {
+    producer.poll(Duration::from_millis(100));
+    let context: &C = producer.context();
+    AsRef::<Reported>::as_ref(context).last_error()
 }
 
 /// What a consumer without an assignment (so it returns no records)

@@ -2,9 +2,9 @@
 //! flushed at every checkpoint barrier, so a checkpoint completes only once
 //! everything before it is acknowledged by the brokers.
 
-use super::config::{KafkaSinkSpec, client_config};
+use super::config::{KafkaSinkSpec, producer_config};
 use super::refusals::{is_record_refusal, raw_record};
-use super::{Reported, kafka_error, partitions_of, send_batch};
+use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::refuse;
 use crate::connectors::{ConnectorError, Sink};
@@ -24,6 +24,12 @@ struct Deliveries {
     rejects: FailureHandler,
     failure: Mutex<Option<String>>,
     reported: Reported,
+}
+
+impl AsRef<Reported> for Deliveries {
+    fn as_ref(&self) -> &Reported {
+        &self.reported
+    }
 }
 
 impl ClientContext for Deliveries {
@@ -62,14 +68,8 @@ impl KafkaSink {
     /// go to `rejects`.
     pub fn open(spec: &KafkaSinkSpec, rejects: FailureHandler) -> Result<Self, ConnectorError> {
         let brokers = spec.bootstrap_servers.value().to_owned();
-        let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
-        config
-            .set("linger.ms", spec.linger.as_millis().to_string())
-            .set(
-                "message.timeout.ms",
-                spec.delivery_timeout.as_millis().to_string(),
-            )
-            .set("enable.idempotence", "true");
+        let mut config = producer_config(spec);
+        config.set("enable.idempotence", "true");
         let deliveries = Deliveries {
             rejects,
             failure: Mutex::default(),
@@ -80,11 +80,7 @@ impl KafkaSink {
             .map_err(|e| kafka_error(&brokers, &spec.topic, e))?;
         let partitions = partitions_of(
             producer.client(),
-            || {
-                // Serves the error callbacks of the failed connections.
-                producer.poll(Duration::from_millis(100));
-                producer.context().reported.last_error()
-            },
+            || producer_error(&producer),
             &brokers,
             &spec.topic,
         )?;

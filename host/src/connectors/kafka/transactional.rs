@@ -8,8 +8,8 @@
 //! commits an interval twice. The transactional id is stable per pipeline
 //! and sink, so a new instance fences any older one still running.
 
-use super::config::{KafkaSinkSpec, client_config};
-use super::{Reported, consumer_error, kafka_error, partitions_of, send_batch};
+use super::config::{KafkaSinkSpec, client_config, producer_config};
+use super::{Reported, consumer_error, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
 use crate::operator::FailureHandler;
@@ -88,24 +88,15 @@ impl TransactionalKafkaSink {
     ) -> Result<Self, ConnectorError> {
         let brokers = spec.bootstrap_servers.value().to_owned();
         let err = |e: KafkaError| kafka_error(&brokers, &spec.topic, e);
-        let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
+        let mut config = producer_config(spec);
         config
-            .set("linger.ms", spec.linger.as_millis().to_string())
-            .set(
-                "message.timeout.ms",
-                spec.delivery_timeout.as_millis().to_string(),
-            )
             .set("transactional.id", transactional_id(pipeline, &spec.topic))
             .set("transaction.timeout.ms", "900000");
         let producer: BaseProducer<Reported> =
             config.create_with_context(Reported::default()).map_err(err)?;
         partitions_of(
             producer.client(),
-            || {
-                // Serves the error callbacks of the failed connections.
-                producer.poll(Duration::from_millis(100));
-                producer.context().last_error()
-            },
+            || producer_error(&producer),
             &brokers,
             &spec.topic,
         )?;
