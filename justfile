@@ -10,12 +10,17 @@ plugin_crates := `ls -d plugins/*/Cargo.toml | xargs -n1 dirname | xargs -n1 bas
 default:
     @just --list
 
-# Build every plugin in plugins/ to a wasm32-wasip2 component in plugins/dist/.
+# Build every Rust plugin in plugins/ to a wasm32-wasip2 component in plugins/dist/.
 plugins:
     rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
     cargo build --profile plugin --target wasm32-wasip2 {{ prepend("-p ", plugin_crates) }}
     mkdir -p plugins/dist
     for p in {{ plugin_crates }}; do cp "$CARGO_TARGET_DIR/wasm32-wasip2/plugin/${p//-/_}.wasm" "plugins/dist/$p.wasm"; done
+
+# Build the Python and JavaScript plugins (plugins/python, plugins/js) with
+# componentize-py and componentize-js (installed on first use).
+script-plugins:
+    scripts/script-plugins
 
 # Build the host binary (release).
 build:
@@ -26,12 +31,14 @@ demo: plugins build
     "$CARGO_TARGET_DIR/release/mailer" run pipelines/quickstart.toml
 
 # The full test suite: unit, plugin and integration tests. Makes sure the
-# machine's PostgreSQL runs, and starts a Kafka broker on loopback for them
-# (unless KAFKA_BOOTSTRAP names one) and stops it.
+# machine's PostgreSQL runs and Chromium is installed (for the dashboard),
+# and starts a Kafka broker on loopback for them (unless KAFKA_BOOTSTRAP
+# names one) and stops it.
 test: plugins
     #!/usr/bin/env bash
     set -euo pipefail
     scripts/postgres-ready
+    scripts/chromium-ready
     if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
         data=$(scripts/kafka-broker start)
         trap 'scripts/kafka-broker stop "${data:-}"' EXIT
@@ -39,6 +46,8 @@ test: plugins
     fi
     cargo test --workspace --all-targets
     cargo test --workspace --doc
+    (cd guest-sdk/python && python3 -m unittest --quiet)
+    node guest-sdk/js/test-mailer-plugin.mjs
 
 # The crash tests with 100 SIGKILLs per state backend (200 in all), and 200
 # against the Kafka broker (exactly once) and 100 more (at least once).

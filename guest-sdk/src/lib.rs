@@ -70,6 +70,7 @@ mod emit;
 mod error;
 mod host;
 mod keyed;
+pub mod log;
 mod pool;
 mod record;
 #[cfg(not(target_arch = "wasm32"))]
@@ -96,6 +97,31 @@ pub mod __private {
     #[cfg(target_arch = "wasm32")]
     pub use crate::wit::*;
     pub use wit_bindgen;
+
+    /// Puts the plugin crate's `name@version` into the component as the
+    /// custom section `mailer-plugin`, where the host reads the version it
+    /// shows (in the admin API and the metrics).
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __plugin_version {
+        () => {
+            const _: () = {
+                const ID: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
+                #[cfg(target_arch = "wasm32")]
+                #[used]
+                #[unsafe(link_section = "mailer-plugin")]
+                static VERSION: [u8; ID.len()] = {
+                    let mut out = [0u8; ID.len()];
+                    let mut i = 0;
+                    while i < out.len() {
+                        out[i] = ID.as_bytes()[i];
+                        i += 1;
+                    }
+                    out
+                };
+            };
+        };
+    }
 }
 
 #[cfg(target_arch = "wasm32")]

@@ -2,12 +2,14 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mailer::admin::{AdminClient, AdminServer, Probation, Swaps};
+use mailer::admin::{AdminClient, AdminServer, AdminState, Probation, Swaps};
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
 use mailer::plugin::PluginEngine;
+use mailer::progress::ProgressDisplay;
 use mailer::runtime::{self, Shutdown};
+use mailer::scaffold::{self, Language};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -111,6 +113,34 @@ enum Command {
         /// The pipeline manifest (TOML).
         manifest: PathBuf,
     },
+    /// Makes a plugin project (a map to start from) that builds to a
+    /// component and passes its own test: Rust (`cargo test`), Python
+    /// (`python3 -m unittest`, `./build.sh`) or JavaScript (`npm test`,
+    /// `npm run build`).
+    NewPlugin {
+        /// The plugin's language.
+        #[arg(long, value_enum, default_value_t = Lang::Rust)]
+        lang: Lang,
+        /// The plugin's name (and its folder's).
+        name: String,
+        /// Where to put the folder.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The `guest-sdk` folder a Rust plugin depends on (default: the
+        /// one of the source tree this binary was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Lang {
+    /// Rust with `mailer-sdk`.
+    Rust,
+    /// Python with componentize-py.
+    Python,
+    /// JavaScript with componentize-js.
+    Js,
 }
 
 fn main() -> ExitCode {
@@ -134,7 +164,7 @@ fn init_logging(format: LogFormat) {
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
     }
 }
 
@@ -168,6 +198,18 @@ fn run(command: Command) -> Result<()> {
             print!("{}", plan::describe(&plan));
             Ok(())
         }
+        Command::NewPlugin { lang, name, dir, sdk } => {
+            let language = match lang {
+                Lang::Rust => Language::Rust,
+                Lang::Python => Language::Python,
+                Lang::Js => Language::Js,
+            };
+            let sdk = sdk.unwrap_or_else(scaffold::built_in_sdk);
+            let sdk = std::path::absolute(&sdk).unwrap_or(sdk);
+            let project = scaffold::scaffold(language, &name, &dir, &sdk)?;
+            println!("{}", project.display());
+            Ok(())
+        }
         Command::Savepoint { manifest, dir, stop } => {
             let (plan, _engine) = plan_of(&manifest)?;
             let path = savepoint::request(&plan, dir, stop)?;
@@ -197,27 +239,39 @@ fn run(command: Command) -> Result<()> {
                         share: admin.rollback_failure_share,
                     };
                     let swaps = Swaps::new(
+                        &name,
                         Arc::new(engine),
                         shutdown.clone(),
                         plan.plugin_store.clone(),
                         probation,
                         plan.plugin_operators(),
                     );
-                    let server = AdminServer::start(admin.listen, admin.token.clone(), Arc::new(swaps))
+                    let state = AdminState {
+                        token: Arc::from(admin.token.as_str()),
+                        swaps: Arc::new(swaps),
+                        telemetry: plan.telemetry.clone(),
+                        metrics: admin.metrics,
+                        metrics_need_token: admin.metrics_need_token,
+                    };
+                    let server = AdminServer::start(admin.listen, state)
                         .with_context(|| format!("starting the admin API on {}", admin.listen))?;
                     Some(server)
                 }
                 None => None,
             };
             tracing::info!(pipeline = %name, "pipeline started");
-            let report =
-                runtime::run(plan, &shutdown).with_context(|| format!("pipeline `{name}` failed"))?;
+            let progress = ProgressDisplay::start(plan.telemetry.clone());
+            let report = runtime::run(plan, &shutdown);
+            drop(progress);
+            let report = report.with_context(|| format!("pipeline `{name}` failed"))?;
             tracing::info!(
                 pipeline = %name,
                 source_records = report.source_records,
                 sink_records = report.sink_records,
                 dead_lettered = report.dead_lettered,
                 late_records = report.late_records,
+                plugin_traps = report.plugin_traps,
+                plugin_timeouts = report.plugin_timeouts,
                 checkpoints = report.checkpoints_completed,
                 failed_checkpoints = report.checkpoints_failed,
                 drained = report.cancelled,
@@ -240,7 +294,7 @@ fn plugin_command(command: PluginCommand) -> Result<()> {
     let client = AdminClient::of(&plan)?;
     let answer = match &command {
         PluginCommand::List { .. } => serde_json::json!({
-            "operators": client.operators()?,
+            "pipelines": client.pipelines()?,
             "swaps": client.swaps()?,
         }),
         PluginCommand::Swap { operator, plugin, .. } => client.swap(operator, plugin)?,

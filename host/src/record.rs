@@ -46,7 +46,6 @@ pub struct Barrier {
 /// A plugin swap: from this point of the stream on, operator `operator`
 /// runs `plugin`; records before it saw the previous version. Its state is
 /// the host's and stays as it is.
-#[derive(Clone)]
 pub struct SwapPoint {
     /// Increases with each swap of a run.
     pub id: u64,
@@ -54,6 +53,20 @@ pub struct SwapPoint {
     pub operator: String,
     /// The new version, compiled and checked against the operator's world.
     pub plugin: Arc<LoadedPlugin>,
+    /// The operator's workers that switched so far.
+    pub applied: std::sync::atomic::AtomicUsize,
+}
+
+impl SwapPoint {
+    /// Swap `id`: `operator` runs `plugin` from this point on.
+    pub fn new(id: u64, operator: &str, plugin: Arc<LoadedPlugin>) -> Self {
+        Self {
+            id,
+            operator: operator.to_owned(),
+            plugin,
+            applied: Default::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for SwapPoint {

@@ -5,23 +5,13 @@
 use crate::support::*;
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "test-token-0123456789abcdef";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts an endless generator (10k records/s) -> `uppercase` map -> file
 /// pipeline with the admin API at `listen` (its default when `None`).
-fn start(w: &Workdir, listen: Option<&str>) -> std::process::Child {
+fn start(w: &Workdir, listen: Option<&str>) -> Running {
     start_with(w, listen, "{plugin:uppercase}")
 }
 
-fn start_with(w: &Workdir, listen: Option<&str>, plugin: &str) -> std::process::Child {
+fn start_with(w: &Workdir, listen: Option<&str>, plugin: &str) -> Running {
     spawn_manifest(&w.manifest(&case_pipeline(listen, plugin)))
 }
 
@@ -57,45 +47,6 @@ token = "${{MAILER_ADMIN_TOKEN}}"
     )
 }
 
-fn spawn_manifest(m: &std::path::Path) -> std::process::Child {
-    mailer()
-        .env("MAILER_ADMIN_TOKEN", TOKEN)
-        .arg("run")
-        .arg(m)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits until `addr` accepts connections.
-fn wait_for(addr: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into()
-}
-
-fn get(url: &str, token: Option<&str>) -> (u16, serde_json::Value) {
-    let mut req = agent().get(url);
-    if let Some(t) = token {
-        req = req.header("Authorization", &format!("Bearer {t}"));
-    }
-    let mut res = req.call().unwrap();
-    (
-        res.status().as_u16(),
-        res.body_mut().read_json().unwrap_or_default(),
-    )
-}
-
 fn post(url: &str, content_type: &str, body: &[u8]) -> (u16, serde_json::Value) {
     let mut res = agent()
         .post(url)
@@ -128,6 +79,13 @@ fn swaps_through_the_api_need_the_token_and_switch_once() {
     assert_eq!(operators[0]["name"], "case");
     assert_eq!(operators[0]["world"], "map");
     assert_eq!(operators[0]["plugin"]["name"], "uppercase");
+    assert_eq!(
+        operators[0]["plugin"]["version"], "0.1.0",
+        "from the plugin's Cargo.toml"
+    );
+    let (_, pipelines) = get(&format!("{api}/pipelines"), Some(TOKEN));
+    assert_eq!(pipelines[0]["name"], "admin", "{pipelines}");
+    assert_eq!(pipelines[0]["operators"], operators);
 
     // A plugin of another world is refused; nothing changes.
     let path = serde_json::json!({ "path": plugin("drop-short") }).to_string();
@@ -153,6 +111,9 @@ fn swaps_through_the_api_need_the_token_and_switch_once() {
     assert_eq!(history[0]["to"], swap["to"]);
 
     std::thread::sleep(Duration::from_millis(500));
+    let (_, history) = get(&format!("{api}/swaps"), Some(TOKEN));
+    assert_eq!(history[0]["status"], "applied", "{history}");
+    assert_eq!(history[0]["applied_workers"], history[0]["workers"], "{history}");
     sigterm(&child);
     assert!(child.wait().unwrap().success());
     let lines: Vec<String> = w.read("out.txt").lines().map(str::to_owned).collect();
@@ -371,7 +332,9 @@ fn the_cli_lists_swaps_rolls_back_and_reloads() {
     let pause = || std::thread::sleep(Duration::from_millis(300));
 
     let listed = cli(&["plugin", "list", m]);
-    assert_eq!(listed["operators"][0]["plugin"]["name"], "case", "{listed}");
+    let operator = &listed["pipelines"][0]["operators"][0];
+    assert_eq!(operator["name"], "case", "{listed}");
+    assert_eq!(operator["plugin"]["name"], "uppercase", "{listed}");
     pause();
     let swapped = cli(&["plugin", "swap", m, "case", plugin("lowercase").to_str().unwrap()]);
     pause();

@@ -5,13 +5,16 @@
 mod admin;
 mod backpressure;
 mod checkpoints;
+mod dashboard;
 mod failure_policies;
 mod golden;
 mod kafka;
 mod manifests;
+mod metrics;
 mod postgres;
 mod process;
 mod quickstart;
+mod sandbox;
 mod shutdown;
 mod support;
 mod swap;

@@ -26,6 +26,7 @@ fn operator(
     let limits = PluginLimits {
         timeout: Duration::from_secs(5),
         memory_bytes: 64 << 20,
+        ..Default::default()
     };
     let instance = mailer::plugin::PluginInstance::new(plugin, limits).unwrap();
     let keyed = KeyedContext::new(

@@ -152,3 +152,90 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// The admin token the tests' manifests read from `MAILER_ADMIN_TOKEN`.
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `mailer`, killed if a failing test leaves it running.
+pub struct Running(pub Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Runs the manifest `m` with `MAILER_ADMIN_TOKEN` set, output piped.
+pub fn spawn_manifest(m: &Path) -> Running {
+    Running(
+        mailer()
+            .env("MAILER_ADMIN_TOKEN", TOKEN)
+            .arg("run")
+            .arg(m)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Waits until `addr` accepts connections.
+pub fn wait_for(addr: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(std::time::Instant::now() < deadline, "nothing listens on {addr}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// An HTTP client that returns error statuses as answers.
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// `GET url` (with the bearer `token`): the status and the JSON body.
+pub fn get(url: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+    let (status, body) = get_text(url, token);
+    (status, serde_json::from_str(&body).unwrap_or_default())
+}
+
+/// `GET url` (with the bearer `token`): the status and the body.
+pub fn get_text(url: &str, token: Option<&str>) -> (u16, String) {
+    let mut req = agent().get(url);
+    if let Some(t) = token {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    let mut res = req.call().unwrap();
+    (
+        res.status().as_u16(),
+        res.body_mut().read_to_string().unwrap_or_default(),
+    )
+}

@@ -54,7 +54,7 @@ pub fn operator(attr: TokenStream, item: TokenStream) -> TokenStream {
     if matches!(args.first(), Some(Meta::Path(p)) if p.is_ident("aggregate")) && args.len() == 1 {
         let block = parse_macro_input!(item as ItemImpl);
         return match keyed::aggregate(&block) {
-            Ok(exports) => quote!(#block #exports).into(),
+            Ok(exports) => quote!(#block #exports ::mailer_sdk::__plugin_version!();).into(),
             Err(e) => {
                 let e = e.to_compile_error();
                 quote!(#block #e).into()
@@ -74,8 +74,12 @@ pub fn operator(attr: TokenStream, item: TokenStream) -> TokenStream {
             "expected an operator kind: map, filter, flat_map, reduce, process, timer, window or aggregate",
         )),
     };
+    // A timer function belongs to a process operator, which names the
+    // version once.
+    let is_timer = matches!(args.first(), Some(Meta::Path(p)) if p.is_ident("timer"));
+    let version = (!is_timer).then(|| quote!(::mailer_sdk::__plugin_version!();));
     match expanded {
-        Ok(exports) => quote!(#func #exports).into(),
+        Ok(exports) => quote!(#func #exports #version).into(),
         Err(e) => {
             let e = e.to_compile_error();
             quote!(#func #e).into()

@@ -49,6 +49,8 @@ pub fn native(
         kind: NodeKind::Native(Arc::new(move |ctx: &InstanceContext<'_>, _| f(ctx))),
         policy: FailurePolicy::Fail,
         failures: Default::default(),
+        calls: Default::default(),
+        grants: Default::default(),
     }
 }
 
@@ -64,12 +66,15 @@ pub fn wasm(engine: &PluginEngine, plugin: &str, world: World, mode: CallMode) -
             limits: PluginLimits {
                 timeout: Duration::from_secs(1),
                 memory_bytes: 64 << 20,
+                ..Default::default()
             },
             mode,
             state_ttl: Default::default(),
         },
         policy: FailurePolicy::Fail,
         failures: Default::default(),
+        calls: Default::default(),
+        grants: Default::default(),
     }
 }
 
@@ -129,6 +134,7 @@ pub fn plan(
         committed_checkpoint: None,
         sink_check: None,
         admin: None,
+        telemetry: mailer::metrics::Telemetry::new(name, true),
         plugin_store: std::path::PathBuf::new(),
         swapped_from: Default::default(),
     }
@@ -183,6 +189,11 @@ pub fn ratios(outputs: &[String]) -> Vec<String> {
             && let Some(native) = rate(&twin)
         {
             out.push(format!("bench {name}-ratio wasm_vs_native={:.3}", r / native));
+        }
+        if name == "w1-metrics-on"
+            && let Some(off) = rate("w1-metrics-off")
+        {
+            out.push(format!("bench w1-metrics-ratio on_vs_off={:.3}", r / off));
         }
         if name.starts_with("kafka-passthrough")
             && let Some(raw) = rate("kafka-raw")

@@ -115,11 +115,11 @@ type = "blackhole"
     let (mut gaps, mut delays) = (Vec::new(), Vec::new());
     for i in 0..SWAPS {
         let requested = Instant::now();
-        shutdown.request_swap(Arc::new(SwapPoint {
-            id: i as u64 + 1,
-            operator: "case".into(),
-            plugin: versions[i % 2].clone(),
-        }));
+        shutdown.request_swap(Arc::new(SwapPoint::new(
+            i as u64 + 1,
+            "case",
+            versions[i % 2].clone(),
+        )));
         let (at, gap) = switches
             .recv_timeout(Duration::from_secs(30))
             .expect("the switch");

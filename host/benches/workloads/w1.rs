@@ -1,19 +1,91 @@
 //! W1: 20M generated records -> map value x2 -> filter (value x2) % 4 == 0
 //! (exactly half kept) -> blackhole; Wasm per batch, Wasm per record, native.
 
-use crate::common::{measure, native, plan, records, records_of, stage, wasm};
+use crate::common::{measure, native, peak_rss_kib, plan, records, records_of, stage, wasm};
 use bytes::{BufMut, BytesMut};
 use mailer::batch::Batch;
+use mailer::metrics::Telemetry;
 use mailer::operator::{Operator, OperatorError};
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
+use mailer::runtime::Shutdown;
 use mailer::state::BackendKind;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
-    ["w1-native", "w1-wasm-batch", "w1-wasm-record"]
+    let mut v: Vec<(String, Box<dyn Fn()>)> = ["w1-native", "w1-wasm-batch", "w1-wasm-record"]
         .into_iter()
         .map(|name| (name.to_owned(), Box::new(move || run(name)) as Box<dyn Fn()>))
-        .collect()
+        .collect();
+    v.push((
+        "w1-metrics-on".into(),
+        Box::new(|| metrics("w1-metrics-on", true)),
+    ));
+    v.push((
+        "w1-metrics-off".into(),
+        Box::new(|| metrics("w1-metrics-off", false)),
+    ));
+    v
+}
+
+/// Runs of W1 (Wasm per batch) compared for the cost of metrics.
+const METRICS_RUNS: usize = 3;
+
+/// W1 (Wasm per batch) with metrics on (plugin calls timed, the metrics
+/// rendered every second as a scraper would ask) or off; the median of
+/// [`METRICS_RUNS`] runs.
+fn metrics(name: &str, on: bool) {
+    let n = records();
+    let mut secs = Vec::new();
+    let mut scrapes = 0;
+    for _ in 0..METRICS_RUNS {
+        let engine = PluginEngine::new().unwrap();
+        let telemetry = Telemetry::new(name, on);
+        let mut operators = vec![
+            wasm(&engine, "bench-double", World::Map, CallMode::Batch),
+            wasm(&engine, "bench-mod4", World::Filter, CallMode::Batch),
+        ];
+        for op in &mut operators {
+            op.calls = telemetry.call_stats(&op.name);
+        }
+        let mut p = plan(
+            name,
+            n,
+            None,
+            1,
+            vec![stage("map-filter", 1, false, operators)],
+            false,
+            BackendKind::Memory,
+        );
+        p.telemetry = telemetry.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let scraper = on.then(|| {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut count = 0;
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_secs(1));
+                    assert!(telemetry.render(&[]).contains("mailer_operator_call_seconds"));
+                    count += 1;
+                }
+                count
+            })
+        });
+        let report = mailer::runtime::run(p, &Shutdown::new()).unwrap();
+        done.store(true, Ordering::Relaxed);
+        scrapes += scraper.map_or(0, |s| s.join().unwrap());
+        assert_eq!(report.sink_records, n / 2 + n % 2, "{name}: records at the sink");
+        secs.push(report.elapsed.as_secs_f64());
+    }
+    secs.sort_by(f64::total_cmp);
+    let median = secs[secs.len() / 2];
+    println!(
+        "bench {name} records={n} secs={median:.3} rec_per_s={:.0} runs={METRICS_RUNS} scrapes={scrapes} peak_rss_kib={}",
+        n as f64 / median,
+        peak_rss_kib()
+    );
 }
 
 fn run(name: &str) {

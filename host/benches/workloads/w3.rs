@@ -53,6 +53,7 @@ fn run(name: &str, wasm: bool, parallelism: usize, backend: &str) {
         let limits = PluginLimits {
             timeout: Duration::from_secs(1),
             memory_bytes: 64 << 20,
+            ..Default::default()
         };
         (plugin, limits)
     });
@@ -72,6 +73,8 @@ fn run(name: &str, wasm: bool, parallelism: usize, backend: &str) {
         },
         policy: FailurePolicy::Fail,
         failures: Default::default(),
+        calls: Default::default(),
+        grants: Default::default(),
     };
     let state = if backend == "rocksdb" {
         rocks_dir(name)

@@ -64,21 +64,25 @@ impl AdminClient {
         })
     }
 
+    /// `GET /api/pipelines`.
+    pub fn pipelines(&self) -> Result<Value, ClientError> {
+        self.get("pipelines")
+    }
+
     /// `GET /api/operators`.
     pub fn operators(&self) -> Result<Value, ClientError> {
-        self.answer(
-            self.agent
-                .get(format!("{}/operators", self.base))
-                .header("Authorization", self.bearer())
-                .call(),
-        )
+        self.get("operators")
     }
 
     /// `GET /api/swaps`.
     pub fn swaps(&self) -> Result<Value, ClientError> {
+        self.get("swaps")
+    }
+
+    fn get(&self, what: &str) -> Result<Value, ClientError> {
         self.answer(
             self.agent
-                .get(format!("{}/swaps", self.base))
+                .get(format!("{}/{what}", self.base))
                 .header("Authorization", self.bearer())
                 .call(),
         )

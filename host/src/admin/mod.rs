@@ -1,17 +1,20 @@
 //! The admin API: an HTTP server (axum) on loopback by default, every
-//! request carrying the bearer token of `[admin]`. It lists the plugin
-//! operators, swaps and rolls back their plugins, and shows the history of
-//! swaps. It runs on its own thread with its own single-threaded runtime.
+//! `/api` request carrying the bearer token of `[admin]`. It lists the
+//! plugin operators, swaps and rolls back their plugins, and shows the
+//! history of swaps; it serves the Prometheus metrics at `/metrics` and the
+//! dashboard at `/`. It runs on its own thread with its own single-threaded
+//! runtime.
 
 mod client;
+mod dashboard;
 mod routes;
 mod swaps;
 
 pub use client::{AdminClient, ClientError};
-pub use swaps::{OperatorView, PluginView, Probation, SwapError, SwapRecord, Swaps, store_dir};
+pub use routes::AdminState;
+pub use swaps::{OperatorView, PluginView, Probation, SwapError, SwapRecord, SwapStatus, Swaps, store_dir};
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// A running admin server; dropping it stops the server.
 pub struct AdminServer {
@@ -21,16 +24,13 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
-    /// Binds `listen` and serves `swaps` to requests carrying `token`.
-    pub fn start(listen: SocketAddr, token: String, swaps: Arc<Swaps>) -> std::io::Result<Self> {
+    /// Binds `listen` and serves `state`.
+    pub fn start(listen: SocketAddr, state: AdminState) -> std::io::Result<Self> {
         let listener = std::net::TcpListener::bind(listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = routes::router(routes::AppState {
-            token: Arc::from(token),
-            swaps,
-        });
+        let app = routes::router(state);
         let thread = std::thread::Builder::new().name("admin".into()).spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(r) => r,

@@ -1,6 +1,7 @@
-//! The admin API's routes and its bearer-token check.
+//! The admin server's routes and its bearer-token check.
 
 use super::swaps::{SwapError, Swaps};
+use crate::metrics::{PluginInfo, Telemetry};
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
@@ -14,26 +15,76 @@ use std::sync::Arc;
 
 /// What every handler shares.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AdminState {
+    /// The bearer token.
     pub token: Arc<str>,
+    /// The plugin operators and their swaps.
     pub swaps: Arc<Swaps>,
+    /// What the run measures.
+    pub telemetry: Arc<Telemetry>,
+    /// Whether `/metrics` and the dashboard are served.
+    pub metrics: bool,
+    /// Whether `/metrics` and the dashboard's data need the token too.
+    pub metrics_need_token: bool,
 }
 
-/// The API: `GET /api/operators`, `POST /api/operators/{name}/swap` (the
-/// component as `application/wasm`, or JSON `{"path": "…"}`), `POST
-/// /api/operators/{name}/rollback`, `GET /api/swaps`.
-pub fn router(state: AppState) -> Router {
-    Router::new()
+/// The API: `GET /api/pipelines`, `GET /api/operators`, `POST
+/// /api/operators/{name}/swap` (the component as `application/wasm`, or
+/// JSON `{"path": "…"}`), `POST /api/operators/{name}/rollback`, `GET
+/// /api/swaps`, all needing the token; `GET /metrics` (Prometheus text),
+/// `GET /` (the dashboard) and `GET /dashboard/snapshot` (its data),
+/// needing it only when `metrics_need_token`.
+pub fn router(state: AdminState) -> Router {
+    let guard = middleware::from_fn_with_state(state.clone(), require_token);
+    let api = Router::new()
+        .route("/api/pipelines", get(pipelines))
         .route("/api/operators", get(operators))
         .route("/api/operators/{name}/swap", post(swap))
         .route("/api/operators/{name}/rollback", post(rollback))
         .route("/api/swaps", get(history))
-        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(guard.clone());
+    if !state.metrics {
+        return api.with_state(state);
+    }
+    let mut observe = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/dashboard/snapshot", get(snapshot));
+    if state.metrics_need_token {
+        observe = observe.layer(guard);
+    }
+    api.merge(observe)
+        .route("/", get(super::dashboard::page))
+        .route("/dashboard.js", get(super::dashboard::script))
+        .route("/dashboard.css", get(super::dashboard::style))
         .with_state(state)
 }
 
+/// The plugins running now, for the metrics and the dashboard.
+fn plugins(swaps: &Swaps) -> Vec<PluginInfo> {
+    swaps
+        .operators()
+        .into_iter()
+        .map(|o| PluginInfo {
+            operator: o.name,
+            name: o.plugin.name,
+            version: o.plugin.version,
+            digest: o.plugin.digest,
+            world: o.world,
+        })
+        .collect()
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    let text = state.telemetry.render(&plugins(&state.swaps));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn snapshot(State(state): State<AdminState>) -> impl IntoResponse {
+    Json(state.telemetry.snapshot(plugins(&state.swaps)))
+}
+
 /// Refuses a request without `Authorization: Bearer <token>` (401).
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn require_token(State(state): State<AdminState>, request: Request, next: Next) -> Response {
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -57,11 +108,19 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn operators(State(state): State<AppState>) -> impl IntoResponse {
+/// The pipelines this process runs (one) with their plugin operators.
+async fn pipelines(State(state): State<AdminState>) -> impl IntoResponse {
+    Json(serde_json::json!([{
+        "name": state.swaps.pipeline(),
+        "operators": state.swaps.operators(),
+    }]))
+}
+
+async fn operators(State(state): State<AdminState>) -> impl IntoResponse {
     Json(state.swaps.operators())
 }
 
-async fn history(State(state): State<AppState>) -> impl IntoResponse {
+async fn history(State(state): State<AdminState>) -> impl IntoResponse {
     Json(state.swaps.history())
 }
 
@@ -71,7 +130,7 @@ struct FromPath {
 }
 
 async fn swap(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Bytes,
@@ -105,7 +164,7 @@ async fn swap(
     blocking(move || swaps.swap(&name, &bytes)).await
 }
 
-async fn rollback(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+async fn rollback(State(state): State<AdminState>, Path(name): Path<String>) -> Response {
     let swaps = state.swaps.clone();
     blocking(move || swaps.rollback(&name)).await
 }

@@ -50,8 +50,10 @@ pub struct OperatorView {
 /// One version of a plugin.
 #[derive(Debug, Clone, Serialize)]
 pub struct PluginView {
-    /// The file's name (without `.wasm`).
+    /// The name it declares, else its file's name (without `.wasm`).
     pub name: String,
+    /// The version it declares (`null` when it declares none).
+    pub version: Option<String>,
     /// SHA-256 of the component, hex.
     pub digest: String,
     /// Bytes.
@@ -60,12 +62,15 @@ pub struct PluginView {
 
 impl PluginView {
     fn of(p: &LoadedPlugin) -> Self {
-        Self {
-            name: p
-                .path()
+        let file = || {
+            p.path()
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+                .unwrap_or_default()
+        };
+        Self {
+            name: p.declared().map_or_else(file, |d| d.name.clone()),
+            version: p.declared().map(|d| d.version.clone()),
             digest: p.digest().to_owned(),
             size: p.size(),
         }
@@ -90,6 +95,45 @@ pub struct SwapRecord {
     pub automatic: bool,
     /// When it was asked for (ms since 1970).
     pub requested_at_ms: u64,
+    /// `pending` until every worker of the operator passed the swap point,
+    /// then `applied`.
+    pub status: SwapStatus,
+    /// The workers that switched.
+    pub applied_workers: usize,
+    /// The operator's workers.
+    pub workers: usize,
+}
+
+/// Where a swap is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwapStatus {
+    /// Asked for; not every worker passed the swap point yet.
+    Pending,
+    /// Every worker runs the new version.
+    Applied,
+}
+
+/// A swap of the history with its point in the stream.
+struct Entry {
+    record: SwapRecord,
+    point: Arc<SwapPoint>,
+}
+
+impl Entry {
+    /// The record, its status as of now.
+    fn now(&self) -> SwapRecord {
+        let applied = self.point.applied.load(Ordering::Relaxed);
+        SwapRecord {
+            status: if applied >= self.record.workers {
+                SwapStatus::Applied
+            } else {
+                SwapStatus::Pending
+            },
+            applied_workers: applied,
+            ..self.record.clone()
+        }
+    }
 }
 
 struct Versions {
@@ -97,6 +141,7 @@ struct Versions {
     current: Arc<LoadedPlugin>,
     previous: Vec<Arc<LoadedPlugin>>,
     failures: Arc<FailureStats>,
+    workers: usize,
 }
 
 /// How a swapped-in version is watched: over its first `records`, more
@@ -111,19 +156,21 @@ pub struct Probation {
 
 /// The swaps of one running pipeline.
 pub struct Swaps {
+    pipeline: String,
     engine: Arc<PluginEngine>,
     shutdown: Shutdown,
     store: PathBuf,
     probation: Probation,
     operators: Mutex<BTreeMap<String, Versions>>,
-    history: Mutex<Vec<SwapRecord>>,
+    history: Mutex<Vec<Entry>>,
     next_id: AtomicU64,
 }
 
 impl Swaps {
-    /// Swaps for the plugin `operators`, keeping uploaded versions in
-    /// `store`, each new version on `probation`.
+    /// Swaps for the plugin `operators` of `pipeline`, keeping uploaded
+    /// versions in `store`, each new version on `probation`.
     pub fn new(
+        pipeline: &str,
         engine: Arc<PluginEngine>,
         shutdown: Shutdown,
         store: PathBuf,
@@ -140,11 +187,13 @@ impl Swaps {
                         current: op.plugin,
                         previous: Vec::new(),
                         failures: op.failures,
+                        workers: op.workers,
                     },
                 )
             })
             .collect();
         Self {
+            pipeline: pipeline.to_owned(),
             engine,
             shutdown,
             store,
@@ -169,9 +218,19 @@ impl Swaps {
             .collect()
     }
 
+    /// The pipeline's name.
+    pub fn pipeline(&self) -> &str {
+        &self.pipeline
+    }
+
     /// Every swap so far, oldest first.
     pub fn history(&self) -> Vec<SwapRecord> {
-        self.history.lock().expect("history lock").clone()
+        self.history
+            .lock()
+            .expect("history lock")
+            .iter()
+            .map(Entry::now)
+            .collect()
     }
 
     /// Swaps `operator` to the component in `bytes`: stored by digest,
@@ -179,7 +238,7 @@ impl Swaps {
     /// stream, and watched over its probation. Blocking (compiling takes
     /// tens of milliseconds).
     pub fn swap(self: &Arc<Self>, operator: &str, bytes: &[u8]) -> Result<SwapRecord, SwapError> {
-        let world = self.world_of(operator)?;
+        let (world, fueled) = self.kind_of(operator)?;
         let refused = |reason: String| SwapError::Refused {
             operator: operator.to_owned(),
             reason,
@@ -189,7 +248,7 @@ impl Swaps {
             .map_err(|e| refused(format!("storing the component: {e}")))?;
         let plugin = self
             .engine
-            .load(&path, world, operator)
+            .load_with(&path, world, operator, fueled)
             .map_err(|e| refused(e.to_string()))?;
         if plugin.world() != world {
             return Err(refused(format!(
@@ -234,8 +293,8 @@ impl Swaps {
                 .expect("history lock")
                 .iter()
                 .rev()
-                .find(|r| r.operator == operator)
-                .map(|r| r.id);
+                .find(|e| e.record.operator == operator)
+                .map(|e| e.record.id);
             if newest != Some(id) || self.shutdown.is_cancelled() {
                 return;
             }
@@ -245,6 +304,7 @@ impl Swaps {
             let (seen, failed) = (records - records0, failures - failures0);
             if failed > allowed {
                 tracing::warn!(
+                    pipeline = %self.pipeline,
                     operator,
                     failed,
                     seen,
@@ -285,11 +345,12 @@ impl Swaps {
         self.switch(operator, previous, change)
     }
 
-    fn world_of(&self, operator: &str) -> Result<World, SwapError> {
+    /// The operator's world, and whether its plugins count fuel.
+    fn kind_of(&self, operator: &str) -> Result<(World, bool), SwapError> {
         let operators = self.operators.lock().expect("operators lock");
         operators
             .get(operator)
-            .map(|v| v.world)
+            .map(|v| (v.world, v.current.fueled()))
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))
     }
 
@@ -320,8 +381,10 @@ impl Swaps {
             .get_mut(operator)
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
         let old = std::mem::replace(&mut v.current, plugin.clone());
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let point = Arc::new(SwapPoint::new(id, operator, plugin.clone()));
         let record = SwapRecord {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            id,
             operator: operator.to_owned(),
             from: old.digest().to_owned(),
             to: plugin.digest().to_owned(),
@@ -330,23 +393,26 @@ impl Swaps {
             requested_at_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
+            status: SwapStatus::Pending,
+            applied_workers: 0,
+            workers: v.workers,
         };
         if !rollback {
             v.previous.push(old);
         }
-        self.shutdown.request_swap(Arc::new(SwapPoint {
-            id: record.id,
-            operator: operator.to_owned(),
-            plugin,
-        }));
+        self.shutdown.request_swap(point.clone());
         tracing::info!(
+            pipeline = %self.pipeline,
             operator,
             from = %record.from,
             to = %record.to,
             rollback,
             "plugin swap requested"
         );
-        self.history.lock().expect("history lock").push(record.clone());
+        self.history.lock().expect("history lock").push(Entry {
+            record: record.clone(),
+            point,
+        });
         Ok(record)
     }
 }

@@ -5,12 +5,14 @@
 //! than the tolerated number of failures in a row stops the pipeline.
 
 use super::metadata::{Metadata, OperatorMeta, SnapshotMeta};
+use super::stats::{CheckpointStats, size_of};
 use super::store::{CheckpointStore, StoreError};
 use crate::runtime::{SavepointRequest, Shutdown};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// What the stages tell the coordinator.
 #[derive(Debug)]
@@ -41,18 +43,6 @@ pub enum CheckpointEvent {
         /// Why.
         reason: String,
     },
-}
-
-/// Counts shared with the source and the run report.
-#[derive(Debug, Default)]
-pub struct CheckpointStats {
-    /// Checkpoints completed.
-    pub completed: AtomicU64,
-    /// Checkpoints failed.
-    pub failed: AtomicU64,
-    /// Whether a checkpoint is in flight (the source waits for it to end
-    /// before the next barrier).
-    pub in_flight: AtomicBool,
 }
 
 /// Why the coordinator stopped the pipeline.
@@ -102,6 +92,8 @@ struct Pending {
     failure: Option<String>,
     /// The plugin each operator ran at the barrier.
     operators: Vec<OperatorMeta>,
+    /// When the coordinator first heard of it.
+    started: Instant,
 }
 
 /// Runs until every stage dropped its sender.
@@ -126,6 +118,7 @@ pub fn run_coordinator(
             snapshots: Vec::new(),
             failure: None,
             operators: Vec::new(),
+            started: Instant::now(),
         });
         match event {
             CheckpointEvent::Started {
@@ -190,13 +183,15 @@ pub fn run_coordinator(
         match result {
             Ok(path) => {
                 failures_in_a_row = 0;
-                setup.stats.completed.fetch_add(1, Ordering::Relaxed);
+                setup
+                    .stats
+                    .record_success(id, p.started.elapsed(), size_of(&path));
                 tracing::info!(checkpoint = id, path = %path.display(), "checkpoint complete");
             }
             Err(reason) => {
                 setup.store.abandon(&tmp);
                 failures_in_a_row += 1;
-                setup.stats.failed.fetch_add(1, Ordering::Relaxed);
+                setup.stats.record_failure(id, p.started.elapsed(), &reason);
                 tracing::warn!(checkpoint = id, %reason, failures_in_a_row, "checkpoint failed");
                 if let Some(request) = p.savepoint {
                     // Someone waits for it: the next checkpoint carries it.

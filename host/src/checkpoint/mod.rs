@@ -4,12 +4,12 @@
 
 mod coordinator;
 mod metadata;
+mod stats;
 mod store;
 
-pub use coordinator::{
-    CheckpointEvent, CheckpointStats, CoordinatorError, CoordinatorSetup, run_coordinator,
-};
+pub use coordinator::{CheckpointEvent, CoordinatorError, CoordinatorSetup, run_coordinator};
 pub use metadata::{Metadata, OperatorMeta, SnapshotMeta};
+pub use stats::{CheckpointRecord, CheckpointStats, DURATION_BUCKETS, DURATION_HELP, DURATION_NAME};
 pub use store::{CheckpointStore, StoreError, read_metadata};
 
 use std::path::{Path, PathBuf};

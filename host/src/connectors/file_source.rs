@@ -1,6 +1,6 @@
 //! The `file` source: a bounded file of lines or JSON lines.
 
-use super::{ConnectorError, Poll, Source};
+use super::{ConnectorError, Poll, Progress, Source};
 use crate::batch::Batch;
 use crate::json::field;
 use crate::record::Record;
@@ -32,6 +32,8 @@ pub struct FileSource {
     line_no: u64,
     /// Bytes read so far.
     offset: u64,
+    /// The file's size when opened.
+    size: u64,
     line: Vec<u8>,
 }
 
@@ -49,8 +51,10 @@ impl FileSource {
             path: path.display().to_string(),
             source,
         })?;
+        let size = file.metadata().map_or(0, |m| m.len());
         Ok(Self {
             path: path.to_owned(),
+            size,
             reader: BufReader::with_capacity(256 * 1024, file),
             format,
             key_field,
@@ -91,6 +95,15 @@ impl FileSource {
 }
 
 impl Source for FileSource {
+    fn progress(&self) -> Option<Progress> {
+        Some(Progress {
+            records: self.line_no,
+            records_total: None,
+            bytes: Some(self.offset),
+            bytes_total: Some(self.size),
+        })
+    }
+
     fn position(&self) -> serde_json::Value {
         serde_json::json!({ "offset": self.offset, "line": self.line_no })
     }

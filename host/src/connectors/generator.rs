@@ -3,7 +3,7 @@
 //! key = splitmix64(g) mod keys, value = g, event time = g / time_divisor
 //! (key and value as decimal text).
 
-use super::{ConnectorError, Poll, Source};
+use super::{ConnectorError, Poll, Progress, Source};
 use crate::batch::{Batch, EncodedBuilder};
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,14 @@ impl GeneratorSource {
 }
 
 impl Source for GeneratorSource {
+    fn progress(&self) -> Option<Progress> {
+        Some(Progress {
+            records: self.next,
+            records_total: self.end,
+            ..Progress::default()
+        })
+    }
+
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         let mut n = max as u64;
         if let Some(end) = self.end {

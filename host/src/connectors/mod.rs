@@ -42,6 +42,28 @@ pub enum Poll {
     End,
 }
 
+/// How far one split of a source is behind its newest record.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SplitLag {
+    /// The split (`topic/partition` for Kafka).
+    pub split: String,
+    /// Records not read yet.
+    pub records: i64,
+}
+
+/// How much of a bounded input is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Progress {
+    /// Records read.
+    pub records: u64,
+    /// All records, where known in advance.
+    pub records_total: Option<u64>,
+    /// Bytes read, where the source counts them.
+    pub bytes: Option<u64>,
+    /// All bytes, where known in advance.
+    pub bytes_total: Option<u64>,
+}
+
 /// Where records come from. Polled from the source stage's own thread.
 pub trait Source: Send {
     /// Up to `max` next records. May block briefly (e.g. a rate limit).
@@ -72,6 +94,17 @@ pub trait Source: Send {
     /// that cannot be resumed.
     fn position(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+
+    /// How far behind the newest record each split is, in records, where
+    /// the source knows (Kafka: from the partitions' high watermarks).
+    fn lag(&self) -> Vec<SplitLag> {
+        Vec::new()
+    }
+
+    /// How much of a bounded input is done, where the source knows.
+    fn progress(&self) -> Option<Progress> {
+        None
     }
 
     /// Continues from a position [`position`](Source::position) returned.

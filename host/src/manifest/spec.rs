@@ -58,6 +58,13 @@ pub struct AdminSpec {
     /// is rolled back automatically.
     #[serde(default = "defaults::rollback_failure_share")]
     pub rollback_failure_share: f64,
+    /// Whether plugin calls are timed and `/metrics` and the dashboard are
+    /// served.
+    #[serde(default = "defaults::yes")]
+    pub metrics: bool,
+    /// Whether scraping `/metrics` needs the token too.
+    #[serde(default)]
+    pub metrics_need_token: bool,
 }
 
 /// Watermarks with bounded out-of-orderness.
@@ -379,6 +386,16 @@ pub struct WindowOperatorSpec {
     /// The most linear memory one instance of `plugin` may use, in MiB.
     #[serde(default = "defaults::memory_limit_mb")]
     pub memory_limit_mb: u64,
+    /// Fuel (about one unit per Wasm instruction) one call may burn;
+    /// unlimited when absent. Counting fuel slows the plugin down.
+    pub fuel: Option<u64>,
+    /// The most records one input record may turn into; more fails that
+    /// record.
+    #[serde(default = "defaults::max_outputs_per_record")]
+    pub max_outputs_per_record: u32,
+    /// What the plugin may reach; nothing when absent.
+    #[serde(default)]
+    pub grants: GrantsSpec,
     /// Records too late for every window: `drop` (default) or `side-output`
     /// (to `[late_output]`); counted either way.
     #[serde(default)]
@@ -480,6 +497,16 @@ pub struct PluginOperatorSpec {
     /// The most linear memory one instance may use, in MiB.
     #[serde(default = "defaults::memory_limit_mb")]
     pub memory_limit_mb: u64,
+    /// Fuel (about one unit per Wasm instruction) one call may burn;
+    /// unlimited when absent. Counting fuel slows the plugin down.
+    pub fuel: Option<u64>,
+    /// The most records one input record may turn into; more fails that
+    /// record.
+    #[serde(default = "defaults::max_outputs_per_record")]
+    pub max_outputs_per_record: u32,
+    /// What the plugin may reach; nothing when absent.
+    #[serde(default)]
+    pub grants: GrantsSpec,
     /// Workers for a stateless operator before any `key_by` (default 1).
     /// After a `key_by`, operators run on its workers instead.
     pub parallelism: Option<usize>,
@@ -488,6 +515,25 @@ pub struct PluginOperatorSpec {
     /// the plugin clears it.
     #[serde(default)]
     pub state_ttl: std::collections::BTreeMap<String, humantime_serde::Serde<Duration>>,
+}
+
+/// What an operator's plugin may reach beyond nothing (WASI capabilities).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantsSpec {
+    /// A directory (relative to the manifest) the plugin reads, not writes,
+    /// as `/data`.
+    pub dir: Option<ConfigString>,
+    /// Environment variables the plugin sees, with the values they have when
+    /// the pipeline starts.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// The real wall and monotonic clocks (else frozen at 0).
+    #[serde(default)]
+    pub clocks: bool,
+    /// Real randomness (else zeros).
+    #[serde(default)]
+    pub random: bool,
 }
 
 /// The `key_by` operator.
@@ -517,6 +563,16 @@ pub mod defaults {
     /// The share of failures over probation that rolls a swap back.
     pub fn rollback_failure_share() -> f64 {
         0.1
+    }
+
+    /// Records one input record may turn into.
+    pub const fn max_outputs_per_record() -> u32 {
+        10_000
+    }
+
+    /// On.
+    pub fn yes() -> bool {
+        true
     }
 
     /// Where the admin API listens: loopback only.

@@ -235,6 +235,7 @@ fn check_plugin(
         ));
     }
     check_policy(m, p.on_error, span)?;
+    check_sandbox(m, p.fuel, p.max_outputs_per_record, &p.grants, span)?;
     let path = m.path(&p.plugin);
     if !path.is_file() {
         return Err(m.error_at(
@@ -249,6 +250,48 @@ fn check_plugin(
     Ok(path
         .file_stem()
         .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().replace('_', "-")))
+}
+
+/// Fuel, the output limit and the grants of a plugin.
+fn check_sandbox(
+    m: &Manifest,
+    fuel: Option<u64>,
+    max_outputs: u32,
+    grants: &GrantsSpec,
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
+    if fuel == Some(0) {
+        return Err(m.error_at(
+            span,
+            "fuel",
+            "fuel must be more than 0 (e.g. 10000000), or absent for no limit",
+        ));
+    }
+    if max_outputs == 0 {
+        return Err(m.error_at(
+            span,
+            "max_outputs_per_record",
+            "max_outputs_per_record must be at least 1",
+        ));
+    }
+    if let Some(dir) = &grants.dir {
+        let path = m.path(dir);
+        if !path.is_dir() {
+            return Err(m.error_at(
+                span,
+                "grants",
+                format!("`grants.dir` {} is not a directory", shown(dir, &path)),
+            ));
+        }
+    }
+    if let Some(name) = grants.env.iter().find(|n| std::env::var_os(n).is_none()) {
+        return Err(m.error_at(
+            span,
+            "grants",
+            format!("`grants.env` names `{name}`, which is not set in mailer's environment"),
+        ));
+    }
+    Ok(())
 }
 
 fn check_window(m: &Manifest, w: &WindowOperatorSpec, span: &Range<usize>) -> Result<(), ManifestError> {
@@ -290,6 +333,7 @@ fn check_window(m: &Manifest, w: &WindowOperatorSpec, span: &Range<usize>) -> Re
         check_aggregates(m, aggregates, span)?;
     }
     if w.plugin.is_some() {
+        check_sandbox(m, w.fuel, w.max_outputs_per_record, &w.grants, span)?;
         for (key, given) in [
             ("aggregates", w.aggregates.is_some()),
             ("field", w.field.is_some()),

@@ -86,6 +86,7 @@ impl Chain {
             Message::Swap(swap) => {
                 for op in self.ops.iter_mut().filter(|op| op.name() == swap.operator) {
                     op.swap_plugin(&swap.plugin)?;
+                    swap.applied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 Batch::Records(Vec::new())
             }

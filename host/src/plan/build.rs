@@ -13,11 +13,12 @@ use crate::connectors::postgres::{self, PostgresSink, WriteMode};
 use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
 use crate::json::from_toml;
 use crate::manifest::{
-    AggregateSpec, FieldFilterSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec,
-    StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
+    AggregateSpec, FieldFilterSpec, GrantsSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec,
+    SourceSpec, StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
 };
+use crate::metrics::Telemetry;
 use crate::operator::{FailureHandler, FailurePolicy};
-use crate::plugin::{LoadedPlugin, PluginEngine, PluginLimits, World};
+use crate::plugin::{Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
 use crate::runtime::Routing;
 use crate::state::BackendKind;
 use crate::time::{Assigner, WindowSpec, millis};
@@ -53,12 +54,15 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                     None => None,
                     Some(path) => {
                         let plugin = engine
-                            .load(&m.path(path), World::Window, name)
+                            .load_with(&m.path(path), World::Window, name, w.fuel.is_some())
                             .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
-                        Some((plugin, limits(w.timeout, w.memory_limit_mb)))
+                        let limits = limits(w.timeout, w.memory_limit_mb, w.fuel, w.max_outputs_per_record);
+                        Some((plugin, limits))
                     }
                 };
-                (window_node(name, w, plugin), 1)
+                let mut node = window_node(name, w, plugin);
+                node.grants = grants(m, &w.grants);
+                (node, 1)
             }
             OperatorSpec::KeyBy(_) => unreachable!("handled above"),
             OperatorSpec::FieldFilter(f) => (builtin(name, f.on_error, field_filter(name, f)), 1),
@@ -89,13 +93,13 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                 let ps = plugin_op.plugin().expect("every other operator runs a plugin");
                 let world = plugin_op.world().expect("plugin operator");
                 let plugin = engine
-                    .load(&m.path(&ps.plugin), world, name)
+                    .load_with(&m.path(&ps.plugin), world, name, ps.fuel.is_some())
                     .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
                 let node = OperatorNode {
                     name: name.clone(),
                     kind: NodeKind::Plugin {
                         plugin,
-                        limits: limits(ps.timeout, ps.memory_limit_mb),
+                        limits: limits(ps.timeout, ps.memory_limit_mb, ps.fuel, ps.max_outputs_per_record),
                         mode: ps.call,
                         state_ttl: ps
                             .state_ttl
@@ -105,11 +109,18 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                     },
                     policy: ps.on_error,
                     failures: Default::default(),
+                    calls: Default::default(),
+                    grants: grants(m, &ps.grants),
                 };
                 (node, ps.parallelism.unwrap_or(1))
             }
         };
         place(&mut stages, node, parallelism, keyed);
+    }
+    let admin = admin_settings(m)?;
+    let telemetry = Telemetry::new(&p.name, admin.as_ref().is_some_and(|a| a.metrics));
+    for op in stages.iter_mut().flat_map(|s| &mut s.operators) {
+        op.calls = telemetry.call_stats(&op.name);
     }
     Ok(Plan {
         name: p.name.clone(),
@@ -132,7 +143,8 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         restore: None,
         committed_checkpoint: committed_checkpoint(m),
         sink_check: sink_check(m),
-        admin: admin_settings(m)?,
+        admin,
+        telemetry,
         plugin_store: crate::admin::store_dir(&m.dir, &p.name),
         swapped_from: Default::default(),
     })
@@ -193,6 +205,8 @@ fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> 
         token,
         probation_records: spec.probation_records.max(1),
         rollback_failure_share: spec.rollback_failure_share,
+        metrics: spec.metrics,
+        metrics_need_token: spec.metrics_need_token,
     }))
 }
 
@@ -243,11 +257,33 @@ fn state_backend(m: &Manifest) -> BackendKind {
     }
 }
 
-fn limits(timeout: std::time::Duration, memory_limit_mb: u64) -> PluginLimits {
+fn limits(
+    timeout: std::time::Duration,
+    memory_limit_mb: u64,
+    fuel: Option<u64>,
+    max_outputs: u32,
+) -> PluginLimits {
     PluginLimits {
         timeout,
         memory_bytes: (memory_limit_mb as usize) << 20,
+        fuel,
+        max_outputs_per_record: max_outputs,
     }
+}
+
+/// The grants of a plugin (checked: the folder exists, the variables are
+/// set).
+fn grants(m: &Manifest, g: &GrantsSpec) -> Arc<Grants> {
+    Arc::new(Grants {
+        dir: g.dir.as_ref().map(|d| m.path(d)),
+        env: g
+            .env
+            .iter()
+            .filter_map(|n| Some((n.clone(), std::env::var(n).ok()?)))
+            .collect(),
+        clocks: g.clocks,
+        random: g.random,
+    })
 }
 
 fn window_node(
@@ -283,6 +319,8 @@ fn window_node(
         },
         policy: w.on_error,
         failures: Default::default(),
+        calls: Default::default(),
+        grants: Default::default(),
     }
 }
 
@@ -412,6 +450,8 @@ fn builtin(name: &str, policy: FailurePolicy, factory: NativeFactory) -> Operato
         kind: NodeKind::Native(factory),
         policy,
         failures: Default::default(),
+        calls: Default::default(),
+        grants: Default::default(),
     }
 }
 

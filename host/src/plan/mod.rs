@@ -86,6 +86,8 @@ pub struct Plan {
     pub sink_check: Option<SinkCheck>,
     /// The admin API, when `[admin]` asks for it.
     pub admin: Option<AdminSettings>,
+    /// What the run measures (served by the admin API).
+    pub telemetry: Arc<crate::metrics::Telemetry>,
     /// The plugin store: swapped-in versions by digest.
     pub plugin_store: std::path::PathBuf,
     /// Operators resuming with a swapped-in plugin: the digest of the
@@ -103,6 +105,8 @@ pub struct PluginOperator {
     pub plugin: Arc<LoadedPlugin>,
     /// Its counts.
     pub failures: Arc<FailureStats>,
+    /// Its stage's parallelism.
+    pub workers: usize,
 }
 
 /// Where the admin API listens, and its token.
@@ -117,6 +121,10 @@ pub struct AdminSettings {
     pub probation_records: u64,
     /// It is rolled back when more than this share of them fails.
     pub rollback_failure_share: f64,
+    /// Whether plugin calls are timed and `/metrics` is served.
+    pub metrics: bool,
+    /// Whether scraping `/metrics` needs the token too.
+    pub metrics_need_token: bool,
 }
 
 impl Plan {
@@ -124,14 +132,14 @@ impl Plan {
     pub fn plugin_operators(&self) -> Vec<PluginOperator> {
         self.stages
             .iter()
-            .flat_map(|s| &s.operators)
-            .filter_map(|op| match &op.kind {
-                NodeKind::Plugin { plugin, .. } => Some(PluginOperator {
+            .flat_map(|s| s.operators.iter().map(|op| (op, s.parallelism)))
+            .filter_map(|(op, workers)| {
+                Some(PluginOperator {
                     name: op.name.clone(),
-                    plugin: plugin.clone(),
+                    plugin: op.plugin()?.clone(),
                     failures: op.failures.clone(),
-                }),
-                _ => None,
+                    workers,
+                })
             })
             .collect()
     }
@@ -153,12 +161,9 @@ impl Plan {
                 .iter_mut()
                 .flat_map(|s| &mut s.operators)
                 .find(|op| op.name == meta.name);
-            let Some(OperatorNode {
-                name,
-                kind: NodeKind::Plugin { plugin, .. },
-                ..
-            }) = node
-            else {
+            let Some(node) = node else { continue };
+            let name = node.name.clone();
+            let Some(plugin) = node.plugin_mut() else {
                 continue;
             };
             if plugin.digest() != original {
@@ -166,7 +171,7 @@ impl Plan {
                 continue;
             }
             let path = self.plugin_store.join(format!("{digest}.wasm"));
-            *plugin = engine.load(&path, plugin.world(), name)?;
+            *plugin = engine.load_with(&path, plugin.world(), &name, plugin.fueled())?;
             self.swapped_from.insert(name.clone(), original.clone());
             tracing::info!(operator = %name, %digest, "resuming with the plugin swapped in before the checkpoint");
         }
@@ -251,6 +256,48 @@ pub struct OperatorNode {
     pub policy: FailurePolicy,
     /// Counts shared by all of its workers.
     pub failures: Arc<FailureStats>,
+    /// Its plugin calls, shared by all of its workers.
+    pub calls: Arc<crate::metrics::CallStats>,
+    /// What its plugin may reach (nothing by default).
+    pub grants: Arc<crate::plugin::Grants>,
+}
+
+impl OperatorNode {
+    /// An instance of `plugin` for this operator: its sandbox, its counts.
+    fn instance(
+        &self,
+        plugin: &Arc<LoadedPlugin>,
+        limits: PluginLimits,
+    ) -> Result<PluginInstance, PluginError> {
+        let sandbox = crate::plugin::Sandbox {
+            operator: self.name.clone(),
+            grants: self.grants.clone(),
+        };
+        Ok(PluginInstance::sandboxed(plugin.clone(), limits, sandbox)?.with_calls(self.calls.clone()))
+    }
+
+    /// The plugin it runs, if any.
+    pub fn plugin(&self) -> Option<&Arc<LoadedPlugin>> {
+        match &self.kind {
+            NodeKind::Plugin { plugin, .. }
+            | NodeKind::Window {
+                plugin: Some((plugin, _)),
+                ..
+            } => Some(plugin),
+            _ => None,
+        }
+    }
+
+    fn plugin_mut(&mut self) -> Option<&mut Arc<LoadedPlugin>> {
+        match &mut self.kind {
+            NodeKind::Plugin { plugin, .. }
+            | NodeKind::Window {
+                plugin: Some((plugin, _)),
+                ..
+            } => Some(plugin),
+            _ => None,
+        }
+    }
 }
 
 /// What runs an operator.
@@ -346,7 +393,8 @@ impl OperatorNode {
                 match plugin {
                     None => Box::new(op),
                     Some((plugin, limits)) => {
-                        let instance = PluginInstance::new(plugin.clone(), *limits)?;
+                        let instance =
+                            PluginInstance::new(plugin.clone(), *limits)?.with_calls(self.calls.clone());
                         let function: Box<dyn WindowFunction> = match plugin.world() {
                             World::Aggregate => Box::new(WasmAggregate::new(&self.name, instance)),
                             _ => Box::new(WasmWindow::new(&self.name, instance)),
@@ -361,7 +409,7 @@ impl OperatorNode {
                 mode,
                 state_ttl,
             } => {
-                let instance = PluginInstance::new(plugin.clone(), *limits)?;
+                let instance = self.instance(plugin, *limits)?;
                 match plugin.world() {
                     World::Reduce => {
                         let state = ctx.open_state(&self.name)?;

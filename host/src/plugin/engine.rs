@@ -22,6 +22,8 @@ pub struct HostState {
     pub(super) limits: StoreLimits,
     /// Keyed state and timers (process plugins only).
     pub(super) keyed: Option<super::keyed::KeyedContext>,
+    /// The operator, for the plugin's log lines.
+    pub(super) operator: std::sync::Arc<str>,
 }
 
 impl WasiView for HostState {
@@ -33,20 +35,19 @@ impl WasiView for HostState {
     }
 }
 
-/// Compiles and links plugins; one per process.
-pub struct PluginEngine {
+/// A wasmtime engine and its linker.
+struct Compiler {
     engine: Engine,
     linker: Linker<HostState>,
-    loaded: Mutex<HashMap<(std::path::PathBuf, World), Arc<LoadedPlugin>>>,
-    ticking: Arc<AtomicBool>,
 }
 
-impl PluginEngine {
-    /// An engine with deadlines on and a linker offering WASI with no
-    /// capability granted (no files, network, environment or arguments).
-    pub fn new() -> Result<Self, PluginError> {
+impl Compiler {
+    fn new(fuel: bool) -> Result<Self, PluginError> {
         let mut config = Config::new();
-        config.wasm_component_model(true).epoch_interruption(true);
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .consume_fuel(fuel);
         #[cfg(feature = "profiling")]
         if std::env::var("MAILER_WASM_PROFILER").as_deref() == Ok("perfmap") {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
@@ -55,28 +56,55 @@ impl PluginEngine {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
         super::keyed_imports::add_to_linker(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
+        super::log_import::add_to_linker(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
+        Ok(Self { engine, linker })
+    }
+}
+
+/// Compiles and links plugins; one per process. Plugins of operators with
+/// `fuel` are compiled by a second engine that counts it (counting costs
+/// every instruction, so the others do without).
+pub struct PluginEngine {
+    plain: Compiler,
+    fueled: Compiler,
+    loaded: Mutex<HashMap<(std::path::PathBuf, World, bool), Arc<LoadedPlugin>>>,
+    ticking: Arc<AtomicBool>,
+}
+
+impl PluginEngine {
+    /// An engine with deadlines on and a linker offering WASI with no
+    /// capability granted (no files, network, environment or arguments).
+    pub fn new() -> Result<Self, PluginError> {
+        let (plain, fueled) = (Compiler::new(false)?, Compiler::new(true)?);
         let ticking = Arc::new(AtomicBool::new(true));
-        let (ticker_engine, flag) = (engine.clone(), ticking.clone());
+        let engines = [plain.engine.clone(), fueled.engine.clone()];
+        let flag = ticking.clone();
         std::thread::Builder::new()
             .name("epoch-ticker".into())
             .spawn(move || {
                 while flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    ticker_engine.increment_epoch();
+                    engines.iter().for_each(Engine::increment_epoch);
                 }
             })
             .map_err(|e| PluginError::Engine(e.to_string()))?;
         Ok(Self {
-            engine,
-            linker,
+            plain,
+            fueled,
             loaded: Mutex::default(),
             ticking,
         })
     }
 
-    /// The wasmtime engine.
+    /// The wasmtime engine of plugins without fuel.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.plain.engine
+    }
+
+    /// The engine and linker for plugins with (`fuel`) or without fuel.
+    pub(super) fn compiler(&self, fuel: bool) -> (&Engine, &Linker<HostState>) {
+        let c = if fuel { &self.fueled } else { &self.plain };
+        (&c.engine, &c.linker)
     }
 
     /// Loads the plugin at `path` for an operator of world `expected` named
@@ -87,20 +115,37 @@ impl PluginEngine {
         expected: World,
         operator: &str,
     ) -> Result<Arc<LoadedPlugin>, PluginError> {
-        let key = (path.to_owned(), expected);
+        self.load_with(path, expected, operator, false)
+    }
+
+    /// [`load`](Self::load) for an operator whose calls have `fuel`.
+    pub fn load_fueled(
+        &self,
+        path: &Path,
+        expected: World,
+        operator: &str,
+    ) -> Result<Arc<LoadedPlugin>, PluginError> {
+        self.load_with(path, expected, operator, true)
+    }
+
+    /// Loads with or without fuel counting.
+    pub fn load_with(
+        &self,
+        path: &Path,
+        expected: World,
+        operator: &str,
+        fuel: bool,
+    ) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let key = (path.to_owned(), expected, fuel);
         if let Some(p) = self.loaded.lock().expect("plugin cache lock").get(&key) {
             return Ok(p.clone());
         }
-        let plugin = Arc::new(LoadedPlugin::load(self, path, expected, operator)?);
+        let plugin = Arc::new(LoadedPlugin::load(self, path, expected, operator, fuel)?);
         self.loaded
             .lock()
             .expect("plugin cache lock")
             .insert(key, plugin.clone());
         Ok(plugin)
-    }
-
-    pub(super) fn linker(&self) -> &Linker<HostState> {
-        &self.linker
     }
 }
 

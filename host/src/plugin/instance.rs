@@ -3,19 +3,22 @@
 //! call gets a fresh one from the pre-linked instance.
 
 use super::PluginError;
+use super::captured::CapturedOutput;
 use super::engine::HostState;
 use super::generated::{aggregate, filter, flat_map, map, process, reduce, window};
 use super::keyed::KeyedContext;
 use super::loaded::{LoadedPlugin, WorldPre};
 use super::outcome::{Outcome, Outcomes, RecordOutcome};
+use super::sandbox::Grants;
+use crate::metrics::CallStats;
 use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimitsBuilder, Trap};
-use wasmtime_wasi::WasiCtx;
 
 /// How the host crosses into the plugin.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +38,33 @@ pub struct PluginLimits {
     pub timeout: Duration,
     /// The most linear memory the instance may grow to, in bytes.
     pub memory_bytes: usize,
+    /// Fuel (roughly, Wasm instructions) one call may burn; unlimited when
+    /// `None`. Only for a plugin loaded with fuel on
+    /// ([`PluginEngine::load_fueled`](super::PluginEngine::load_fueled)).
+    pub fuel: Option<u64>,
+    /// The most records one input record may turn into (flat-map, process,
+    /// window); more fails that record.
+    pub max_outputs_per_record: u32,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(1),
+            memory_bytes: 64 << 20,
+            fuel: None,
+            max_outputs_per_record: 10_000,
+        }
+    }
+}
+
+/// Who an instance runs for and what it may reach.
+#[derive(Debug, Clone, Default)]
+pub struct Sandbox {
+    /// The operator, named in the log lines of the plugin's output.
+    pub operator: String,
+    /// The WASI capabilities granted.
+    pub grants: Arc<Grants>,
 }
 
 /// Why a call did not return a result.
@@ -46,6 +76,9 @@ pub enum CallError {
     /// The plugin trapped (a panic, an out-of-bounds access, memory exhausted, ...).
     #[error("plugin trapped: {0}")]
     Trap(String),
+    /// The call burned its fuel.
+    #[error("plugin call ran out of its fuel ({0} units)")]
+    OutOfFuel(u64),
     /// A fresh instance could not be created after a trap.
     #[error(transparent)]
     Instantiate(#[from] PluginError),
@@ -69,11 +102,25 @@ pub struct PluginInstance {
     live: Option<(Store<HostState>, Bindings)>,
     /// The keyed state while no instance is live (after a trap).
     parked: Option<KeyedContext>,
+    /// What its calls cost, shared by the operator's workers.
+    calls: Arc<CallStats>,
+    sandbox: Sandbox,
+    stdout: CapturedOutput,
+    stderr: CapturedOutput,
 }
 
 impl PluginInstance {
-    /// Instantiates `plugin` under `limits`.
+    /// Instantiates `plugin` under `limits`, granted nothing.
     pub fn new(plugin: Arc<LoadedPlugin>, limits: PluginLimits) -> Result<Self, PluginError> {
+        Self::sandboxed(plugin, limits, Sandbox::default())
+    }
+
+    /// Instantiates `plugin` under `limits` in `sandbox`.
+    pub fn sandboxed(
+        plugin: Arc<LoadedPlugin>,
+        limits: PluginLimits,
+        sandbox: Sandbox,
+    ) -> Result<Self, PluginError> {
         let deadline_ticks = (limits.timeout.as_micros() / super::EPOCH_TICK.as_micros()).max(1) as u64;
         let mut me = Self {
             plugin,
@@ -81,6 +128,10 @@ impl PluginInstance {
             deadline_ticks,
             live: None,
             parked: None,
+            calls: Arc::new(CallStats::detached(false)),
+            sandbox,
+            stdout: CapturedOutput::default(),
+            stderr: CapturedOutput::default(),
         };
         me.live = Some(me.instantiate()?);
         Ok(me)
@@ -96,12 +147,23 @@ impl PluginInstance {
         self
     }
 
+    /// The same instance counting its calls into `calls`.
+    pub fn with_calls(mut self, calls: Arc<CallStats>) -> Self {
+        self.calls = calls;
+        self
+    }
+
     /// The keyed state behind the imports, if any.
     pub fn keyed(&mut self) -> Option<&mut KeyedContext> {
         match &mut self.live {
             Some((store, _)) => store.data_mut().keyed.as_mut(),
             None => self.parked.as_mut(),
         }
+    }
+
+    /// Its limits.
+    pub fn limits(&self) -> &PluginLimits {
+        &self.limits
     }
 
     /// The plugin this is an instance of.
@@ -143,13 +205,16 @@ impl PluginInstance {
     }
 
     fn instantiate(&mut self) -> Result<(Store<HostState>, Bindings), PluginError> {
+        let path = self.plugin.path().display().to_string();
+        let wasi = super::sandbox::wasi_ctx(&self.sandbox.grants, self.stdout.clone(), self.stderr.clone())
+            .map_err(|reason| PluginError::Instantiate {
+            path: path.clone(),
+            reason,
+        })?;
         let state = HostState {
             keyed: self.parked.take(),
-            wasi: WasiCtx::builder()
-                .allow_tcp(false)
-                .allow_udp(false)
-                .allow_ip_name_lookup(false)
-                .build(),
+            operator: std::sync::Arc::from(self.sandbox.operator.as_str()),
+            wasi,
             table: ResourceTable::new(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(self.limits.memory_bytes)
@@ -160,7 +225,9 @@ impl PluginInstance {
         store.limiter(|s| &mut s.limits);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(self.deadline_ticks);
-        let path = self.plugin.path().display().to_string();
+        if self.plugin.fueled() {
+            let _ = store.set_fuel(self.limits.fuel.unwrap_or(u64::MAX));
+        }
         let err = |e: wasmtime::Error| PluginError::Instantiate {
             path: path.clone(),
             reason: format!("{e:#}"),
@@ -188,16 +255,60 @@ impl PluginInstance {
         }
         let (store, bindings) = self.live.as_mut().expect("instantiated above");
         store.set_epoch_deadline(self.deadline_ticks);
-        match f(store, bindings) {
+        let fuel = self.plugin.fueled().then(|| self.limits.fuel.unwrap_or(u64::MAX));
+        if let Some(fuel) = fuel {
+            let _ = store.set_fuel(fuel);
+        }
+        let started = self.calls.timed.then(Instant::now);
+        let result = f(store, bindings);
+        if let Some(started) = started {
+            self.calls.observe(started.elapsed());
+        }
+        if let Some(fuel) = fuel {
+            let left = store.get_fuel().unwrap_or(0);
+            self.calls.fuel_burned(fuel - left.min(fuel));
+        }
+        self.forward_output();
+        match result {
             Ok(v) => Ok(v),
             Err(e) => {
                 if let Some((mut store, _)) = self.live.take() {
                     self.parked = store.data_mut().keyed.take();
                 }
                 Err(match e.downcast_ref::<Trap>() {
-                    Some(Trap::Interrupt) => CallError::Deadline(self.limits.timeout),
-                    _ => CallError::Trap(describe_trap(&e)),
+                    Some(Trap::Interrupt) => {
+                        self.calls.deadline_hit();
+                        CallError::Deadline(self.limits.timeout)
+                    }
+                    Some(Trap::OutOfFuel) => {
+                        self.calls.fuel_ran_out();
+                        CallError::OutOfFuel(self.limits.fuel.unwrap_or(u64::MAX))
+                    }
+                    _ => {
+                        self.calls.trapped();
+                        CallError::Trap(describe_trap(&e))
+                    }
                 })
+            }
+        }
+    }
+
+    /// Hands what the plugin printed to the host's log, a line an event,
+    /// with the operator's name.
+    fn forward_output(&self) {
+        let operator = self.sandbox.operator.as_str();
+        for (stream, out) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let (lines, dropped) = out.take();
+            for line in lines {
+                tracing::info!(operator = %operator, stream, "plugin: {line}");
+            }
+            if dropped > 0 {
+                tracing::warn!(
+                    operator,
+                    stream,
+                    dropped,
+                    "plugin output past 64 KiB per call was dropped"
+                );
             }
         }
     }
@@ -224,8 +335,13 @@ impl PluginInstance {
         expected: usize,
     ) -> Result<Result<Outcomes, String>, PluginError> {
         match self.call_batch(input) {
-            Ok(output) => Ok(Outcomes::parse(self.plugin.world(), output, expected)
-                .map_err(|e| format!("plugin returned a malformed batch: {e}"))),
+            Ok(output) => Ok(Outcomes::parse(
+                self.plugin.world(),
+                output,
+                expected,
+                self.limits.max_outputs_per_record,
+            )
+            .map_err(|e| e.to_string())),
             Err(CallError::Instantiate(e)) => Err(e),
             Err(e) => Ok(Err(e.to_string())),
         }
@@ -238,7 +354,15 @@ impl PluginInstance {
         rec: &Record,
         accumulator: Option<&[u8]>,
     ) -> Result<RecordOutcome, PluginError> {
+        let max = self.limits.max_outputs_per_record;
         match self.call_one(rec, accumulator) {
+            Ok(Ok(Outcome::Records(out))) if out.len() > max as usize => {
+                Ok(Err(super::outcome::OutcomeError::TooManyOutputs {
+                    count: out.len(),
+                    max,
+                }
+                .to_string()))
+            }
             Ok(outcome) => Ok(outcome),
             Err(CallError::Instantiate(e)) => Err(e),
             Err(e) => Ok(Err(e.to_string())),

@@ -2,7 +2,7 @@
 
 use super::engine::{HostState, PluginEngine};
 use super::generated::{aggregate, filter, flat_map, map, process, reduce, window};
-use super::{PluginError, World};
+use super::{Declared, PluginError, World};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
@@ -26,6 +26,8 @@ pub struct LoadedPlugin {
     digest: String,
     world: World,
     size: usize,
+    declared: Option<Declared>,
+    fueled: bool,
     pub(super) engine: Engine,
     pub(super) pre: WorldPre,
 }
@@ -36,18 +38,20 @@ impl LoadedPlugin {
         path: &Path,
         expected: World,
         operator: &str,
+        fueled: bool,
     ) -> Result<Self, PluginError> {
+        let (wasm_engine, linker) = engine.compiler(fueled);
         let shown = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
             path: shown.clone(),
             source,
         })?;
         let digest = hex::encode(Sha256::digest(&bytes));
-        let component = Component::new(engine.engine(), &bytes).map_err(|e| PluginError::Compile {
+        let component = Component::new(wasm_engine, &bytes).map_err(|e| PluginError::Compile {
             path: shown.clone(),
             reason: format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" "),
         })?;
-        let actual = detect_world(engine.engine(), &component, &shown)?;
+        let actual = detect_world(wasm_engine, &component, &shown)?;
         if !expected.accepts(actual) {
             return Err(PluginError::WrongWorld {
                 path: shown,
@@ -61,7 +65,7 @@ impl LoadedPlugin {
             path: shown.clone(),
             reason: format!("{e:#}"),
         };
-        let pre = engine.linker().instantiate_pre(&component).map_err(link)?;
+        let pre = linker.instantiate_pre(&component).map_err(link)?;
         let pre = match actual {
             World::Map => WorldPre::Map(map::MapPre::new(pre).map_err(link)?),
             World::Filter => WorldPre::Filter(filter::FilterPre::new(pre).map_err(link)?),
@@ -76,7 +80,9 @@ impl LoadedPlugin {
             digest,
             world: actual,
             size: bytes.len(),
-            engine: engine.engine().clone(),
+            declared: super::version::declared(&bytes),
+            fueled,
+            engine: wasm_engine.clone(),
             pre,
         })
     }
@@ -99,6 +105,16 @@ impl LoadedPlugin {
     /// The component's size in bytes.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// Whether it was compiled to count fuel.
+    pub fn fueled(&self) -> bool {
+        self.fueled
+    }
+
+    /// The name and version it declares, if any.
+    pub fn declared(&self) -> Option<&Declared> {
+        self.declared.as_ref()
     }
 }
 

@@ -2,27 +2,33 @@
 //! instantiated per worker from a pre-linked instance, called once per batch,
 //! each call under a deadline and each instance under a memory limit.
 
+mod captured;
 mod engine;
 mod generated;
 mod instance;
 mod keyed;
 mod keyed_imports;
 mod loaded;
+mod log_import;
 mod outcome;
 mod process;
 mod reduce;
 mod retry;
+mod sandbox;
 mod stateless;
+mod version;
 mod window_fns;
 mod world;
 
 pub use engine::{EPOCH_TICK, PluginEngine};
-pub use instance::{AggregateStep, CallError, CallMode, PluginInstance, PluginLimits};
+pub use instance::{AggregateStep, CallError, CallMode, PluginInstance, PluginLimits, Sandbox};
 pub use keyed::{KeyedContext, KeyedError, TimeDomain};
 pub use loaded::LoadedPlugin;
 pub use process::WasmProcess;
 pub use reduce::WasmReduce;
+pub use sandbox::{GRANTED_DIR, Grants};
 pub use stateless::WasmStateless;
+pub use version::Declared;
 pub use window_fns::{WasmAggregate, WasmWindow};
 pub use world::World;
 

@@ -51,15 +51,37 @@ fn span(start: usize, end: usize) -> Span {
     (start as u32, end as u32)
 }
 
+/// Why a plugin's output was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OutcomeError {
+    /// It is not the encoding of the world's outcomes.
+    #[error("plugin returned a malformed batch: {0}")]
+    Malformed(#[from] WireError),
+    /// One input record turned into too many.
+    #[error("plugin emitted {count} records for one input record, more than max_outputs_per_record ({max})")]
+    TooManyOutputs {
+        /// Records emitted.
+        count: usize,
+        /// The operator's limit.
+        max: u32,
+    },
+}
+
 impl Outcomes {
     /// Checks that `output` holds exactly `expected` well-formed outcomes of
-    /// `world`, and notes where each lies.
-    pub fn parse(world: World, output: Vec<u8>, expected: usize) -> Result<Self, WireError> {
+    /// `world`, none with more than `max_outputs` records, and notes where
+    /// each lies.
+    pub fn parse(
+        world: World,
+        output: Vec<u8>,
+        expected: usize,
+        max_outputs: u32,
+    ) -> Result<Self, OutcomeError> {
         let buf = Bytes::from(output);
         let mut r = Reader::new(&buf);
         let n = r.count()?;
         if n != expected {
-            return Err(WireError::Truncated { offset: 0 });
+            return Err(WireError::Truncated { offset: 0 }.into());
         }
         let mut items = Vec::with_capacity(n);
         let mut nested = Vec::new();
@@ -79,6 +101,12 @@ impl Outcomes {
                     World::Filter => Raw::Keep(r.u8()? != 0),
                     World::FlatMap | World::Process | World::Window => {
                         let count = r.count()?;
+                        if count > max_outputs as usize {
+                            return Err(OutcomeError::TooManyOutputs {
+                                count,
+                                max: max_outputs,
+                            });
+                        }
                         let first = nested.len() as u32;
                         for _ in 0..count {
                             let start = r.offset();
@@ -159,7 +187,7 @@ mod tests {
         w.ok();
         write_record(&mut w, &rec);
         w.err("nope");
-        let out = Outcomes::parse(World::Map, w.finish(), 2).unwrap();
+        let out = Outcomes::parse(World::Map, w.finish(), 2, u32::MAX).unwrap();
         assert_eq!(out.owned(0), Ok(Outcome::Record(rec)));
         assert_eq!(out.owned(1), Err("nope".into()));
         assert!(matches!(out.items()[0], Raw::Record(_)));
@@ -173,8 +201,14 @@ mod tests {
         w.u32(2);
         write_record(&mut w, &a);
         write_record(&mut w, &a);
-        let out = Outcomes::parse(World::FlatMap, w.finish(), 1).unwrap();
+        let output = w.finish();
+        let out = Outcomes::parse(World::FlatMap, output.clone(), 1, u32::MAX).unwrap();
         assert_eq!(out.owned(0), Ok(Outcome::Records(vec![a.clone(), a])));
+        let refused = Outcomes::parse(World::FlatMap, output, 1, 1).err().unwrap();
+        assert_eq!(
+            refused.to_string(),
+            "plugin emitted 2 records for one input record, more than max_outputs_per_record (1)"
+        );
     }
 
     #[test]
@@ -182,7 +216,7 @@ mod tests {
         let mut w = Writer::batch(1);
         w.ok();
         w.u8(1);
-        assert!(Outcomes::parse(World::Filter, w.finish(), 2).is_err());
+        assert!(Outcomes::parse(World::Filter, w.finish(), 2, u32::MAX).is_err());
     }
 
     #[test]
@@ -193,7 +227,7 @@ mod tests {
             vec![255; 9],
             vec![1, 0, 0, 0, 0, 9, 0, 0, 0],
         ] {
-            assert!(Outcomes::parse(World::FlatMap, garbage, 1).is_err());
+            assert!(Outcomes::parse(World::FlatMap, garbage, 1, u32::MAX).is_err());
         }
     }
 }

@@ -4,12 +4,14 @@
 
 use super::outcome::{Outcomes, Raw};
 use super::retry::fatal;
-use super::{AggregateStep, CallError, PluginInstance, World};
+use super::{AggregateStep, CallError, LoadedPlugin, PluginInstance, World};
 use crate::batch::Batch;
+use crate::operator::OperatorError;
 use crate::record::Record;
 use crate::time::{Window, WindowFnError, WindowFunction, corrupt};
 use bytes::Bytes;
 use mailer_wire::{Reader, Writer};
+use std::sync::Arc;
 
 /// A call's result as a window function step: a failure of the plugin
 /// (error, trap, deadline) fails the record or window; only a plugin that
@@ -46,6 +48,10 @@ impl WasmAggregate {
 }
 
 impl WindowFunction for WasmAggregate {
+    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
+        super::swap_instance(&self.name, &mut self.instance, plugin)
+    }
+
     fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
         let fresh;
         let acc = match acc {
@@ -120,6 +126,10 @@ impl WasmWindow {
 }
 
 impl WindowFunction for WasmWindow {
+    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
+        super::swap_instance(&self.name, &mut self.instance, plugin)
+    }
+
     fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
         let one = Batch::Records(vec![rec.clone()]).encode();
         let added = self.parts(&one)?;
@@ -146,8 +156,9 @@ impl WindowFunction for WasmWindow {
         input.i64(w.end);
         input.raw(acc);
         let output = step(&self.name, self.instance.call_batch(&input.finish()).map(Ok))?;
-        let outcomes = Outcomes::parse(World::Window, output, 1)
-            .map_err(|e| WindowFnError::Input(format!("plugin returned a malformed batch: {e}")))?;
+        let max = self.instance.limits().max_outputs_per_record;
+        let outcomes = Outcomes::parse(World::Window, output, 1, max)
+            .map_err(|e| WindowFnError::Input(e.to_string()))?;
         match outcomes.items()[0] {
             Raw::Records { first, count } => {
                 let spans = outcomes.nested(first, count).to_vec();

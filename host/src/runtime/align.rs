@@ -50,6 +50,9 @@ pub fn merge_aligned(inputs: Vec<EdgeReceiver>, out: EdgeSender, shutdown: &Shut
             }
             continue;
         };
+        if msg.is_some() {
+            inputs[i].took();
+        }
         match msg {
             None => open[i] = false,
             Some(Message::Watermark(w)) => {

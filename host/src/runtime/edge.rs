@@ -21,6 +21,23 @@ pub struct EdgeStats {
     pub blocked_nanos: AtomicU64,
     /// Records that crossed the edge.
     pub records: AtomicU64,
+    /// Messages sent into the edge.
+    pub sent: AtomicU64,
+    /// Messages taken out of it.
+    pub received: AtomicU64,
+}
+
+impl EdgeStats {
+    /// Messages waiting in the edge now.
+    pub fn queued(&self) -> u64 {
+        let received = self.received.load(Ordering::Relaxed);
+        self.sent.load(Ordering::Relaxed).saturating_sub(received)
+    }
+
+    /// Seconds senders spent blocked on a full edge.
+    pub fn blocked_seconds(&self) -> f64 {
+        self.blocked_nanos.load(Ordering::Relaxed) as f64 / 1e9
+    }
 }
 
 /// The writing end. Dropping it closes the edge (contract C2: the writer
@@ -36,6 +53,7 @@ pub struct EdgeSender {
 #[derive(Debug)]
 pub struct EdgeReceiver {
     rx: flume::Receiver<Message>,
+    stats: Arc<EdgeStats>,
     shutdown: Shutdown,
 }
 
@@ -53,15 +71,18 @@ pub fn edge(name: String, capacity: usize, shutdown: &Shutdown) -> (EdgeSender, 
         capacity,
         blocked_nanos: AtomicU64::new(0),
         records: AtomicU64::new(0),
+        sent: AtomicU64::new(0),
+        received: AtomicU64::new(0),
     });
     (
         EdgeSender {
             tx,
-            stats,
+            stats: stats.clone(),
             shutdown: shutdown.clone(),
         },
         EdgeReceiver {
             rx,
+            stats,
             shutdown: shutdown.clone(),
         },
     )
@@ -73,6 +94,7 @@ impl EdgeSender {
         if let Message::Records(r) = &msg {
             self.stats.records.fetch_add(r.len() as u64, Ordering::Relaxed);
         }
+        self.stats.sent.fetch_add(1, Ordering::Relaxed);
         let msg = match self.tx.try_send(msg) {
             Ok(()) => return Ok(()),
             Err(flume::TrySendError::Disconnected(_)) => return Err(Closed),
@@ -120,7 +142,10 @@ impl EdgeReceiver {
                 return None;
             }
             match self.rx.recv_timeout(ABORT_POLL) {
-                Ok(m) => return Some(m),
+                Ok(m) => {
+                    self.stats.received.fetch_add(1, Ordering::Relaxed);
+                    return Some(m);
+                }
                 Err(flume::RecvTimeoutError::Timeout) => {}
                 Err(flume::RecvTimeoutError::Disconnected) => return None,
             }
@@ -132,9 +157,15 @@ impl EdgeReceiver {
         self.rx.is_empty()
     }
 
-    /// The underlying channel, for select-style merging.
+    /// The underlying channel, for select-style merging (which counts
+    /// what it takes with [`took`](Self::took)).
     pub(crate) fn channel(&self) -> &flume::Receiver<Message> {
         &self.rx
+    }
+
+    /// A message was taken through [`channel`](Self::channel).
+    pub(crate) fn took(&self) {
+        self.stats.received.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -161,6 +192,17 @@ mod tests {
         assert_eq!(a, Some(Message::Watermark(1)));
         assert_eq!(b, Some(Message::records(vec![Record::default()])));
         assert_eq!(c, None, "closed after the writer dropped its end");
+    }
+
+    #[test]
+    fn counts_the_messages_waiting() {
+        let shutdown = Shutdown::new();
+        let (tx, rx) = edge("a -> b".into(), 4, &shutdown);
+        tx.send(Message::Watermark(1)).unwrap();
+        tx.send(Message::Watermark(2)).unwrap();
+        assert_eq!(tx.stats().queued(), 2);
+        rx.recv().unwrap();
+        assert_eq!(tx.stats().queued(), 1);
     }
 
     #[test]

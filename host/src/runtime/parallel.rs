@@ -7,6 +7,7 @@ use super::stages::{StageError, StageHandle, StageStats, run_chain, spawn_stage}
 use super::{EdgeReceiver, EdgeSender, Shutdown, edge};
 use crate::operator::Chain;
 use crate::record::Message;
+use std::sync::Arc;
 
 /// How a parallel stage spreads records over its workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +37,7 @@ impl Routing {
 /// Spawns the router, the workers and the merge of a parallel stage; each
 /// returned thread owns its edges and closes them when done (C2).
 pub fn spawn_parallel(
-    name: &str,
+    stats: Arc<StageStats>,
     chains: Vec<Chain>,
     routing: Routing,
     input: EdgeReceiver,
@@ -44,7 +45,7 @@ pub fn spawn_parallel(
     internal_capacity: usize,
     shutdown: &Shutdown,
 ) -> std::io::Result<Vec<StageHandle>> {
-    let stats = StageStats::new(name);
+    let name = stats.name.clone();
     let n = chains.len();
     let mut handles = Vec::with_capacity(n + 2);
     let mut to_workers = Vec::with_capacity(n);
@@ -176,7 +177,7 @@ mod stage_tests {
         let (out_tx, out_rx) = edge("out".into(), 4, &shutdown);
         let chains = (0..4).map(|_| Chain::new(vec![Box::new(Pass)])).collect();
         let handles = spawn_parallel(
-            "keyed",
+            StageStats::new("keyed"),
             chains,
             Routing::Hash { key_groups: 128 },
             in_rx,

@@ -3,16 +3,16 @@
 
 use super::parallel::spawn_parallel;
 use super::stages::{
-    SinkCheckpoints, SourceCheckpoints, SourceTime, StageError, StageHandle, StageStats, run_chain, run_sink,
-    run_source, spawn_stage,
+    SinkCheckpoints, SourceCheckpoints, SourceReport, SourceTime, StageError, StageHandle, StageStats,
+    run_chain, run_sink, run_source, spawn_stage,
 };
 use super::{Shutdown, edge};
 use crate::batch::Batch;
 use crate::checkpoint::{
-    CheckpointSettings, CheckpointStats, CheckpointStore, CoordinatorSetup, OperatorMeta, WorkerCheckpoints,
-    run_coordinator,
+    CheckpointSettings, CheckpointStore, CoordinatorSetup, OperatorMeta, WorkerCheckpoints, run_coordinator,
 };
 use crate::connectors::{ConnectorError, Sink};
+use crate::metrics::{EdgeEntry, OperatorEntry, RunGraph, StageEntry};
 use crate::operator::Chain;
 use crate::plan::Plan;
 use crate::plan::{Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink};
@@ -35,6 +35,10 @@ pub struct RunReport {
     pub dead_lettered: u64,
     /// Records too late for their windows (dropped or sent to the late output).
     pub late_records: u64,
+    /// Plugin calls that trapped.
+    pub plugin_traps: u64,
+    /// Plugin calls stopped at their deadline or when their fuel ran out.
+    pub plugin_timeouts: u64,
     /// Checkpoints completed.
     pub checkpoints_completed: u64,
     /// Checkpoints that failed.
@@ -81,8 +85,12 @@ pub enum RunError {
 /// Runs `plan` until its source ends, `shutdown` is cancelled, or a stage
 /// fails; returns what it did.
 pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
+    let span = tracing::info_span!("run", pipeline = %plan.name);
+    let _run = span.enter();
     let started = Instant::now();
     let messages = plan.edge_messages();
+    let operators = operator_entries(&plan);
+    let calls: Vec<_> = operators.iter().map(|o| o.calls.clone()).collect();
     let mut handles: Vec<StageHandle> = Vec::new();
 
     // How each checkpoint ended, for a sink that commits with them (the
@@ -167,8 +175,36 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     drop((dead_letter_tx, late_tx));
     let sink_events = checkpoints.as_ref().map(|c| c.events.clone());
 
+    let mut graph = RunGraph {
+        checkpoints: checkpoints.as_ref().map(|c| c.stats.clone()),
+        operators,
+        ..RunGraph::default()
+    };
+    let mut add_stage = |stats: &Arc<StageStats>, workers: usize, operators: Vec<String>| {
+        graph.stages.push(StageEntry {
+            stats: stats.clone(),
+            workers,
+            operators,
+        });
+    };
+    let names: Vec<&str> = std::iter::once("source")
+        .chain(plan.stages.iter().map(|s| s.name.as_str()))
+        .chain(["sink"])
+        .collect();
+    let mut edges = Vec::new();
+    let mut next_edge = |i: usize| {
+        let (tx, rx) = edge(format!("{} -> {}", names[i], names[i + 1]), messages, shutdown);
+        edges.push(EdgeEntry {
+            from: names[i].to_owned(),
+            to: names[i + 1].to_owned(),
+            stats: tx.stats().clone(),
+        });
+        (tx, rx)
+    };
+
     let source_stats = StageStats::new("source");
-    let (tx, mut rx) = edge("source".to_owned(), messages, shutdown);
+    add_stage(&source_stats, 1, Vec::new());
+    let (tx, mut rx) = next_edge(0);
     {
         let processing_time = plan
             .stages
@@ -179,15 +215,21 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
             watermarks: plan.watermark,
             ticks: processing_time.then_some(PROCESSING_TICK),
         };
-        let (stats, shutdown, batch) = (source_stats.clone(), shutdown.clone(), plan.batch_size);
+        let report = SourceReport {
+            stats: source_stats.clone(),
+            telemetry: plan.telemetry.clone(),
+        };
+        let (shutdown, batch) = (shutdown.clone(), plan.batch_size);
         handles.push(spawn_stage("source".into(), move || {
-            run_source(source, tx, batch, time, checkpoints, shutdown, stats)
+            run_source(source, tx, batch, time, checkpoints, shutdown, report)
         })?);
     }
-    for (stage, chains) in plan.stages.iter().zip(stage_chains) {
-        let (next_tx, next_rx) = edge(stage.name.clone(), messages, shutdown);
+    for (i, (stage, chains)) in plan.stages.iter().zip(stage_chains).enumerate() {
+        let (next_tx, next_rx) = next_edge(i + 1);
+        let stats = StageStats::new(stage.name.clone());
+        let operators = stage.operators.iter().map(|o| o.name.clone()).collect();
+        add_stage(&stats, chains.len(), operators);
         if chains.len() == 1 {
-            let stats = StageStats::new(stage.name.clone());
             let chain = chains.into_iter().next().expect("one chain");
             let input = rx;
             handles.push(spawn_stage(stage.name.clone(), move || {
@@ -195,7 +237,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
             })?);
         } else {
             handles.extend(spawn_parallel(
-                &stage.name,
+                stats,
                 chains,
                 stage.routing,
                 rx,
@@ -207,6 +249,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         rx = next_rx;
     }
     let sink_stats = StageStats::new("sink");
+    add_stage(&sink_stats, 1, Vec::new());
     {
         let stats = sink_stats.clone();
         let acks = sink_events.map(|events| SinkCheckpoints {
@@ -220,17 +263,22 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     }
     let dead_letter_stats = StageStats::new("dead-letter");
     if let Some((sink, rx)) = dead_letter {
+        add_stage(&dead_letter_stats, 1, Vec::new());
         let (stats, batch) = (dead_letter_stats.clone(), plan.batch_size);
         handles.push(spawn_stage("dead-letter".into(), move || {
             run_side_output(sink, rx, batch, &stats)
         })?);
     }
     if let Some((sink, rx)) = late_output {
-        let (stats, batch) = (StageStats::new("late-output"), plan.batch_size);
+        let stats = StageStats::new("late-output");
+        add_stage(&stats, 1, Vec::new());
+        let batch = plan.batch_size;
         handles.push(spawn_stage("late-output".into(), move || {
             run_side_output(sink, rx, batch, &stats)
         })?);
     }
+    graph.edges = edges;
+    plan.telemetry.started(graph);
 
     let late_counters: Vec<_> = plan
         .stages
@@ -243,16 +291,39 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         .collect();
     let cancelled = supervise(handles, shutdown, plan.shutdown_timeout)?;
     let late_records = late_counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    let sum = |f: fn(&crate::metrics::CallStats) -> u64| calls.iter().map(|c| f(c)).sum();
     Ok(RunReport {
         source_records: source_stats.records_out.load(Ordering::Relaxed),
         sink_records: sink_stats.records_out.load(Ordering::Relaxed),
         dead_lettered: dead_letter_stats.records_out.load(Ordering::Relaxed),
         late_records,
+        plugin_traps: sum(|c| c.traps.load(Ordering::Relaxed)),
+        plugin_timeouts: sum(|c| {
+            c.deadline_hits.load(Ordering::Relaxed) + c.fuel_exhausted.load(Ordering::Relaxed)
+        }),
         checkpoints_completed: checkpoint_stats.completed.load(Ordering::Relaxed),
         checkpoints_failed: checkpoint_stats.failed.load(Ordering::Relaxed),
         cancelled,
         elapsed: started.elapsed(),
     })
+}
+
+/// Every operator of the plan with its counters, for the metrics.
+fn operator_entries(plan: &Plan) -> Vec<OperatorEntry> {
+    plan.stages
+        .iter()
+        .flat_map(|s| s.operators.iter().map(move |op| (s, op)))
+        .map(|(stage, op)| OperatorEntry {
+            name: op.name.clone(),
+            stage: stage.name.clone(),
+            failures: op.failures.clone(),
+            calls: op.calls.clone(),
+            late: match &op.kind {
+                NodeKind::Window { late_records, .. } => Some(late_records.clone()),
+                _ => None,
+            },
+        })
+        .collect()
 }
 
 /// Starts the checkpoint coordinator; what the source needs to start
@@ -272,17 +343,13 @@ fn start_checkpoints(
         .max(store.newest_id()?)
         + 1;
     let (events, rx) = flume::bounded(1024);
-    let stats = Arc::new(CheckpointStats::default());
+    let stats = plan.telemetry.checkpoint_stats();
     let operators = plan
         .stages
         .iter()
         .flat_map(|s| &s.operators)
         .map(|op| {
-            let plugin = match &op.kind {
-                NodeKind::Plugin { plugin, .. } => Some(plugin),
-                NodeKind::Window { plugin, .. } => plugin.as_ref().map(|(p, _)| p),
-                NodeKind::Native(_) => None,
-            };
+            let plugin = op.plugin();
             OperatorMeta {
                 name: op.name.clone(),
                 world: plugin.map(|p| p.world().to_string()),

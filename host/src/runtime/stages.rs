@@ -3,6 +3,7 @@
 use super::{EdgeReceiver, EdgeSender};
 use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore};
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
+use crate::metrics::Telemetry;
 use crate::operator::{Chain, OperatorError};
 use crate::plan::WatermarkSettings;
 use crate::record::{Barrier, Message};
@@ -41,7 +42,11 @@ pub fn spawn_stage(
     name: String,
     f: impl FnOnce() -> Result<(), StageError> + Send + 'static,
 ) -> std::io::Result<StageHandle> {
-    let handle = std::thread::Builder::new().name(name.clone()).spawn(f)?;
+    // The thread's events carry the run's fields (the pipeline).
+    let run = tracing::Span::current();
+    let handle = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || run.in_scope(f))?;
     Ok((name, handle))
 }
 
@@ -130,6 +135,17 @@ pub struct SourceTime {
     pub ticks: Option<Duration>,
 }
 
+/// Where the source stage reports what it did.
+pub struct SourceReport {
+    /// Records out.
+    pub stats: Arc<StageStats>,
+    /// Watermark, lag and progress.
+    pub telemetry: Arc<Telemetry>,
+}
+
+/// How often the source's lag and progress are read.
+const REPORT_EVERY: Duration = Duration::from_millis(500);
+
 /// The wall clock, ms since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -150,8 +166,11 @@ pub fn run_source(
     time: SourceTime,
     mut checkpoints: Option<SourceCheckpoints>,
     shutdown: Shutdown,
-    stats: Arc<StageStats>,
+    report: SourceReport,
 ) -> Result<(), StageError> {
+    let SourceReport { stats, telemetry } = report;
+    let gauges = &telemetry.source;
+    let mut last_report: Option<Instant> = None;
     let mut generator = time
         .watermarks
         .map(|w| WatermarkGenerator::new(source.splits(), w.delay, w.idle_timeout));
@@ -161,6 +180,11 @@ pub fn run_source(
     // Swaps sent since the last barrier: the next checkpoint records them.
     let mut swaps = Vec::new();
     while !shutdown.is_cancelled() {
+        if last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+            last_report = Some(Instant::now());
+            gauges.set_lag(source.lag());
+            gauges.set_progress(source.progress());
+        }
         if let Some(c) = checkpoints.as_mut() {
             let savepoint = shutdown.take_savepoint_request();
             let due = last_barrier.elapsed() >= c.interval && !c.stats.in_flight.load(Ordering::Acquire);
@@ -218,13 +242,15 @@ pub fn run_source(
         if end {
             break;
         }
-        if let Some(wm) = generator.as_mut().and_then(WatermarkGenerator::advance)
-            && out.send(Message::Watermark(wm)).is_err()
-        {
-            connected = false;
-            break;
+        if let Some(wm) = generator.as_mut().and_then(WatermarkGenerator::advance) {
+            gauges.watermark.store(wm, Ordering::Relaxed);
+            if out.send(Message::Watermark(wm)).is_err() {
+                connected = false;
+                break;
+            }
         }
     }
+    gauges.set_progress(source.progress());
     if connected
         && !shutdown.is_aborted()
         && let Some(barrier) = checkpoints

@@ -7,8 +7,10 @@
 use super::aggregate::{Accumulator, AggregateKind, needs_values, number_of};
 use super::assigner::Window;
 use crate::operator::OperatorError;
+use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// Why a window function failed.
 #[derive(Debug)]
@@ -32,6 +34,18 @@ pub trait WindowFunction: Send {
     /// The output of window `w` of `key`, whose accumulator is `acc`.
     fn emit(&mut self, key: &[u8], w: Window, acc: &[u8], out: &mut Vec<Record>)
     -> Result<(), WindowFnError>;
+
+    /// Runs `plugin` (of the function's world) from now on; the stored
+    /// accumulators stay. Functions without a plugin refuse.
+    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
+        Err(OperatorError::Swap {
+            operator: String::new(),
+            reason: format!(
+                "its windows use built-in aggregates, no plugin to replace with {}",
+                plugin.path().display()
+            ),
+        })
+    }
 }
 
 /// A stored accumulator that does not decode.

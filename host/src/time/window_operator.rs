@@ -13,6 +13,7 @@ use super::assigner::{Assigner, Window};
 use super::window_function::{BuiltinAggregates, WindowFnError, WindowFunction};
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
+use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::StateBackend;
 use crate::state::keys::{self, TIMERS};
@@ -389,7 +390,18 @@ impl Operator for WindowOperator {
         &self.name
     }
 
+    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
+        self.function.swap_plugin(plugin).map_err(|e| match e {
+            OperatorError::Swap { reason, .. } => OperatorError::Swap {
+                operator: self.name.clone(),
+                reason,
+            },
+            e => e,
+        })
+    }
+
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        self.failure.count_records(input.len());
         let mut out = Vec::new();
         for rec in input.into_records() {
             if self.spec.assigner.is_merging() {

@@ -4,6 +4,7 @@
 mod config;
 #[cfg(test)]
 mod credentials_test;
+mod lag;
 mod refusals;
 mod sink;
 mod source;

@@ -3,11 +3,12 @@
 //! about where it is; they are committed to the group as well, for tools.
 
 use super::config::{KafkaFormat, KafkaSourceSpec, StartFrom, client_config};
+use super::lag::{STATISTICS_INTERVAL_MS, SourceContext};
 use super::refusals::raw_record;
 use super::{consumer_error, kafka_error, partitions_of};
 use crate::batch::Batch;
 use crate::connectors::refuse;
-use crate::connectors::{ConnectorError, Poll, Source};
+use crate::connectors::{ConnectorError, Poll, Source, SplitLag};
 use crate::json::field;
 use crate::operator::FailureHandler;
 use crate::record::Record;
@@ -26,7 +27,7 @@ type Partition = (String, i32);
 
 /// Reads every partition of its topics.
 pub struct KafkaSource {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<SourceContext>,
     brokers: String,
     format: KafkaFormat,
     key_field: Option<String>,
@@ -68,7 +69,12 @@ impl KafkaSource {
                     "earliest"
                 },
             );
-        let consumer: BaseConsumer = config.create().map_err(|e| kafka_error(&brokers, &topics, e))?;
+        if !spec.options.contains_key("statistics.interval.ms") {
+            config.set("statistics.interval.ms", STATISTICS_INTERVAL_MS);
+        }
+        let consumer: BaseConsumer<SourceContext> = config
+            .create_with_context(SourceContext::default())
+            .map_err(|e| kafka_error(&brokers, &topics, e))?;
         let mut assignment = TopicPartitionList::new();
         let mut ends = BTreeMap::new();
         for topic in &spec.topics {
@@ -198,7 +204,7 @@ impl KafkaSource {
 
 /// The group's committed offsets, the beginning where it has none.
 fn committed_or_earliest(
-    consumer: &BaseConsumer,
+    consumer: &BaseConsumer<SourceContext>,
     assignment: &TopicPartitionList,
     brokers: &str,
     topics: &str,
@@ -272,6 +278,20 @@ impl Source for KafkaSource {
 
     fn split_times(&self) -> Option<&[(usize, i64)]> {
         Some(&self.split_times)
+    }
+
+    fn lag(&self) -> Vec<SplitLag> {
+        self.splits
+            .keys()
+            .filter_map(|(topic, p)| {
+                let end = self.consumer.context().end_of(topic, *p)?;
+                let next = self.next.get(&(topic.clone(), *p)).copied()?;
+                Some(SplitLag {
+                    split: format!("{topic}/{p}"),
+                    records: (end - next).max(0),
+                })
+            })
+            .collect()
     }
 
     fn position(&self) -> serde_json::Value {

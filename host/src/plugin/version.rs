@@ -1,0 +1,81 @@
+//! The name and version a plugin declares: the custom section
+//! `mailer-plugin` holding `name@version`, which the Rust SDK's
+//! `#[operator]` writes from the plugin crate's `Cargo.toml`. Components
+//! from other toolchains may have none.
+
+/// The section's name.
+const SECTION: &str = "mailer-plugin";
+
+/// A plugin's declared identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    /// Its package name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// What `component` declares, searching nested modules too; `None` when it
+/// declares nothing readable.
+pub fn declared(component: &[u8]) -> Option<Declared> {
+    for payload in wasmparser::Parser::new(0).parse_all(component) {
+        if let Ok(wasmparser::Payload::CustomSection(section)) = payload
+            && section.name() == SECTION
+        {
+            let text = std::str::from_utf8(section.data()).ok()?;
+            let (name, version) = text.split_once('@')?;
+            return Some(Declared {
+                name: name.to_owned(),
+                version: version.to_owned(),
+            });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A core module with one custom section.
+    fn module_with(name: &str, data: &[u8]) -> Vec<u8> {
+        let mut m = b"\0asm\x01\0\0\0".to_vec();
+        let mut body = vec![name.len() as u8];
+        body.extend_from_slice(name.as_bytes());
+        body.extend_from_slice(data);
+        m.push(0);
+        m.push(body.len() as u8);
+        m.extend(body);
+        m
+    }
+
+    #[test]
+    fn reads_name_and_version() {
+        let m = module_with(SECTION, b"uppercase@1.2.3");
+        assert_eq!(
+            declared(&m),
+            Some(Declared {
+                name: "uppercase".into(),
+                version: "1.2.3".into()
+            })
+        );
+    }
+
+    #[test]
+    fn none_without_the_section_or_with_garbage() {
+        assert_eq!(declared(&module_with("other", b"x@1")), None);
+        assert_eq!(declared(&module_with(SECTION, b"no-version")), None);
+        assert_eq!(declared(b"not wasm"), None);
+    }
+
+    #[test]
+    fn the_sdk_writes_it_into_every_plugin() {
+        let dist = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/dist/uppercase.wasm");
+        let Ok(bytes) = std::fs::read(&dist) else {
+            panic!("{} is missing: run `just plugins`", dist.display());
+        };
+        let d = declared(&bytes).expect("uppercase declares its version");
+        assert_eq!(d.name, "uppercase");
+        assert!(!d.version.is_empty());
+    }
+}
