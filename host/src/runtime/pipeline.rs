@@ -90,7 +90,6 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let started = Instant::now();
     let messages = plan.edge_messages();
     let operators = operator_entries(&plan);
-    let calls: Vec<_> = operators.iter().map(|o| o.calls.clone()).collect();
     let mut handles: Vec<StageHandle> = Vec::new();
 
     // How each checkpoint ended, for a sink that commits with them (the
@@ -177,7 +176,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
 
     let mut graph = RunGraph {
         checkpoints: checkpoints.as_ref().map(|c| c.stats.clone()),
-        operators,
+        operators: operators.clone(),
         ..RunGraph::default()
     };
     let mut add_stage = |stats: &Arc<StageStats>, workers: usize, operators: Vec<String>| {
@@ -280,18 +279,13 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     graph.edges = edges;
     plan.telemetry.started(graph);
 
-    let late_counters: Vec<_> = plan
-        .stages
-        .iter()
-        .flat_map(|s| &s.operators)
-        .filter_map(|op| match &op.kind {
-            NodeKind::Window { late_records, .. } => Some(late_records.clone()),
-            _ => None,
-        })
-        .collect();
     let cancelled = supervise(handles, shutdown, plan.shutdown_timeout)?;
-    let late_records = late_counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-    let sum = |f: fn(&crate::metrics::CallStats) -> u64| calls.iter().map(|c| f(c)).sum();
+    let late_records = operators
+        .iter()
+        .filter_map(|o| o.late.as_ref())
+        .map(|c| c.load(Ordering::Relaxed))
+        .sum();
+    let sum = |f: fn(&crate::metrics::CallStats) -> u64| operators.iter().map(|o| f(&o.calls)).sum();
     Ok(RunReport {
         source_records: source_stats.records_out.load(Ordering::Relaxed),
         sink_records: sink_stats.records_out.load(Ordering::Relaxed),
