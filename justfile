@@ -10,16 +10,13 @@ plugin_crates := `ls -d plugins/*/Cargo.toml | xargs -n1 dirname | xargs -n1 bas
 default:
     @just --list
 
-# Build every Rust plugin in plugins/ to a wasm32-wasip2 component in plugins/dist/.
+# Build every plugin in plugins/ to a component in plugins/dist/: the Rust
+# ones (wasm32-wasip2), then the Python and JavaScript ones.
 plugins:
     rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
     cargo build --profile plugin --target wasm32-wasip2 {{ prepend("-p ", plugin_crates) }}
     mkdir -p plugins/dist
     for p in {{ plugin_crates }}; do cp "$CARGO_TARGET_DIR/wasm32-wasip2/plugin/${p//-/_}.wasm" "plugins/dist/$p.wasm"; done
-
-# Build the Python and JavaScript plugins (plugins/python, plugins/js) with
-# componentize-py and componentize-js (installed on first use).
-script-plugins:
     scripts/script-plugins
 
 # Build the host binary (release).

@@ -203,9 +203,11 @@ def process_world(fn: Callable[[Record, object], List[Record]]):
     (`state.get(name)`, `state.set(name, value)`, `state.clear(name)`, and
     the list and map kinds of `wit/plugin.wit`). Timers are not used."""
 
-    def with_state(rec: Record) -> List[Record]:
-        from wit_world.imports import state
+    # Imported here, while componentize-py initializes the app at build
+    # time: a plugin has no filesystem to import from when it runs.
+    from wit_world.imports import state
 
+    def with_state(rec: Record) -> List[Record]:
         return fn(rec, state)
 
     class Process:

@@ -255,9 +255,9 @@ fn an_enormous_output_is_refused_for_its_record_only() {
     assert_eq!(ran.dead.len(), 1);
     assert_eq!(ran.dead[0].0, "flood:200000");
     assert!(
-        ran.dead[0]
-            .1
-            .contains("200000 records for one input record, more than max_outputs_per_record (10000)"),
+        ran.dead[0].1.contains(
+            "200000 records from one input record or timer, more than max_outputs_per_record (10000)"
+        ),
         "{:?}",
         ran.dead
     );

@@ -195,6 +195,16 @@ pub fn ratios(outputs: &[String]) -> Vec<String> {
         {
             out.push(format!("bench w1-metrics-ratio on_vs_off={:.3}", r / off));
         }
+        if name == "sandbox-beside-hostile"
+            && let (Some(alone), Some(busy)) = (rate("sandbox-alone"), rate("sandbox-beside-busy"))
+        {
+            out.push(format!(
+                "bench sandbox-ratio hostile_vs_alone={:.3} hostile_vs_busy={:.3} busy_vs_alone={:.3}",
+                r / alone,
+                r / busy,
+                busy / alone
+            ));
+        }
         if name.starts_with("kafka-passthrough")
             && let Some(raw) = rate("kafka-raw")
         {

@@ -9,6 +9,7 @@
 mod common;
 mod kafka;
 mod postgres;
+mod sandbox;
 mod state;
 mod swap;
 mod w1;
@@ -24,6 +25,7 @@ fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     v.extend(kafka::variants());
     v.extend(postgres::variants());
     v.extend(swap::variants());
+    v.extend(sandbox::variants());
     v
 }
 

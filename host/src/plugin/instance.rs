@@ -436,11 +436,18 @@ impl PluginInstance {
             super::keyed::TimeDomain::ProcessingTime => Wit::ProcessingTime,
         };
         let key = (!key.is_empty()).then_some(key);
+        let max = self.limits.max_outputs_per_record;
         self.call(|store, b| match b {
             Bindings::Process(b) => Ok(b
                 .call_on_timer(store, key, domain, at)?
-                .map(|v| v.into_iter().map(from_process).collect())
-                .map_err(|e| e.message)),
+                .map_err(|e| e.message)
+                .and_then(|v| {
+                    if v.len() > max as usize {
+                        let count = v.len();
+                        return Err(super::outcome::OutcomeError::TooManyOutputs { count, max }.to_string());
+                    }
+                    Ok(v.into_iter().map(from_process).collect())
+                })),
             _ => Err(wasmtime::Error::msg("only process plugins have timers")),
         })
     }

@@ -58,7 +58,9 @@ pub enum OutcomeError {
     #[error("plugin returned a malformed batch: {0}")]
     Malformed(#[from] WireError),
     /// One input record turned into too many.
-    #[error("plugin emitted {count} records for one input record, more than max_outputs_per_record ({max})")]
+    #[error(
+        "plugin emitted {count} records from one input record or timer, more than max_outputs_per_record ({max})"
+    )]
     TooManyOutputs {
         /// Records emitted.
         count: usize,
@@ -207,7 +209,7 @@ mod tests {
         let refused = Outcomes::parse(World::FlatMap, output, 1, 1).err().unwrap();
         assert_eq!(
             refused.to_string(),
-            "plugin emitted 2 records for one input record, more than max_outputs_per_record (1)"
+            "plugin emitted 2 records from one input record or timer, more than max_outputs_per_record (1)"
         );
     }
 
