@@ -12,7 +12,7 @@
 //! beside the busy one (a neighbour can take its share of the cores, no
 //! more): the `sandbox-ratio` line gives both against `sandbox-alone`.
 
-use crate::common::{peak_rss_kib, plan, records, stage, wasm};
+use crate::common::{env_or, peak_rss_kib, plan, records, stage, wasm};
 use mailer::batch::Batch;
 use mailer::connectors::{ConnectorError, Poll, Source};
 use mailer::operator::FailurePolicy;
@@ -46,16 +46,20 @@ enum Neighbour {
     Hostile,
 }
 
-/// What the hostile pipeline's records ask its plugin to do, in turn.
-const MISDEEDS: [&str; 5] = ["loop", "bomb", "stack", "panic", "leak"];
+/// What the hostile pipeline's records ask its plugin to do, in turn
+/// (`MAILER_BENCH_MISDEEDS`, comma-separated, picks some of them).
+const MISDEEDS: &str = "loop,bomb,stack,panic,leak";
 
-/// An unbounded source of [`MISDEEDS`], one record per poll.
-struct Misdeeds(usize);
+/// An unbounded source of misdeeds, one record per poll.
+struct Misdeeds {
+    values: Vec<String>,
+    next: usize,
+}
 
 impl Source for Misdeeds {
     fn poll(&mut self, _max: usize) -> Result<Poll, ConnectorError> {
-        let value = MISDEEDS[self.0 % MISDEEDS.len()];
-        self.0 += 1;
+        let value = self.values[self.next % self.values.len()].clone();
+        self.next += 1;
         Ok(Poll::Records(Batch::Records(vec![Record::new(None, value, 0)])))
     }
 }
@@ -102,7 +106,11 @@ fn hostile(engine: &PluginEngine) -> mailer::plan::Plan {
     );
     p.source = Endpoint {
         description: "misdeeds".into(),
-        open: Box::new(|_| Ok(Box::new(Misdeeds(0)) as _)),
+        open: Box::new(|_| {
+            let values = env_or("MAILER_BENCH_MISDEEDS", MISDEEDS.to_owned());
+            let values = values.split(',').map(str::to_owned).collect();
+            Ok(Box::new(Misdeeds { values, next: 0 }) as _)
+        }),
     };
     p
 }
@@ -129,15 +137,16 @@ fn measure(name: &str, neighbour: Neighbour) {
     let side: Option<RunReport> = side.map(|s| s.join().unwrap());
     assert_eq!(report.sink_records, n / 2 + n % 2, "{name}: records at the sink");
     let secs = report.elapsed.as_secs_f64();
-    let neighbour_figures = side.map_or_else(String::new, |s| {
-        let failed = s.source_records - s.sink_records;
-        if neighbour == Neighbour::Hostile {
+    let neighbour_figures = side.map_or_else(String::new, |s| match neighbour {
+        Neighbour::Hostile => {
+            let failed = s.source_records - s.sink_records;
             assert!(failed > 0, "{name}: the hostile plugin's records failed");
+            format!(
+                " neighbour_records={} neighbour_failed={failed}",
+                s.source_records
+            )
         }
-        format!(
-            " neighbour_records={} neighbour_failed={failed}",
-            s.source_records
-        )
+        _ => format!(" neighbour_records={}", s.source_records),
     });
     println!(
         "bench {name} records={n} secs={secs:.3} rec_per_s={:.0}{neighbour_figures} peak_rss_kib={}",
