@@ -299,7 +299,17 @@ fn at_least_once_output_loses_nothing_after_killed_runs() {
         "lost, e.g. {missing:?} ({} read after dedup)",
         got.len()
     );
-    assert_eq!(got, expected, "every count, some more than once");
+    let unexpected: Vec<_> = got
+        .iter()
+        .filter(|g| expected.binary_search(g).is_err())
+        .take(5)
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "counts no single run writes, e.g. {unexpected:?} ({} read after dedup, {} expected)",
+        got.len(),
+        expected.len()
+    );
 }
 
 /// The manifest `pipelines/<name>` with its topics renamed (`renames`), its
