@@ -66,10 +66,7 @@ impl Source for Misdeeds {
 
 /// W1 (Wasm per batch) over `n` generated records, or unbounded.
 fn w1(engine: &PluginEngine, name: &str, n: Option<u64>) -> mailer::plan::Plan {
-    let operators = vec![
-        wasm(engine, "bench-double", World::Map, CallMode::Batch),
-        wasm(engine, "bench-mod4", World::Filter, CallMode::Batch),
-    ];
+    let operators = crate::w1::wasm_operators(engine, CallMode::Batch);
     let mut p = plan(
         name,
         n.unwrap_or(u64::MAX),

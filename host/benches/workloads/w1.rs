@@ -6,6 +6,7 @@ use bytes::{BufMut, BytesMut};
 use mailer::batch::Batch;
 use mailer::metrics::Telemetry;
 use mailer::operator::{Operator, OperatorError};
+use mailer::plan::OperatorNode;
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
 use mailer::runtime::Shutdown;
@@ -43,10 +44,7 @@ fn metrics(name: &str, on: bool) {
     for _ in 0..METRICS_RUNS {
         let engine = PluginEngine::new().unwrap();
         let telemetry = Telemetry::new(name, on);
-        let mut operators = vec![
-            wasm(&engine, "bench-double", World::Map, CallMode::Batch),
-            wasm(&engine, "bench-mod4", World::Filter, CallMode::Batch),
-        ];
+        let mut operators = wasm_operators(&engine, CallMode::Batch);
         for op in &mut operators {
             op.calls = telemetry.call_stats(&op.name);
         }
@@ -88,6 +86,14 @@ fn metrics(name: &str, on: bool) {
     );
 }
 
+/// W1's map and filter as plugins, called per batch or per record.
+pub fn wasm_operators(engine: &PluginEngine, mode: CallMode) -> Vec<OperatorNode> {
+    vec![
+        wasm(engine, "bench-double", World::Map, mode),
+        wasm(engine, "bench-mod4", World::Filter, mode),
+    ]
+}
+
 fn run(name: &str) {
     let n = records();
     let engine = PluginEngine::new().unwrap();
@@ -102,10 +108,7 @@ fn run(name: &str) {
             } else {
                 CallMode::Record
             };
-            vec![
-                wasm(&engine, "bench-double", World::Map, mode),
-                wasm(&engine, "bench-mod4", World::Filter, mode),
-            ]
+            wasm_operators(&engine, mode)
         }
     };
     let stages = vec![stage("map-filter", 1, false, operators)];
