@@ -10,32 +10,43 @@ plugin_crates := `ls -d plugins/*/Cargo.toml | xargs -n1 dirname | xargs -n1 bas
 default:
     @just --list
 
+# Install what the recipes need and the machine lacks (see scripts/setup):
+# `quickstart`, `build` or `test` (everything).
+setup level="test":
+    scripts/setup {{ level }}
+
 # Build every plugin in plugins/ to a component in plugins/dist/: the Rust
 # ones (wasm32-wasip2), then the Python and JavaScript ones.
-plugins:
-    rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
-    cargo build --profile plugin --target wasm32-wasip2 {{ prepend("-p ", plugin_crates) }}
-    mkdir -p plugins/dist
-    for p in {{ plugin_crates }}; do cp "$CARGO_TARGET_DIR/wasm32-wasip2/plugin/${p//-/_}.wasm" "plugins/dist/$p.wasm"; done
+plugins: (setup "test") rust-plugins
     scripts/script-plugins
 
-# Build the host binary (release).
-build:
+# Build Rust plugins (all of them unless named) to plugins/dist/<name>.wasm.
+rust-plugins *crates:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    crates="{{ if crates == "" { plugin_crates } else { crates } }}"
+    cargo build --profile plugin --target wasm32-wasip2 $(printf -- '-p %s ' $crates)
+    mkdir -p plugins/dist
+    for p in $crates; do cp "$CARGO_TARGET_DIR/wasm32-wasip2/plugin/${p//-/_}.wasm" "plugins/dist/$p.wasm"; done
+
+# Build the host binary (release, stripped, every feature).
+build: (setup "build")
     cargo build --release -p mailer
 
 # The quickstart: word count of pipelines/data/words.txt, printed to stdout.
-demo: plugins build
-    "$CARGO_TARGET_DIR/release/mailer" run pipelines/quickstart.toml
+# Builds only what it runs: its two plugins and a host without RocksDB.
+demo: (setup "quickstart") (rust-plugins "split-words count")
+    cargo build --profile quickstart -p mailer --no-default-features
+    "$CARGO_TARGET_DIR/quickstart/mailer" run pipelines/quickstart.toml
 
 # The full test suite: unit, plugin and integration tests. Makes sure the
-# machine's PostgreSQL runs and Chromium is installed (for the dashboard),
+# machine's PostgreSQL runs (Chromium, for the dashboard, comes with `plugins`),
 # and starts a Kafka broker on loopback for them (unless KAFKA_BOOTSTRAP
 # names one) and stops it.
 test: plugins
     #!/usr/bin/env bash
     set -euo pipefail
     scripts/postgres-ready
-    scripts/chromium-ready
     if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
         data=$(scripts/kafka-broker start)
         trap 'scripts/kafka-broker stop "${data:-}"' EXIT
@@ -72,6 +83,6 @@ bench prefix="": plugins
     cargo bench -p mailer --bench workloads -- {{ prefix }}
 
 # Formatting and lints, warnings as errors.
-lint:
+lint: (setup "build")
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
