@@ -3,6 +3,7 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use mailer::admin::{AdminClient, AdminServer, AdminState, Probation, Swaps};
+use mailer::checkpoint::{Restore, StartFrom};
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
@@ -77,12 +78,17 @@ enum Command {
         /// The pipeline manifest (TOML).
         manifest: PathBuf,
         /// Start from the beginning, ignoring the pipeline's checkpoints.
-        #[arg(long, conflicts_with = "from_savepoint")]
+        #[arg(long, conflicts_with_all = ["from_savepoint", "from_checkpoint"])]
         fresh: bool,
         /// Start from this savepoint (a folder `mailer savepoint` wrote),
         /// at whatever keyed parallelism the manifest now says.
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", conflicts_with = "from_checkpoint")]
         from_savepoint: Option<PathBuf>,
+        /// Start from this checkpoint of the pipeline's checkpoint folder,
+        /// whatever the sink committed (when a restart is refused and you
+        /// choose knowingly where to resume).
+        #[arg(long, value_name = "ID")]
+        from_checkpoint: Option<u64>,
     },
     /// Asks the running pipeline of a manifest for a savepoint: a
     /// checkpoint kept until you remove it; prints its folder.
@@ -220,15 +226,19 @@ fn run(command: Command) -> Result<()> {
             manifest,
             fresh,
             from_savepoint,
+            from_checkpoint,
         } => {
             let (mut plan, engine) = plan_of(&manifest)?;
-            plan.restore = match from_savepoint {
-                Some(dir) => Some(mailer::checkpoint::Restore::from_dir(&plan, &dir)?),
-                None if fresh => None,
-                None => mailer::checkpoint::Restore::latest(&plan)?,
+            // Held for the whole run: nothing else may touch the state.
+            let _locks = savepoint::lock_state(&plan)?;
+            let start = match (from_savepoint, from_checkpoint) {
+                (Some(dir), _) => StartFrom::Savepoint(dir),
+                (None, Some(id)) => StartFrom::Checkpoint(id),
+                (None, None) if fresh => StartFrom::Fresh,
+                (None, None) => StartFrom::Resume,
             };
+            plan.restore = Restore::resolve(&plan, &start)?;
             plan.use_swapped_plugins(&engine)?;
-            let _running = savepoint::Running::mark(&plan)?;
             let name = plan.name.clone();
             let shutdown = Shutdown::new();
             watch_signals(&shutdown, plan.checkpoint.as_ref().map(|c| c.dir.clone()))?;

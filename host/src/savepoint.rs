@@ -1,43 +1,35 @@
-//! `mailer savepoint`: the running pipeline of a manifest marks itself in
-//! its checkpoint folder (`RUNNING`, its process id); a savepoint request is
-//! a file there (`SAVEPOINT`) and a SIGUSR1 to that process, which takes the
-//! savepoint at the source's next batch.
+//! `mailer savepoint`: a savepoint request is a file in the running
+//! pipeline's checkpoint folder (`SAVEPOINT`) and a SIGUSR1 to the process
+//! that holds the folder's lock, which takes the savepoint at the source's
+//! next batch and answers in `SAVEPOINT.failed` when it cannot write it.
 
 use anyhow::{Context, Result, bail};
+use mailer::checkpoint::{FolderLock, SAVEPOINT_FAILED, SavepointFailure, lock, lock_holder};
 use mailer::plan::Plan;
 use mailer::runtime::SavepointRequest;
+use mailer::state::BackendKind;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const RUNNING: &str = "RUNNING";
 const REQUEST: &str = "SAVEPOINT";
 /// How long `mailer savepoint` waits for the savepoint.
 const WAIT: Duration = Duration::from_secs(300);
 
-/// The mark of a running pipeline, removed when dropped.
-pub struct Running(Option<PathBuf>);
-
-impl Running {
-    /// Marks `plan`'s pipeline as running in this process (when it has
-    /// checkpoints).
-    pub fn mark(plan: &Plan) -> Result<Self> {
-        let Some(c) = &plan.checkpoint else {
-            return Ok(Self(None));
-        };
-        std::fs::create_dir_all(&c.dir).with_context(|| format!("creating `{}`", c.dir.display()))?;
-        let path = c.dir.join(RUNNING);
-        std::fs::write(&path, std::process::id().to_string())
-            .with_context(|| format!("writing `{}`", path.display()))?;
-        Ok(Self(Some(path)))
+/// Locks the folders `plan`'s pipeline keeps its state in (the checkpoint
+/// folder, the RocksDB state folder) for this process, for as long as the
+/// locks live; fails when another process runs the pipeline.
+pub fn lock_state(plan: &Plan) -> Result<Vec<FolderLock>> {
+    let mut folders: Vec<&Path> = Vec::new();
+    if let Some(c) = &plan.checkpoint {
+        folders.push(&c.dir);
     }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(p) = &self.0 {
-            let _ = std::fs::remove_file(p);
-        }
+    if let BackendKind::Rocks(dir) = &plan.state {
+        folders.push(dir);
     }
+    folders
+        .into_iter()
+        .map(|dir| lock(dir).with_context(|| format!("pipeline `{}`", plan.name)))
+        .collect()
 }
 
 /// The request `mailer savepoint` left in the checkpoint folder `dir`.
@@ -57,17 +49,13 @@ pub fn request(plan: &Plan, dir: Option<PathBuf>, stop: bool) -> Result<PathBuf>
             plan.name
         );
     };
-    let running = c.dir.join(RUNNING);
-    let pid: i32 = std::fs::read_to_string(&running)
-        .ok()
-        .and_then(|p| p.trim().parse().ok())
-        .with_context(|| {
-            format!(
-                "pipeline `{}` is not running (no `{}`): start it with `mailer run`",
-                plan.name,
-                running.display()
-            )
-        })?;
+    let Some(pid) = lock_holder(&c.dir)? else {
+        bail!(
+            "pipeline `{}` is not running (nothing holds `{}`): start it with `mailer run`",
+            plan.name,
+            c.dir.join(mailer::checkpoint::LOCK_FILE).display()
+        );
+    };
     let target = match dir {
         Some(d) => std::path::absolute(d)?,
         None => c
@@ -87,23 +75,37 @@ pub fn request(plan: &Plan, dir: Option<PathBuf>, stop: bool) -> Result<PathBuf>
         dir: target.clone(),
         stop,
     };
+    let failed = c.dir.join(SAVEPOINT_FAILED);
+    let _ = std::fs::remove_file(&failed);
     let tmp = c.dir.join(format!("{REQUEST}.tmp"));
     std::fs::write(&tmp, serde_json::to_vec(&request)?)?;
     std::fs::rename(&tmp, c.dir.join(REQUEST))?;
     // SAFETY: kill(2) with a process id and a signal number; no memory is shared.
-    if unsafe { libc::kill(pid, libc::SIGUSR1) } != 0 {
+    if unsafe { libc::kill(pid as i32, libc::SIGUSR1) } != 0 {
         bail!(
             "cannot signal pipeline `{}` (process {pid}): {}; is it still running?",
             plan.name,
             std::io::Error::last_os_error()
         );
     }
+    // The pipeline renames the savepoint into place once it is complete
+    // and synced, or says why it could not write it.
     let started = Instant::now();
-    while !target.join("_metadata.json").is_file() {
+    while !target.is_dir() {
+        if let Some(reason) = failure_of(&failed, &target) {
+            bail!("the pipeline could not write the savepoint: {reason}");
+        }
         if started.elapsed() > WAIT {
             bail!("no savepoint after {WAIT:?}: see the pipeline's log");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(target)
+}
+
+/// The reason in `failed` when it is about the savepoint in `target`.
+fn failure_of(failed: &Path, target: &Path) -> Option<String> {
+    let text = std::fs::read(failed).ok()?;
+    let failure: SavepointFailure = serde_json::from_slice(&text).ok()?;
+    (failure.dir == target).then_some(failure.reason)
 }

@@ -93,7 +93,17 @@ fn run_to_end(manifest: &std::path::Path) -> String {
 /// SIGKILL after up to `max_wait_ms` more; whether it resumed from a
 /// checkpoint when it started.
 pub(crate) fn run_and_kill(w: &Workdir, m: &std::path::Path, seed: u64, max_wait_ms: u64) -> bool {
-    let latest = || std::fs::read_to_string(w.path("checkpoints/LATEST")).ok();
+    run_and_kill_at(&w.path("checkpoints"), m, seed, max_wait_ms)
+}
+
+/// [`run_and_kill`] of a pipeline whose checkpoints go to `checkpoints`.
+pub(crate) fn run_and_kill_at(
+    checkpoints: &std::path::Path,
+    m: &std::path::Path,
+    seed: u64,
+    max_wait_ms: u64,
+) -> bool {
+    let latest = || std::fs::read_to_string(checkpoints.join("LATEST")).ok();
     let before = latest();
     let mut child = spawn_run(m);
     while latest() == before && child.try_wait().unwrap().is_none() {
@@ -194,7 +204,12 @@ fn run_until_savepoint(w: &Workdir, args: &[&str], manifest: &std::path::Path, s
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    while !w.path("checkpoints/RUNNING").exists() {
+    // Running: it holds the pipeline's lock.
+    while mailer::checkpoint::lock_holder(&w.path("checkpoints")).unwrap() != Some(child.id()) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the pipeline ended before its savepoint"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(400));

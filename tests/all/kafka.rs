@@ -52,7 +52,7 @@ pub fn create_topic(topic: &str, partitions: i32) {
 
 /// A fresh input topic of `partitions` partitions holding `records`, and a
 /// fresh output topic of one partition.
-fn topics(prefix: &str, partitions: i32, records: &[(String, String)]) -> (String, String) {
+pub(crate) fn topics(prefix: &str, partitions: i32, records: &[(String, String)]) -> (String, String) {
     let (input, output) = (
         unique_topic(&format!("{prefix}-in")),
         unique_topic(&format!("{prefix}-out")),
@@ -120,7 +120,7 @@ pub fn consume_all(topic: &str, partitions: i32) -> Vec<(String, String)> {
     out
 }
 
-fn pipeline(w: &Workdir, input: &str, output: &str, checkpoint: bool) -> std::path::PathBuf {
+pub(crate) fn pipeline(w: &Workdir, input: &str, output: &str, checkpoint: bool) -> std::path::PathBuf {
     let checkpoint = if checkpoint {
         "[checkpoint]\ninterval = \"200ms\"\npath = \"checkpoints\"\n"
     } else {
@@ -150,7 +150,7 @@ topic = "{output}"
     ))
 }
 
-fn records(keys: usize, per_key: usize) -> Vec<(String, String)> {
+pub(crate) fn records(keys: usize, per_key: usize) -> Vec<(String, String)> {
     (0..per_key)
         .flat_map(|i| (0..keys).map(move |k| (format!("k{k}"), format!("v{i}"))))
         .collect()
@@ -264,11 +264,11 @@ fn killed_runs(exactly_once: bool, kills: u64) -> Vec<(String, String)> {
     got
 }
 
-const CRASH_KEYS: usize = 10;
-const CRASH_PER_KEY: usize = 10_000;
+pub(crate) const CRASH_KEYS: usize = 10;
+pub(crate) const CRASH_PER_KEY: usize = 10_000;
 
 /// Each key's running count 1..=CRASH_PER_KEY once.
-fn one_run_of_counts() -> Vec<(String, String)> {
+pub(crate) fn one_run_of_counts() -> Vec<(String, String)> {
     let mut expected: Vec<(String, String)> = (0..CRASH_KEYS)
         .flat_map(|k| (1..=CRASH_PER_KEY).map(move |c| (format!("k{k}"), c.to_string())))
         .collect();
@@ -474,7 +474,7 @@ fn drain(child: std::process::Child) -> std::process::Output {
     out
 }
 
-fn plain_producer() -> BaseProducer {
+pub(crate) fn plain_producer() -> BaseProducer {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .set("enable.idempotence", "true")

@@ -193,6 +193,50 @@ fn exactly_once_rows_land_once_after_killed_runs() {
 }
 
 #[test]
+fn kills_between_a_durable_checkpoint_and_its_commit_neither_lose_nor_repeat_rows() {
+    let db = TestDb::new("gap");
+    let w = Workdir::new();
+    let m = counts_pipeline(&w, &db, "exactly_once = true", 40_000);
+    crate::kafka_recovery::killed_between_durable_and_committed(&m);
+    assert_exactly_once(&db);
+}
+
+#[test]
+fn a_restart_whose_committed_checkpoint_is_gone_is_refused_with_the_choices() {
+    let db = TestDb::new("gone");
+    let w = Workdir::new();
+    let m = counts_pipeline(&w, &db, "exactly_once = true", 40_000);
+    assert!(!crate::checkpoints::run_and_kill(&w, &m, 3, 400));
+    let committed = db.value("SELECT checkpoint FROM mailer_progress WHERE pipeline = 'pg-counts'");
+    let folder = w.path(&format!(
+        "checkpoints/chk-{:020}",
+        committed.parse::<u64>().unwrap()
+    ));
+    assert!(
+        folder.is_dir(),
+        "the committed checkpoint is kept: {}",
+        folder.display()
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+    let refused = run(&["run", m.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let message = stderr(&refused);
+    assert!(
+        message.contains(&format!(
+            "the sink committed the output of checkpoint {committed}"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("--from-checkpoint") && message.contains("--fresh"),
+        "{message}"
+    );
+    // Starting over knowingly writes the committed rows again: the user's choice.
+    let out = run(&["run", "--fresh", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
 fn upserted_totals_converge_after_killed_runs() {
     let db = TestDb::new("upsert");
     let w = Workdir::new();

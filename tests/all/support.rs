@@ -65,6 +65,12 @@ impl Workdir {
 
     /// Writes `pipeline.toml`, with `{plugin:NAME}` replaced by plugin paths.
     pub fn manifest(&self, toml: &str) -> PathBuf {
+        self.manifest_as("pipeline.toml", toml)
+    }
+
+    /// Writes the manifest `name`, with `{plugin:NAME}` replaced by plugin
+    /// paths.
+    pub fn manifest_as(&self, name: &str, toml: &str) -> PathBuf {
         let mut text = toml.to_owned();
         while let Some(start) = text.find("{plugin:") {
             let end = start + text[start..].find('}').unwrap();
@@ -72,7 +78,7 @@ impl Workdir {
             let path = plugin(name).display().to_string();
             text.replace_range(start..=end, &path);
         }
-        self.write("pipeline.toml", &text)
+        self.write(name, &text)
     }
 
     pub fn read(&self, name: &str) -> String {

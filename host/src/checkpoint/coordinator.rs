@@ -5,6 +5,7 @@
 //! than the tolerated number of failures in a row stops the pipeline.
 
 use super::metadata::{Metadata, OperatorMeta, SnapshotMeta};
+use super::savepoint::{report_failure, write_savepoint};
 use super::stats::{CheckpointStats, size_of};
 use super::store::{CheckpointStore, StoreError};
 use crate::runtime::{SavepointRequest, Shutdown};
@@ -29,12 +30,21 @@ pub enum CheckpointEvent {
         /// previous barrier, in order.
         swaps: Vec<(String, String)>,
     },
-    /// A worker (or the sink) wrote its part of checkpoint `id`.
+    /// An operator worker wrote its part of checkpoint `id`.
     Acked {
         /// The checkpoint.
         id: u64,
-        /// The snapshots it wrote (none for stateless workers and the sink).
+        /// The snapshots it wrote (none for stateless workers).
         snapshots: Vec<SnapshotMeta>,
+    },
+    /// A sink made its output up to barrier `id` durable.
+    SinkAcked {
+        /// The checkpoint.
+        id: u64,
+        /// Which sink (`sink`, `dead-letter`, `late-output`).
+        sink: &'static str,
+        /// Where its output ends, for a sink that rewinds to it on restore.
+        position: Option<serde_json::Value>,
     },
     /// A worker could not write its part of checkpoint `id`.
     Failed {
@@ -64,7 +74,7 @@ pub enum CoordinatorError {
 pub struct CoordinatorSetup {
     /// Where checkpoints go.
     pub store: CheckpointStore,
-    /// Acknowledgements per checkpoint: every operator worker and the sink.
+    /// Acknowledgements per checkpoint: every operator worker and every sink.
     pub expected_acks: usize,
     /// The pipeline's name.
     pub pipeline: String,
@@ -89,6 +99,7 @@ struct Pending {
     savepoint: Option<SavepointRequest>,
     acks: usize,
     snapshots: Vec<SnapshotMeta>,
+    sinks: BTreeMap<String, serde_json::Value>,
     failure: Option<String>,
     /// The plugin each operator ran at the barrier.
     operators: Vec<OperatorMeta>,
@@ -109,6 +120,7 @@ pub fn run_coordinator(
         let id = match &event {
             CheckpointEvent::Started { id, .. }
             | CheckpointEvent::Acked { id, .. }
+            | CheckpointEvent::SinkAcked { id, .. }
             | CheckpointEvent::Failed { id, .. } => *id,
         };
         let p = pending.entry(id).or_insert_with(|| Pending {
@@ -116,6 +128,7 @@ pub fn run_coordinator(
             savepoint: None,
             acks: 0,
             snapshots: Vec::new(),
+            sinks: BTreeMap::new(),
             failure: None,
             operators: Vec::new(),
             started: Instant::now(),
@@ -140,6 +153,12 @@ pub fn run_coordinator(
                 p.acks += 1;
                 p.snapshots.extend(snapshots);
             }
+            CheckpointEvent::SinkAcked { sink, position, .. } => {
+                p.acks += 1;
+                if let Some(position) = position {
+                    p.sinks.insert(sink.to_owned(), position);
+                }
+            }
             CheckpointEvent::Failed { reason, .. } => {
                 p.acks += 1;
                 p.failure.get_or_insert(reason);
@@ -158,24 +177,12 @@ pub fn run_coordinator(
                 p.position.expect("checked"),
                 p.operators,
                 p.snapshots,
+                p.sinks,
                 &tmp,
             )
             .map_err(|e| e.to_string()),
         };
         setup.stats.in_flight.store(false, Ordering::Release);
-        let result = result.and_then(|path| match &p.savepoint {
-            None => Ok(path),
-            Some(request) => copy_tree(&path, &request.dir)
-                .map(|()| {
-                    tracing::info!(checkpoint = id, path = %request.dir.display(), "savepoint written");
-                    if request.stop {
-                        tracing::info!("stopping the pipeline after its savepoint");
-                        setup.shutdown.cancel();
-                    }
-                    path
-                })
-                .map_err(|e| format!("cannot write the savepoint to `{}`: {e}", request.dir.display())),
-        });
         if let Some(tx) = &setup.outcomes {
             // A stopped sink means the pipeline is stopping.
             let _ = tx.send((id, result.is_ok()));
@@ -187,6 +194,9 @@ pub fn run_coordinator(
                     .stats
                     .record_success(id, p.started.elapsed(), size_of(&path));
                 tracing::info!(checkpoint = id, path = %path.display(), "checkpoint complete");
+                if let Some(request) = p.savepoint {
+                    savepoint(&setup, id, &path, &request);
+                }
             }
             Err(reason) => {
                 setup.store.abandon(&tmp);
@@ -218,26 +228,24 @@ pub fn run_coordinator(
     Ok(())
 }
 
-/// Copies the folder `from` to `to` (which must not exist), hard-linking
-/// files where the file system allows: a checkpoint's files never change.
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-    if to.exists() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::AlreadyExists,
-            "it already exists",
-        ));
-    }
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let path = entry?.path();
-        let target = to.join(path.file_name().expect("an entry has a name"));
-        if path.is_dir() {
-            copy_tree(&path, &target)?;
-        } else if std::fs::hard_link(&path, &target).is_err() {
-            std::fs::copy(&path, &target)?;
+/// Copies complete checkpoint `id` (in `path`) to the savepoint `request`
+/// asked for, and stops the pipeline when it asked to. A copy that fails
+/// is reported to `mailer savepoint`; the checkpoint stays complete.
+fn savepoint(setup: &CoordinatorSetup, id: u64, path: &std::path::Path, request: &SavepointRequest) {
+    match write_savepoint(path, &request.dir) {
+        Ok(()) => {
+            tracing::info!(checkpoint = id, path = %request.dir.display(), "savepoint written");
+            if request.stop {
+                tracing::info!("stopping the pipeline after its savepoint");
+                setup.shutdown.cancel();
+            }
+        }
+        Err(e) => {
+            let reason = format!("cannot write the savepoint to `{}`: {e}", request.dir.display());
+            tracing::warn!(checkpoint = id, %reason, "savepoint failed; the pipeline goes on");
+            report_failure(setup.store.dir(), &request.dir, &reason);
         }
     }
-    std::fs::File::open(to)?.sync_all()
 }
 
 fn complete(
@@ -246,6 +254,7 @@ fn complete(
     position: serde_json::Value,
     operators: Vec<OperatorMeta>,
     mut snapshots: Vec<SnapshotMeta>,
+    sinks: BTreeMap<String, serde_json::Value>,
     tmp: &std::path::Path,
 ) -> Result<PathBuf, StoreError> {
     snapshots.sort_by(|a, b| (&a.operator, a.worker).cmp(&(&b.operator, b.worker)));
@@ -258,6 +267,7 @@ fn complete(
         source: position,
         operators,
         snapshots,
+        sinks,
     };
     setup.store.complete(tmp, &metadata)
 }

@@ -22,6 +22,10 @@ pub struct Metadata {
     pub operators: Vec<OperatorMeta>,
     /// One snapshot per stateful operator and worker.
     pub snapshots: Vec<SnapshotMeta>,
+    /// Where each sink that rewinds on restore (the file sink) had made its
+    /// output durable, by sink (`sink`, `dead-letter`, `late-output`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sinks: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// A stateful operator at checkpoint time.
@@ -67,6 +71,38 @@ pub struct SnapshotMeta {
     pub backend: String,
     /// Its path, relative to the checkpoint's folder.
     pub path: String,
+    /// Every file of the snapshot (path relative to it) with its size: a
+    /// checkpoint is whole only when each is there at that size.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub files: std::collections::BTreeMap<String, u64>,
+}
+
+/// The files under `dir` (paths relative to it, `/`-separated) with their
+/// sizes.
+pub fn file_sizes(dir: &std::path::Path) -> std::io::Result<std::collections::BTreeMap<String, u64>> {
+    fn walk(
+        root: &std::path::Path,
+        dir: &std::path::Path,
+        out: &mut std::collections::BTreeMap<String, u64>,
+    ) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                walk(root, &path, out)?;
+            } else {
+                let relative = path.strip_prefix(root).expect("under the root");
+                out.insert(
+                    relative.to_string_lossy().replace('\\', "/"),
+                    entry.metadata()?.len(),
+                );
+            }
+        }
+        Ok(())
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out)?;
+    Ok(out)
 }
 
 impl Metadata {

@@ -14,11 +14,19 @@
 //! `LATEST` replaced by an atomic rename. Reading starts from `LATEST` and
 //! falls back, newest first, to any other complete folder whose metadata
 //! reads back; a partial or corrupt one is skipped with a log line.
+//!
+//! Old checkpoints are pruned by renaming them to `chk-<id>.del` first (one
+//! atomic step: a checkpoint is whole or gone) and deleting the renamed
+//! folder after; what a crash left half-deleted is removed at the next
+//! open. The checkpoint whose output the sink committed last is never
+//! pruned, however many checkpoints after it failed to commit.
 
 use super::metadata::Metadata;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why the checkpoint store failed.
 #[derive(Debug, thiserror::Error)]
@@ -45,20 +53,37 @@ fn io(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> StoreEr
 pub struct CheckpointStore {
     dir: PathBuf,
     keep: usize,
+    /// The checkpoint whose output the sink committed last (0: none), which
+    /// pruning keeps: a restart resumes from exactly that one.
+    committed: Arc<AtomicU64>,
 }
 
 const METADATA: &str = "_metadata.json";
 const LATEST: &str = "LATEST";
+const DELETING: &str = ".del";
 
 impl CheckpointStore {
     /// The store in `dir` (created when missing), keeping the newest `keep`
-    /// complete checkpoints.
+    /// complete checkpoints; removes what an interrupted prune left.
     pub fn open(dir: &Path, keep: usize) -> Result<Self, StoreError> {
         fs::create_dir_all(dir).map_err(io(dir, "creating"))?;
+        for entry in fs::read_dir(dir).map_err(io(dir, "listing"))?.flatten() {
+            let path = entry.path();
+            if path.to_string_lossy().ends_with(DELETING) {
+                fs::remove_dir_all(&path).map_err(io(&path, "removing a pruned checkpoint"))?;
+            }
+        }
         Ok(Self {
             dir: dir.to_owned(),
             keep: keep.max(1),
+            committed: Arc::default(),
         })
+    }
+
+    /// Checkpoint `id`'s output is committed by the sink: pruning keeps it
+    /// until a newer one is.
+    pub fn set_committed(&self, id: u64) {
+        self.committed.fetch_max(id, Ordering::AcqRel);
     }
 
     /// The store's folder.
@@ -124,7 +149,7 @@ impl CheckpointStore {
     }
 
     /// The ids of the complete checkpoint folders, newest first.
-    fn complete_ids(&self) -> Result<Vec<u64>, StoreError> {
+    pub fn complete_ids(&self) -> Result<Vec<u64>, StoreError> {
         let mut ids: Vec<u64> = fs::read_dir(&self.dir)
             .map_err(io(&self.dir, "listing"))?
             .filter_map(|e| e.ok())
@@ -137,40 +162,51 @@ impl CheckpointStore {
         Ok(ids)
     }
 
+    /// Drops the complete checkpoints beyond the newest `keep`, except the
+    /// committed one.
     fn prune(&self) -> Result<(), StoreError> {
+        let committed = self.committed.load(Ordering::Acquire);
         for id in self.complete_ids()?.into_iter().skip(self.keep) {
+            if id == committed {
+                continue;
+            }
             let dir = self.complete_dir(id);
-            fs::remove_dir_all(&dir).map_err(io(&dir, "removing an old checkpoint"))?;
+            let doomed = self.dir.join(format!("chk-{id:020}{DELETING}"));
+            fs::rename(&dir, &doomed).map_err(io(&dir, "renaming an old checkpoint away"))?;
+            sync_dir(&self.dir)?;
+            fs::remove_dir_all(&doomed).map_err(io(&doomed, "removing an old checkpoint"))?;
         }
         Ok(())
+    }
+
+    /// Checkpoint `id` with its folder, when it is complete and reads back
+    /// whole; else why not.
+    pub fn read(&self, id: u64) -> Result<(PathBuf, Metadata), String> {
+        let dir = self.complete_dir(id);
+        if !dir.is_dir() {
+            return Err(format!("`{}` does not exist", dir.display()));
+        }
+        match read_metadata(&dir)? {
+            m if m.id == id => Ok((dir, m)),
+            m => Err(format!("its metadata names checkpoint {}", m.id)),
+        }
     }
 
     /// The newest complete checkpoint whose metadata reads back, with its
     /// folder; `None` when there is none.
     pub fn latest(&self) -> Result<Option<(PathBuf, Metadata)>, StoreError> {
-        self.latest_up_to(u64::MAX)
-    }
-
-    /// The newest complete checkpoint with an id of at most `limit` whose
-    /// metadata reads back.
-    pub fn latest_up_to(&self, limit: u64) -> Result<Option<(PathBuf, Metadata)>, StoreError> {
         let pointed: Option<u64> = fs::read_to_string(self.dir.join(LATEST))
             .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .filter(|&id| id <= limit);
+            .and_then(|s| s.trim().parse().ok());
         let mut ids = self.complete_ids()?;
-        ids.retain(|&id| id <= limit);
         if let Some(p) = pointed {
             ids.retain(|&id| id != p);
             ids.insert(0, p);
         }
         for id in ids {
-            let dir = self.complete_dir(id);
-            match read_metadata(&dir) {
-                Ok(m) if m.id == id => return Ok(Some((dir, m))),
-                Ok(m) => tracing::warn!(path = %dir.display(), id = m.id,
-                    "skipping checkpoint: its metadata names another id"),
-                Err(reason) => tracing::warn!(path = %dir.display(), %reason,
+            match self.read(id) {
+                Ok(found) => return Ok(Some(found)),
+                Err(reason) => tracing::warn!(path = %self.complete_dir(id).display(), %reason,
                     "skipping a partial or corrupt checkpoint; trying the one before"),
             }
         }
@@ -186,16 +222,31 @@ pub fn read_metadata(dir: &Path) -> Result<Metadata, String> {
         serde_json::from_slice(&bytes).map_err(|e| format!("{METADATA} does not parse: {e}"))?;
     for s in &m.snapshots {
         let path = dir.join(&s.path);
-        let complete = match s.backend.as_str() {
+        // Every file at its size; a memory snapshot's checksum besides.
+        let complete = snapshot_files_whole(&path, &s.files).and_then(|()| match s.backend.as_str() {
             "memory" => {
                 crate::state::snapshot::read_entries(&path, &mut |_, _| Ok(())).map_err(|e| e.to_string())
             }
-            _ if path.join("CURRENT").is_file() => Ok(()),
-            _ => Err("no RocksDB `CURRENT` file".to_owned()),
-        };
+            _ if s.files.is_empty() && !path.join("CURRENT").is_file() => {
+                Err("no RocksDB `CURRENT` file".to_owned())
+            }
+            _ => Ok(()),
+        });
         complete.map_err(|reason| format!("snapshot `{}` is incomplete: {reason}", s.path))?;
     }
     Ok(m)
+}
+
+/// Whether every file a snapshot listed is in `dir` at its size.
+fn snapshot_files_whole(dir: &Path, files: &std::collections::BTreeMap<String, u64>) -> Result<(), String> {
+    for (name, size) in files {
+        match fs::metadata(dir.join(name)) {
+            Ok(m) if m.len() == *size => {}
+            Ok(m) => return Err(format!("`{name}` has {} bytes, not {size}", m.len())),
+            Err(e) => return Err(format!("`{name}`: {e}")),
+        }
+    }
+    Ok(())
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
@@ -223,4 +274,74 @@ fn sync_tree(dir: &Path) -> Result<(), StoreError> {
         }
     }
     sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata(id: u64) -> Metadata {
+        Metadata {
+            id,
+            pipeline: "p".into(),
+            manifest_hash: "h".into(),
+            created_ms: 0,
+            key_groups: 128,
+            source: serde_json::Value::Null,
+            operators: Vec::new(),
+            snapshots: Vec::new(),
+            sinks: Default::default(),
+        }
+    }
+
+    fn complete(store: &CheckpointStore, id: u64) {
+        let tmp = store.begin(id).unwrap();
+        store.complete(&tmp, &metadata(id)).unwrap();
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_and_the_committed_one_whatever_came_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::open(dir.path(), 2).unwrap();
+        complete(&store, 1);
+        store.set_committed(1);
+        // Commits failed from here on: checkpoints pile up after 1.
+        for id in 2..=6 {
+            complete(&store, id);
+        }
+        assert_eq!(store.complete_ids().unwrap(), [6, 5, 1]);
+        assert_eq!(store.read(1).unwrap().1.id, 1);
+        store.set_committed(5);
+        complete(&store, 7);
+        assert_eq!(store.complete_ids().unwrap(), [7, 6, 5]);
+    }
+
+    #[test]
+    fn what_an_interrupted_prune_left_is_removed_and_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::open(dir.path(), 3).unwrap();
+        complete(&store, 1);
+        complete(&store, 2);
+        // A crash between the rename and the delete of checkpoint 1.
+        let doomed = dir.path().join(format!("chk-{:020}{DELETING}", 1));
+        fs::rename(store.complete_dir(1), &doomed).unwrap();
+        assert_eq!(store.complete_ids().unwrap(), [2]);
+        let reopened = CheckpointStore::open(dir.path(), 3).unwrap();
+        assert!(!doomed.exists());
+        assert_eq!(reopened.latest().unwrap().unwrap().1.id, 2);
+    }
+
+    #[test]
+    fn a_snapshot_file_of_another_size_than_listed_fails_the_check() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("000007.sst"), b"abcdef").unwrap();
+        let mut files = std::collections::BTreeMap::new();
+        files.insert("000007.sst".to_owned(), 6);
+        snapshot_files_whole(dir.path(), &files).unwrap();
+        files.insert("000007.sst".to_owned(), 9);
+        let e = snapshot_files_whole(dir.path(), &files).unwrap_err();
+        assert!(e.contains("has 6 bytes, not 9"), "{e}");
+        files.insert("MANIFEST-000001".to_owned(), 1);
+        assert!(snapshot_files_whole(dir.path(), &files).is_err());
+    }
 }

@@ -1,5 +1,6 @@
 //! The `file` source: a bounded file of lines or JSON lines.
 
+use super::rate::RateLimit;
 use super::{ConnectorError, Poll, Progress, Source};
 use crate::batch::Batch;
 use crate::json::field;
@@ -35,6 +36,8 @@ pub struct FileSource {
     /// The file's size when opened.
     size: u64,
     line: Vec<u8>,
+    /// At most this many records per second, when set.
+    rate: Option<RateLimit>,
 }
 
 impl FileSource {
@@ -62,7 +65,15 @@ impl FileSource {
             line_no: 0,
             offset: 0,
             line: Vec::new(),
+            rate: None,
         })
+    }
+
+    /// The same source reading at most `per_second` records per second (a
+    /// file replayed as a stream).
+    pub fn with_rate(mut self, per_second: Option<u64>) -> Self {
+        self.rate = RateLimit::new(per_second);
+        self
     }
 
     fn bad(&self, message: String) -> ConnectorError {
@@ -123,10 +134,20 @@ impl Source for FileSource {
             })?;
         self.offset = offset;
         self.line_no = line;
+        if let Some(rate) = self.rate.as_mut() {
+            rate.restart();
+        }
         Ok(())
     }
 
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
+        let max = match self.rate.as_mut() {
+            Some(rate) => rate.allow(max),
+            None => max,
+        };
+        if max == 0 {
+            return Ok(Poll::Idle);
+        }
         let mut batch = Vec::with_capacity(max);
         let now = crate::runtime::now_ms();
         while batch.len() < max {

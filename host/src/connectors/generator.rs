@@ -3,9 +3,9 @@
 //! key = splitmix64(g) mod keys, value = g, event time = g / time_divisor
 //! (key and value as decimal text).
 
+use super::rate::RateLimit;
 use super::{ConnectorError, Poll, Progress, Source};
 use crate::batch::{Batch, EncodedBuilder};
-use std::time::{Duration, Instant};
 
 /// SplitMix64 of `g`, as defined for the benchmark workloads.
 pub fn splitmix64(g: u64) -> u64 {
@@ -23,9 +23,7 @@ pub struct GeneratorSource {
     keys: Option<u64>,
     seed: u64,
     time_divisor: u64,
-    rate: Option<u64>,
-    started: Instant,
-    produced: u64,
+    rate: Option<RateLimit>,
     /// Written before each value's number.
     value_prefix: Vec<u8>,
 }
@@ -47,9 +45,7 @@ impl GeneratorSource {
             keys: keys.filter(|&k| k > 0),
             seed,
             time_divisor: time_divisor.max(1),
-            rate: rate.filter(|&r| r > 0),
-            started: Instant::now(),
-            produced: 0,
+            rate: RateLimit::new(rate),
             value_prefix: Vec::new(),
         }
     }
@@ -78,13 +74,11 @@ impl Source for GeneratorSource {
             }
             n = n.min(end - self.next);
         }
-        if let Some(rate) = self.rate {
-            let allowed = (self.started.elapsed().as_secs_f64() * rate as f64) as u64;
-            if allowed <= self.produced {
-                std::thread::sleep(Duration::from_millis(1));
+        if let Some(rate) = self.rate.as_mut() {
+            n = rate.allow(n as usize) as u64;
+            if n == 0 {
                 return Ok(Poll::Idle);
             }
-            n = n.min(allowed - self.produced);
         }
         // Records are written straight into one encoded buffer per batch.
         let mut batch = EncodedBuilder::new(n as usize, n as usize * 48);
@@ -106,7 +100,6 @@ impl Source for GeneratorSource {
             batch.push(key, value, (g / self.time_divisor) as i64);
             self.next += 1;
         }
-        self.produced += n;
         Ok(Poll::Records(Batch::Encoded(batch.finish())))
     }
 
@@ -119,8 +112,9 @@ impl Source for GeneratorSource {
             .as_u64()
             .ok_or_else(|| ConnectorError::Unsupported(format!("not a generator position: {position}")))?;
         self.next = next;
-        self.produced = 0;
-        self.started = Instant::now();
+        if let Some(rate) = self.rate.as_mut() {
+            rate.restart();
+        }
         Ok(())
     }
 }

@@ -7,6 +7,7 @@ mod format;
 mod generator;
 pub mod kafka;
 pub mod postgres;
+mod rate;
 mod stdout;
 
 pub use blackhole::BlackholeSink;
@@ -133,6 +134,24 @@ pub trait Sink: Send {
     /// Flushes and releases resources; called once when the stage stops.
     fn close(&mut self) -> Result<(), ConnectorError> {
         self.flush()
+    }
+
+    /// Where the sink's durable output ends, right after a
+    /// [`flush`](Sink::flush) at a barrier: the checkpoint keeps it, and a
+    /// restore from that checkpoint rewinds the output to it
+    /// ([`resume`](Sink::resume)). `None` for sinks that commit with
+    /// checkpoints instead, or whose output cannot be rewound.
+    fn position(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Called once before the first write: continue from `position`, which
+    /// [`position`](Sink::position) returned at the checkpoint the run
+    /// resumes from (output written after it is dropped); `None` for a
+    /// fresh start.
+    fn resume(&mut self, position: Option<&serde_json::Value>) -> Result<(), ConnectorError> {
+        let _ = position;
+        Ok(())
     }
 
     /// Whether the sink commits its output only when a checkpoint is

@@ -195,6 +195,9 @@ pub struct FileSourceSpec {
     /// JSON lines only: the dotted path of the field holding the event time
     /// in ms; the time of reading when absent.
     pub timestamp_field: Option<String>,
+    /// At most this many records per second (replays a file as a stream);
+    /// as fast as it reads when absent.
+    pub rate: Option<u64>,
 }
 
 /// Where records go.

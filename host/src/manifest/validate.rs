@@ -280,15 +280,30 @@ pub(super) fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> 
             "`exactly_once = true` needs a `[checkpoint]` section: its transactions commit with the checkpoints",
         ));
     }
-    if exactly_once
+    if let SinkSpec::Kafka(k) = sink
+        && k.exactly_once
         && let Some(c) = &m.spec.checkpoint
-        && c.get_ref().keep < 2
     {
-        return Err(m.error_at(
-            &c.span(),
-            "keep",
-            "`exactly_once = true` needs `keep` of at least 2: a restart may resume from the checkpoint before the newest",
-        ));
+        // A transaction stays open for an interval and the checkpoint
+        // after it; the brokers abort one open past the timeout.
+        let timeout = k
+            .options
+            .get("transaction.timeout.ms")
+            .and_then(|v| v.value().parse().ok())
+            .map_or(
+                crate::connectors::kafka::TRANSACTION_TIMEOUT,
+                std::time::Duration::from_millis,
+            );
+        if c.get_ref().interval * 2 > timeout {
+            return Err(m.error_at(
+                &c.span(),
+                "interval",
+                format!(
+                    "the checkpoint interval ({:?}) must be at most half the Kafka sink's transaction timeout ({timeout:?}, `transaction.timeout.ms`): each transaction stays open for an interval and the checkpoint after it, and the brokers abort one open longer",
+                    c.get_ref().interval
+                ),
+            ));
+        }
     }
     if let SinkSpec::File(f) = sink {
         let path = m.path(&f.path);

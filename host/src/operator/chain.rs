@@ -1,15 +1,17 @@
 //! A chain of operators run as direct calls inside one worker: no channel
 //! between them.
 
-use super::{Operator, OperatorError};
+use super::{Operator, OperatorError, SideOutput};
 use crate::batch::Batch;
-use crate::checkpoint::{CheckpointEvent, SnapshotMeta, WorkerCheckpoints, pending_dir};
+use crate::checkpoint::{CheckpointEvent, SnapshotMeta, WorkerCheckpoints, file_sizes, pending_dir};
 use crate::record::{Message, Record};
 
 /// Operators applied one after another to every message.
 pub struct Chain {
     ops: Vec<Box<dyn Operator>>,
     checkpoints: Option<WorkerCheckpoints>,
+    /// The worker's channels to the side outputs, told of each barrier.
+    side_outputs: Vec<SideOutput>,
 }
 
 impl Chain {
@@ -18,7 +20,14 @@ impl Chain {
         Self {
             ops,
             checkpoints: None,
+            side_outputs: Vec::new(),
         }
+    }
+
+    /// The same chain telling its side outputs of each barrier.
+    pub fn with_side_outputs(mut self, side_outputs: Vec<SideOutput>) -> Self {
+        self.side_outputs = side_outputs;
+        self
     }
 
     /// The same chain taking its part of each checkpoint as barriers pass.
@@ -36,15 +45,23 @@ impl Chain {
         let mut failure = None;
         for op in &mut self.ops {
             let path = snapshot_folder(op.name(), c.worker);
-            match op.snapshot(&dir.join(&path)) {
-                Ok(true) => snapshots.push(SnapshotMeta {
+            let written = op
+                .snapshot(&dir.join(&path))
+                .map_err(|e| e.to_string())
+                .and_then(|taken| match taken {
+                    true => file_sizes(&dir.join(&path)).map(Some).map_err(|e| e.to_string()),
+                    false => Ok(None),
+                });
+            match written {
+                Ok(Some(files)) => snapshots.push(SnapshotMeta {
                     operator: op.name().to_owned(),
                     worker: c.worker,
                     parallelism: c.parallelism,
                     backend: c.backend.to_owned(),
                     path,
+                    files,
                 }),
-                Ok(false) => {}
+                Ok(None) => {}
                 Err(e) => {
                     failure = Some(format!("operator `{}` worker {}: {e}", op.name(), c.worker));
                     break;
@@ -57,6 +74,9 @@ impl Chain {
         };
         // A stopped coordinator means the pipeline is stopping.
         let _ = c.events.send(event);
+        for side in &self.side_outputs {
+            side.barrier(id);
+        }
     }
 
     /// Runs one message through the chain and returns what leaves it, in

@@ -1,7 +1,7 @@
 //! The failure policy of an operator: what happens to a record it traps,
 //! times out or returns an error on.
 
-use super::OperatorError;
+use super::{OperatorError, SideOutput};
 use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -40,15 +40,12 @@ pub struct FailureStats {
     pub dead_lettered: AtomicU64,
 }
 
-/// The channel to the dead-letter sink.
-pub type DeadLetterSender = flume::Sender<Record>;
-
 /// Applies one operator's failure policy.
 #[derive(Debug, Clone)]
 pub struct FailureHandler {
     operator: Arc<str>,
     policy: FailurePolicy,
-    dead_letter: Option<DeadLetterSender>,
+    dead_letter: Option<SideOutput>,
     stats: Arc<FailureStats>,
 }
 
@@ -57,7 +54,7 @@ impl FailureHandler {
     pub fn new(
         operator: &str,
         policy: FailurePolicy,
-        dead_letter: Option<DeadLetterSender>,
+        dead_letter: Option<SideOutput>,
         stats: Arc<FailureStats>,
     ) -> Self {
         Self {
@@ -149,10 +146,12 @@ mod tests {
 
     #[test]
     fn dead_letter_adds_reason_and_operator_headers() {
-        let (tx, rx) = flume::unbounded();
+        let (tx, rx) = SideOutput::channel(1);
         let h = FailureHandler::new("parse", FailurePolicy::DeadLetter, Some(tx), Default::default());
         h.fail(rec("x"), "bad").unwrap();
-        let r = rx.try_recv().unwrap();
+        let Ok(crate::operator::SideMessage::Record(r)) = rx.try_recv() else {
+            panic!("a dead letter was sent")
+        };
         assert_eq!(r.value, "x");
         assert_eq!(r.headers[0], (REASON_HEADER.to_string(), Bytes::from("bad")));
         assert_eq!(r.headers[1], (OPERATOR_HEADER.to_string(), Bytes::from("parse")));

@@ -3,9 +3,11 @@
 
 mod chain;
 mod failure;
+mod side_output;
 
 pub use chain::Chain;
-pub use failure::{DeadLetterSender, FailureHandler, FailurePolicy, FailureStats};
+pub use failure::{FailureHandler, FailurePolicy, FailureStats};
+pub use side_output::{SideMessage, SideOutput};
 
 use crate::batch::Batch;
 use crate::plugin::LoadedPlugin;

@@ -353,10 +353,12 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
         }
         SourceSpec::File(f) => {
             let path = m.path(&f.path);
-            let (format, key, ts) = (f.format, f.key_field.clone(), f.timestamp_field.clone());
+            let (format, key, ts, rate) = (f.format, f.key_field.clone(), f.timestamp_field.clone(), f.rate);
             Endpoint {
                 description: format!("file `{}` ({})", f.path, serde_plain(&format)),
-                open: Box::new(move |_| Ok(Box::new(FileSource::open(&path, format, key, ts)?) as _)),
+                open: Box::new(move |_| {
+                    Ok(Box::new(FileSource::open(&path, format, key, ts)?.with_rate(rate)) as _)
+                }),
             }
         }
     }

@@ -10,12 +10,11 @@ pub use describe::describe;
 
 use crate::checkpoint::{CheckpointSettings, Restore};
 use crate::connectors::{ConnectorError, Sink, Source};
-use crate::operator::{DeadLetterSender, FailureHandler, FailurePolicy, FailureStats, Operator};
+use crate::operator::{FailureHandler, FailurePolicy, FailureStats, Operator, SideOutput};
 use crate::plugin::{
     CallMode, KeyedContext, LoadedPlugin, PluginError, PluginInstance, PluginLimits, WasmAggregate,
     WasmProcess, WasmReduce, WasmStateless, WasmWindow, World,
 };
-use crate::record::Record;
 use crate::runtime::Routing;
 use crate::state::{BackendKind, SnapshotSource, StateBackend, StateError};
 use crate::time::{LatePolicy, WindowFunction, WindowOperator, WindowSpec};
@@ -37,11 +36,10 @@ pub enum InstantiateError {
 
 /// Opens a source when the run starts; it may send the records it cannot
 /// read to the dead-letter sink.
-pub type OpenSource =
-    Box<dyn FnOnce(Option<DeadLetterSender>) -> Result<Box<dyn Source>, ConnectorError> + Send>;
+pub type OpenSource = Box<dyn FnOnce(Option<SideOutput>) -> Result<Box<dyn Source>, ConnectorError> + Send>;
 /// Opens a sink when the run starts; it may send the records its system
 /// refuses to the dead-letter sink.
-pub type OpenSink = Box<dyn FnOnce(Option<DeadLetterSender>) -> Result<Box<dyn Sink>, ConnectorError> + Send>;
+pub type OpenSink = Box<dyn FnOnce(Option<SideOutput>) -> Result<Box<dyn Sink>, ConnectorError> + Send>;
 /// Makes one native operator instance per worker.
 pub type NativeFactory = Arc<
     dyn Fn(&InstanceContext<'_>, FailureHandler) -> Result<Box<dyn Operator>, InstantiateError> + Send + Sync,
@@ -199,9 +197,9 @@ pub struct WatermarkSettings {
 /// What an operator instance is given when a worker creates it.
 pub struct InstanceContext<'a> {
     /// The dead-letter channel, if the pipeline has one.
-    pub dead_letter: Option<DeadLetterSender>,
+    pub dead_letter: Option<SideOutput>,
     /// The late-record channel, if the pipeline has one.
-    pub late_output: Option<flume::Sender<Record>>,
+    pub late_output: Option<SideOutput>,
     /// Where state lives.
     pub state: &'a BackendKind,
     /// The stage's name (names state folders).

@@ -7,7 +7,10 @@ mod edge;
 mod parallel;
 mod pipeline;
 mod shutdown;
+mod side_stage;
 mod stages;
+#[cfg(debug_assertions)]
+mod test_hooks;
 
 pub use edge::{Closed, EdgeReceiver, EdgeSender, EdgeStats, edge};
 pub use parallel::Routing;

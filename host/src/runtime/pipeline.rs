@@ -2,21 +2,21 @@
 //! stages with bounded edges, and supervises the run to its end.
 
 use super::parallel::spawn_parallel;
+use super::side_stage::SideStage;
 use super::stages::{
     SinkCheckpoints, SourceCheckpoints, SourceReport, SourceTime, StageError, StageHandle, StageStats,
     run_chain, run_sink, run_source, spawn_stage,
 };
 use super::{Shutdown, edge};
-use crate::batch::Batch;
 use crate::checkpoint::{
-    CheckpointSettings, CheckpointStore, CoordinatorSetup, OperatorMeta, WorkerCheckpoints, run_coordinator,
+    CheckpointSettings, CheckpointStore, CoordinatorSetup, OperatorMeta, Restore, WorkerCheckpoints,
+    run_coordinator,
 };
 use crate::connectors::{ConnectorError, Sink};
 use crate::metrics::{EdgeEntry, OperatorEntry, RunGraph, StageEntry};
 use crate::operator::Chain;
 use crate::plan::Plan;
 use crate::plan::{Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink};
-use crate::record::Record;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -96,7 +96,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     // receiver is dropped for any other sink, and the coordinator's sends
     // then fail at once).
     let (outcomes_tx, outcomes) = flume::bounded(64);
-    let checkpoints = match &plan.checkpoint {
+    let mut checkpoints = match &plan.checkpoint {
         Some(settings) => Some(start_checkpoints(
             &plan,
             settings,
@@ -106,13 +106,15 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         )?),
         None => None,
     };
-    let (dead_letter_tx, dead_letter) =
-        side_output(plan.dead_letter, "the dead-letter sink", plan.edge_capacity)?;
-    let (late_tx, late_output) = side_output(plan.late_output, "the late-record sink", plan.edge_capacity)?;
-    let sink = (plan.sink.open)(dead_letter_tx.clone()).map_err(|cause| RunError::Open {
+    let restore = plan.restore.as_ref();
+    let mut dead_letter = side_stage(plan.dead_letter, "dead-letter", plan.edge_capacity, restore)?;
+    let mut late_output = side_stage(plan.late_output, "late-output", plan.edge_capacity, restore)?;
+    let sink_dead_letter = dead_letter.as_mut().map(SideStage::channel);
+    let mut sink = (plan.sink.open)(sink_dead_letter.clone()).map_err(|cause| RunError::Open {
         what: "the sink",
         cause,
     })?;
+    resume(sink.as_mut(), "sink", restore)?;
     let outcomes = sink.commits_with_checkpoints().then_some(outcomes);
     let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
 
@@ -123,14 +125,16 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     for stage in &plan.stages {
         let mut chains = Vec::with_capacity(stage.parallelism);
         for worker in 0..stage.parallelism {
+            let worker_dead_letter = dead_letter.as_mut().map(SideStage::channel);
+            let worker_late = late_output.as_mut().map(SideStage::channel);
             let ops = stage
                 .operators
                 .iter()
                 .enumerate()
                 .map(|(i, node)| {
                     let ctx = InstanceContext {
-                        dead_letter: dead_letter_tx.clone(),
-                        late_output: late_tx.clone(),
+                        dead_letter: worker_dead_letter.clone(),
+                        late_output: worker_late.clone(),
                         state: &plan.state,
                         stage: &stage.name,
                         worker,
@@ -145,7 +149,8 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let chain = Chain::new(ops);
+            let chain = Chain::new(ops)
+                .with_side_outputs(worker_dead_letter.into_iter().chain(worker_late).collect());
             chains.push(match &checkpoints {
                 Some(c) => chain.with_checkpoints(WorkerCheckpoints {
                     dir: c.store.dir().to_owned(),
@@ -160,7 +165,8 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         first_op += stage.operators.len() as u16;
         stage_chains.push(chains);
     }
-    let mut source = (plan.source.open)(dead_letter_tx.clone()).map_err(|cause| RunError::Open {
+    let source_dead_letter = dead_letter.as_mut().map(SideStage::channel);
+    let mut source = (plan.source.open)(source_dead_letter.clone()).map_err(|cause| RunError::Open {
         what: "the source",
         cause,
     })?;
@@ -171,8 +177,31 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         })?;
         tracing::info!(checkpoint = r.metadata.id, position = %r.metadata.source, "resuming from a checkpoint");
     }
-    drop((dead_letter_tx, late_tx));
-    let sink_events = checkpoints.as_ref().map(|c| c.events.clone());
+    match checkpoints.as_mut() {
+        Some(c) => c.side_outputs = source_dead_letter.into_iter().collect(),
+        // Held by nobody else, it would keep the side output's stage open.
+        None => drop(source_dead_letter),
+    }
+    // How each sink stage takes part in checkpoints.
+    let acks = |name: &'static str, outcomes, side_outputs| {
+        checkpoints.as_ref().map(|c| SinkCheckpoints {
+            name,
+            events: c.events.clone(),
+            store: c.store.clone(),
+            outcomes,
+            side_outputs,
+            shutdown: shutdown.clone(),
+        })
+    };
+    let sink_acks = acks("sink", outcomes, sink_dead_letter.into_iter().collect());
+    let side_stages: Vec<(SideStage, Option<SinkCheckpoints>)> = [dead_letter, late_output]
+        .into_iter()
+        .flatten()
+        .map(|stage| {
+            let acks = acks(stage.name, None, Vec::new());
+            (stage, acks)
+        })
+        .collect();
 
     let mut graph = RunGraph {
         checkpoints: checkpoints.as_ref().map(|c| c.stats.clone()),
@@ -251,29 +280,20 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     add_stage(&sink_stats, 1, Vec::new());
     {
         let stats = sink_stats.clone();
-        let acks = sink_events.map(|events| SinkCheckpoints {
-            events,
-            outcomes,
-            shutdown: shutdown.clone(),
-        });
         handles.push(spawn_stage("sink".into(), move || {
-            run_sink(sink, rx, stats, acks)
+            run_sink(sink, rx, stats, sink_acks)
         })?);
     }
     let dead_letter_stats = StageStats::new("dead-letter");
-    if let Some((sink, rx)) = dead_letter {
-        add_stage(&dead_letter_stats, 1, Vec::new());
-        let (stats, batch) = (dead_letter_stats.clone(), plan.batch_size);
-        handles.push(spawn_stage("dead-letter".into(), move || {
-            run_side_output(sink, rx, batch, &stats)
-        })?);
-    }
-    if let Some((sink, rx)) = late_output {
-        let stats = StageStats::new("late-output");
+    for (stage, acks) in side_stages {
+        let stats = match stage.name {
+            "dead-letter" => dead_letter_stats.clone(),
+            name => StageStats::new(name),
+        };
         add_stage(&stats, 1, Vec::new());
         let batch = plan.batch_size;
-        handles.push(spawn_stage("late-output".into(), move || {
-            run_side_output(sink, rx, batch, &stats)
+        handles.push(spawn_stage(stage.name.into(), move || {
+            stage.run(batch, &stats, acks)
         })?);
     }
     graph.edges = edges;
@@ -330,6 +350,11 @@ fn start_checkpoints(
     handles: &mut Vec<StageHandle>,
 ) -> Result<SourceCheckpoints, RunError> {
     let store = CheckpointStore::open(&settings.dir, settings.keep)?;
+    if let (Some(r), Some(_)) = (&plan.restore, &plan.committed_checkpoint) {
+        // The checkpoint the sink's output is committed up to: a restart
+        // before the next commit resumes from it, so it is kept.
+        store.set_committed(r.metadata.id);
+    }
     let next_id = plan
         .restore
         .as_ref()
@@ -354,7 +379,11 @@ fn start_checkpoints(
         .collect();
     let setup = CoordinatorSetup {
         store: store.clone(),
-        expected_acks: plan.stages.iter().map(|s| s.parallelism).sum::<usize>() + 1,
+        // Every operator worker, the sink, and each side output's sink.
+        expected_acks: plan.stages.iter().map(|s| s.parallelism).sum::<usize>()
+            + 1
+            + usize::from(plan.dead_letter.is_some())
+            + usize::from(plan.late_output.is_some()),
         pipeline: plan.name.clone(),
         manifest_hash: plan.manifest_hash.clone(),
         key_groups: plan.key_groups,
@@ -373,6 +402,7 @@ fn start_checkpoints(
         next_id,
         events,
         stats,
+        side_outputs: Vec::new(),
     })
 }
 
@@ -418,40 +448,42 @@ fn supervise(
     }
 }
 
-/// A side output's channel and opened sink, when the plan has one.
-type SideOutput = (
-    Option<flume::Sender<Record>>,
-    Option<(Box<dyn Sink>, flume::Receiver<Record>)>,
-);
-
-fn side_output(
-    end: Option<Endpoint<OpenSink>>,
-    what: &'static str,
-    capacity: usize,
-) -> Result<SideOutput, RunError> {
-    let Some(end) = end else {
-        return Ok((None, None));
-    };
-    let sink = (end.open)(None).map_err(|cause| RunError::Open { what, cause })?;
-    let (tx, rx) = flume::bounded(capacity);
-    Ok((Some(tx), Some((sink, rx))))
+/// Lets a sink continue from where the checkpoint `restore` says its
+/// output ended (or start fresh without one).
+fn resume(sink: &mut dyn Sink, name: &'static str, restore: Option<&Restore>) -> Result<(), RunError> {
+    let position = restore.and_then(|r| r.metadata.sinks.get(name));
+    if let (Some(r), None) = (restore, position)
+        && sink.position().is_some()
+    {
+        tracing::info!(
+            checkpoint = r.metadata.id,
+            sink = name,
+            "the checkpoint has no position for this sink: it starts its output afresh"
+        );
+    }
+    sink.resume(position).map_err(|cause| RunError::Open {
+        what: "the sink at the checkpoint's position",
+        cause,
+    })
 }
 
-/// Writes the records of a side output (dead letters, late records) in
-/// batches until every operator let go of the channel.
-fn run_side_output(
-    mut sink: Box<dyn Sink>,
-    rx: flume::Receiver<Record>,
-    batch_size: usize,
-    stats: &Arc<StageStats>,
-) -> Result<(), StageError> {
-    while let Ok(first) = rx.recv() {
-        let mut records = vec![first];
-        records.extend(rx.try_iter().take(batch_size.saturating_sub(1)));
-        let batch = Batch::Records(records);
-        sink.write(&batch).map_err(StageError::Sink)?;
-        sink.flush().map_err(StageError::Sink)?;
-        stats.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    }
-    sink.close().map_err(StageError::Sink)
+/// The stage of a side output, when the plan has one: its sink opened and
+/// resumed where the checkpoint `restore` says its output ended.
+fn side_stage(
+    end: Option<Endpoint<OpenSink>>,
+    name: &'static str,
+    capacity: usize,
+    restore: Option<&Restore>,
+) -> Result<Option<SideStage>, RunError> {
+    let Some(end) = end else {
+        return Ok(None);
+    };
+    let what = match name {
+        "dead-letter" => "the dead-letter sink",
+        _ => "the late-record sink",
+    };
+    let sink = (end.open)(None).map_err(|cause| RunError::Open { what, cause })?;
+    let mut stage = SideStage::new(name, sink, capacity);
+    resume(stage.sink_mut(), name, restore)?;
+    Ok(Some(stage))
 }

@@ -4,7 +4,7 @@ use super::{EdgeReceiver, EdgeSender};
 use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore};
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
 use crate::metrics::Telemetry;
-use crate::operator::{Chain, OperatorError};
+use crate::operator::{Chain, OperatorError, SideOutput};
 use crate::plan::WatermarkSettings;
 use crate::record::{Barrier, Message};
 use crate::runtime::{SavepointRequest, Shutdown};
@@ -95,6 +95,8 @@ pub struct SourceCheckpoints {
     pub events: flume::Sender<CheckpointEvent>,
     /// Whether one is in flight.
     pub stats: Arc<CheckpointStats>,
+    /// The source's side outputs (dead letters), told of each barrier.
+    pub side_outputs: Vec<SideOutput>,
 }
 
 impl SourceCheckpoints {
@@ -122,6 +124,9 @@ impl SourceCheckpoints {
             savepoint,
             swaps: std::mem::take(swaps),
         });
+        for side in &self.side_outputs {
+            side.barrier(id);
+        }
         Some(Message::Barrier(Barrier { id }))
     }
 }
@@ -283,15 +288,46 @@ pub fn run_chain(
 
 /// How the sink takes part in checkpoints.
 pub struct SinkCheckpoints {
+    /// Which sink it is (`sink`, `dead-letter`, `late-output`).
+    pub name: &'static str,
     /// Where it acknowledges barriers.
     pub events: flume::Sender<CheckpointEvent>,
+    /// The checkpoints, told which one's output the sink committed.
+    pub store: CheckpointStore,
     /// How each checkpoint ended, for a sink that commits with them.
     pub outcomes: Option<flume::Receiver<(u64, bool)>>,
+    /// The sink's side outputs (dead letters), told of each barrier.
+    pub side_outputs: Vec<SideOutput>,
     /// The run's control (a failing run stops the wait for an outcome).
     pub shutdown: Shutdown,
 }
 
 impl SinkCheckpoints {
+    /// Acknowledges barrier `id` with the sink's position, after its
+    /// [`flush`](Sink::flush); a sink that commits with checkpoints then
+    /// waits for the checkpoint's outcome and commits.
+    pub(super) fn acknowledge(&self, sink: &mut dyn Sink, id: u64) -> Result<(), StageError> {
+        let _ = self.events.send(CheckpointEvent::SinkAcked {
+            id,
+            sink: self.name,
+            position: sink.position(),
+        });
+        for side in &self.side_outputs {
+            side.barrier(id);
+        }
+        if let Some(complete) = self.outcome(id) {
+            #[cfg(debug_assertions)]
+            if complete {
+                super::test_hooks::before_commit(id);
+            }
+            sink.checkpoint_done(id, complete).map_err(StageError::Sink)?;
+            if complete {
+                self.store.set_committed(id);
+            }
+        }
+        Ok(())
+    }
+
     /// Waits for the outcome of checkpoint `id`; `None` when the run stops
     /// first.
     fn outcome(&self, id: u64) -> Option<bool> {
@@ -329,13 +365,7 @@ pub fn run_sink(
             Message::Barrier(b) => {
                 sink.flush().map_err(StageError::Sink)?;
                 if let Some(c) = &checkpoints {
-                    let _ = c.events.send(CheckpointEvent::Acked {
-                        id: b.id,
-                        snapshots: Vec::new(),
-                    });
-                    if let Some(complete) = c.outcome(b.id) {
-                        sink.checkpoint_done(b.id, complete).map_err(StageError::Sink)?;
-                    }
+                    c.acknowledge(sink.as_mut(), b.id)?;
                 }
             }
             Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,

@@ -41,8 +41,16 @@ impl WatermarkGenerator {
         }
     }
 
-    /// A record of `split` has event time `ts`.
+    /// A record of `split` has event time `ts`. A split past the known
+    /// ones (a partition added while running) joins them.
     pub fn observe(&mut self, split: usize, ts: i64) {
+        if split >= self.splits.len() {
+            let new = Split {
+                max_timestamp: i64::MIN,
+                last_active: Instant::now(),
+            };
+            self.splits.resize(split + 1, new);
+        }
         let s = &mut self.splits[split];
         s.max_timestamp = s.max_timestamp.max(ts);
         s.last_active = Instant::now();

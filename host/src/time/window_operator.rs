@@ -49,7 +49,7 @@ pub enum LatePolicy {
     /// Counted and dropped.
     Drop,
     /// Counted and sent here.
-    SideOutput(flume::Sender<Record>),
+    SideOutput(crate::operator::SideOutput),
 }
 
 /// One keyed worker's window operator.

@@ -36,6 +36,10 @@ pub struct KafkaSourceSpec {
     /// started (a bounded read); by default the source runs until stopped.
     #[serde(default)]
     pub bounded: bool,
+    /// How often an unbounded source looks for partitions added to its
+    /// topics (read from their beginning).
+    #[serde(default = "default_partition_discovery", with = "humantime_serde")]
+    pub partition_discovery: std::time::Duration,
     /// What happens to a record the `format` cannot read (not UTF-8, not
     /// JSON, no key or time field): `fail` (default), `skip` or
     /// `dead-letter`.
@@ -95,6 +99,10 @@ pub struct KafkaSinkSpec {
     /// consumers read with `isolation.level=read_committed`).
     #[serde(default)]
     pub exactly_once: bool,
+    /// With `exactly_once`: the compacted topic where each transaction also
+    /// records which checkpoint's output it commits (made when missing).
+    #[serde(default = "default_commit_topic")]
+    pub commit_topic: String,
     /// How long the producer retries a record through broker errors and
     /// outages before the pipeline stops (`message.timeout.ms`).
     #[serde(default = "default_delivery_timeout", with = "humantime_serde")]
@@ -113,6 +121,14 @@ pub struct KafkaSinkSpec {
 
 const fn default_linger() -> std::time::Duration {
     std::time::Duration::from_millis(5)
+}
+
+const fn default_partition_discovery() -> std::time::Duration {
+    std::time::Duration::from_secs(10)
+}
+
+fn default_commit_topic() -> String {
+    "mailer-commits".to_owned()
 }
 
 const fn default_delivery_timeout() -> std::time::Duration {

@@ -8,6 +8,7 @@ mod lag;
 mod refusals;
 mod sink;
 mod source;
+mod topic_admin;
 mod transactional;
 
 pub use config::{
@@ -15,7 +16,7 @@ pub use config::{
 };
 pub use sink::KafkaSink;
 pub use source::KafkaSource;
-pub use transactional::{TransactionalKafkaSink, committed_checkpoint};
+pub use transactional::{TRANSACTION_TIMEOUT, TransactionalKafkaSink, committed_checkpoint};
 
 use super::ConnectorError;
 use crate::batch::Batch;
@@ -45,9 +46,16 @@ fn kafka_error(brokers: &str, topic: &str, e: impl std::fmt::Display) -> Connect
 #[derive(Default)]
 struct Reported {
     last: Mutex<Option<(bool, String)>>,
+    /// The first record refusal a delivery report brought.
+    refused: Mutex<Option<String>>,
 }
 
 impl Reported {
+    /// `"; <what was refused>"` when a delivery report refused a record.
+    fn last_refusal(&self) -> Option<String> {
+        self.refused.lock().expect("refusal lock").clone()
+    }
+
     fn last_error(&self) -> Option<String> {
         self.last
             .lock()
@@ -81,7 +89,18 @@ impl AsRef<Reported> for Reported {
 impl ProducerContext for Reported {
     type DeliveryOpaque = ();
 
-    fn delivery(&self, _: &DeliveryResult<'_>, _: ()) {}
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, msg)) = result {
+            use rdkafka::message::Message;
+            let mut refused = self.refused.lock().expect("refusal lock");
+            refused.get_or_insert_with(|| {
+                format!(
+                    "; the brokers refused a record for partition {}: {e}",
+                    msg.partition()
+                )
+            });
+        }
+    }
 }
 
 /// A client error with a hint when it is about credentials.
@@ -154,7 +173,8 @@ fn partitions_of<C: ClientContext>(
 
 /// Sends every record of `batch` to `topic` (its key, value, timestamp and
 /// headers; to `partition` when set), waiting while the producer's queue is
-/// full. A record the producer refuses for itself (too large) goes to
+/// full. A record the producer refuses for itself (too large), or that the
+/// topic's `limits` refuse (no key for a compacted topic), goes to
 /// `rejects`; how many were sent, or why the batch stops.
 fn send_batch<C: ProducerContext<DeliveryOpaque = ()>>(
     producer: &BaseProducer<C>,
@@ -162,9 +182,17 @@ fn send_batch<C: ProducerContext<DeliveryOpaque = ()>>(
     partition: Option<i32>,
     batch: &Batch,
     rejects: &FailureHandler,
+    limits: topic_admin::TopicLimits,
 ) -> Result<u64, String> {
     let mut sent = 0;
     batch.try_for_each(|rec| {
+        if limits.compacted && rec.key.is_none() {
+            return super::refuse(
+                rejects,
+                rec.clone(),
+                &format!("topic `{topic}` is compacted (cleanup.policy=compact): the brokers refuse a record without a key"),
+            );
+        }
         let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
         for (name, value) in &rec.headers {
             headers = headers.insert(Header {

@@ -113,8 +113,15 @@ impl KafkaSink {
 impl Sink for KafkaSink {
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
         let rejects = &self.producer.context().rejects;
-        send_batch(&self.producer, &self.topic, self.partition, batch, rejects)
-            .map_err(|e| self.failed(e))?;
+        send_batch(
+            &self.producer,
+            &self.topic,
+            self.partition,
+            batch,
+            rejects,
+            Default::default(),
+        )
+        .map_err(|e| self.failed(e))?;
         Ok(())
     }
 

@@ -1,6 +1,11 @@
 //! The Kafka source: every partition of its topics, assigned directly (no
 //! group rebalancing), so the offsets in a checkpoint are the whole truth
 //! about where it is; they are committed to the group as well, for tools.
+//! Every partition has a concrete offset from the start (`latest` and
+//! `earliest` are resolved when the source opens), so every checkpoint
+//! holds every partition, read or not; partitions added to a topic while
+//! running are found every `partition_discovery` and read from their
+//! beginning, as are partitions a checkpoint does not know.
 
 use super::config::{KafkaFormat, KafkaSourceSpec, StartFrom, client_config};
 use super::lag::{STATISTICS_INTERVAL_MS, SourceContext};
@@ -18,7 +23,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long metadata and offset requests may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,6 +47,11 @@ pub struct KafkaSource {
     split_times: Vec<(usize, i64)>,
     /// Where records the format cannot read go.
     rejects: FailureHandler,
+    /// The topics, and how often to look for partitions added to them
+    /// (`None` for bounded reads, whose ends are fixed when they open).
+    topics: Vec<String>,
+    discovery: Option<Duration>,
+    last_discovery: Instant,
 }
 
 impl KafkaSource {
@@ -102,24 +112,33 @@ impl KafkaSource {
                 .map_err(|e| kafka_error(&brokers, &topics, e))?,
             _ => assignment,
         };
+        // Each partition starts at a concrete offset, so the position of a
+        // checkpoint taken before its first record still holds it (a
+        // bounded read with nothing left is done at once).
+        let mut next = BTreeMap::new();
+        let mut concrete = TopicPartitionList::new();
+        for e in assignment.elements() {
+            let (topic, p) = (e.topic(), e.partition());
+            let (low, high) = match ends.get(&(topic.to_owned(), p)) {
+                Some(&w) => w,
+                None => consumer
+                    .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+                    .map_err(|err| kafka_error(&brokers, topic, err))?,
+            };
+            let start = match e.offset() {
+                Offset::Offset(o) => o,
+                Offset::End => high,
+                _ => low,
+            };
+            concrete
+                .add_partition_offset(topic, p, Offset::Offset(start))
+                .map_err(|err| kafka_error(&brokers, topic, err))?;
+            next.insert((topic.to_owned(), p), start);
+        }
+        let assignment = concrete;
         consumer
             .assign(&assignment)
             .map_err(|e| kafka_error(&brokers, &topics, e))?;
-        // A bounded read starts each partition's progress where it starts
-        // reading, so one with nothing left (empty, or a start time after
-        // its last record) is done at once.
-        let mut next = BTreeMap::new();
-        for e in assignment.elements() {
-            let partition = (e.topic().to_owned(), e.partition());
-            if let Some(&(low, high)) = ends.get(&partition) {
-                let start = match e.offset() {
-                    Offset::Offset(o) => o,
-                    Offset::End => high,
-                    _ => low,
-                };
-                next.insert(partition, start);
-            }
-        }
         let ends = ends.into_iter().map(|(p, (_, high))| (p, high)).collect();
         let splits = assignment
             .elements()
@@ -138,7 +157,61 @@ impl KafkaSource {
             timestamp_field: spec.timestamp_field.clone(),
             next,
             ends: spec.bounded.then_some(ends),
+            topics: spec.topics.clone(),
+            discovery: (!spec.bounded).then_some(spec.partition_discovery),
+            last_discovery: Instant::now(),
         })
+    }
+
+    /// The beginning of partition `p` of `topic` (its low watermark).
+    fn beginning(&self, topic: &str, p: i32) -> Result<i64, ConnectorError> {
+        let (low, _) = self
+            .consumer
+            .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+            .map_err(|e| kafka_error(&self.brokers, topic, e))?;
+        Ok(low)
+    }
+
+    /// Assigns partitions added to the topics since they were last looked
+    /// at, from their beginning.
+    fn discover_partitions(&mut self) -> Result<(), ConnectorError> {
+        let mut added = false;
+        for topic in self.topics.clone() {
+            let partitions = partitions_of(
+                self.consumer.client(),
+                || consumer_error(&self.consumer),
+                &self.brokers,
+                &topic,
+            )?;
+            for p in partitions {
+                let partition = (topic.clone(), p);
+                if self.splits.contains_key(&partition) {
+                    continue;
+                }
+                let start = self.beginning(&topic, p)?;
+                tracing::info!(topic = %topic, partition = p, offset = start, "reading a partition added to the topic");
+                added = true;
+                let split = self.splits.len();
+                self.splits.insert(partition.clone(), split);
+                self.next.insert(partition, start);
+            }
+        }
+        if added {
+            self.assign_at_next()?;
+        }
+        Ok(())
+    }
+
+    /// Assigns every known partition at its next offset.
+    fn assign_at_next(&self) -> Result<(), ConnectorError> {
+        let mut list = TopicPartitionList::new();
+        for ((topic, p), next) in &self.next {
+            list.add_partition_offset(topic, *p, Offset::Offset(*next))
+                .map_err(|e| kafka_error(&self.brokers, topic, e))?;
+        }
+        self.consumer
+            .assign(&list)
+            .map_err(|e| kafka_error(&self.brokers, "(assignment)", e))
     }
 
     /// The record of `msg` read by the source's format; or the message as it
@@ -226,6 +299,12 @@ fn committed_or_earliest(
 
 impl Source for KafkaSource {
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
+        if let Some(every) = self.discovery
+            && self.last_discovery.elapsed() >= every
+        {
+            self.last_discovery = Instant::now();
+            self.discover_partitions()?;
+        }
         let mut batch = Vec::with_capacity(max.min(4096));
         self.split_times.clear();
         while batch.len() < max {
@@ -313,37 +392,36 @@ impl Source for KafkaSource {
     }
 
     fn seek(&mut self, position: &serde_json::Value) -> Result<(), ConnectorError> {
-        let Some(offsets) = position["offsets"].as_object() else {
-            return Err(ConnectorError::Unsupported(format!(
-                "not a Kafka position: {position}"
-            )));
-        };
-        let mut assignment = self
-            .consumer
-            .assignment()
-            .map_err(|e| kafka_error(&self.brokers, "(assignment)", e))?;
+        let not_a_position = || ConnectorError::Unsupported(format!("not a Kafka position: {position}"));
+        let offsets = position["offsets"].as_object().ok_or_else(not_a_position)?;
+        let mut restored = BTreeMap::new();
         for (topic, partitions) in offsets {
             for (p, next) in partitions.as_object().into_iter().flatten() {
                 let (Ok(p), Some(next)) = (p.parse::<i32>(), next.as_i64()) else {
-                    return Err(ConnectorError::Unsupported(format!(
-                        "not a Kafka position: {position}"
-                    )));
+                    return Err(not_a_position());
                 };
-                match assignment.find_partition(topic, p) {
-                    Some(_) => assignment
-                        .set_partition_offset(topic, p, Offset::Offset(next))
-                        .map_err(|e| kafka_error(&self.brokers, topic, e))?,
-                    None => {
-                        return Err(ConnectorError::Unsupported(format!(
-                            "the checkpoint reads topic `{topic}` partition {p}, which the source no longer has"
-                        )));
-                    }
+                if !self.next.contains_key(&(topic.clone(), p)) {
+                    return Err(ConnectorError::Unsupported(format!(
+                        "the checkpoint reads topic `{topic}` partition {p}, which the source no longer has"
+                    )));
                 }
-                self.next.insert((topic.clone(), p), next);
+                restored.insert((topic.clone(), p), next);
             }
         }
-        self.consumer
-            .assign(&assignment)
-            .map_err(|e| kafka_error(&self.brokers, "(assignment)", e))
+        // Every partition is in every checkpoint: one that is not was added
+        // to its topic after this checkpoint was taken.
+        for (topic, p) in self.next.keys().cloned().collect::<Vec<_>>() {
+            let next = match restored.get(&(topic.clone(), p)) {
+                Some(&next) => next,
+                None => {
+                    let start = self.beginning(&topic, p)?;
+                    tracing::info!(topic = %topic, partition = p, offset = start,
+                        "the checkpoint predates this partition: reading it from its beginning");
+                    start
+                }
+            };
+            self.next.insert((topic, p), next);
+        }
+        self.assign_at_next()
     }
 }

@@ -1,119 +1,206 @@
 //! The exactly-once Kafka sink: the output between two checkpoints is one
 //! Kafka transaction, committed only once the checkpoint after it is
-//! durable. With the output, the transaction commits the checkpoint's id as
-//! an offset of the pipeline's commit group (`send_offsets_to_transaction`),
-//! so Kafka itself records which checkpoint's output is committed: a
-//! restart resumes from that checkpoint (see [`committed_checkpoint`]),
-//! never from a later one whose output was lost with a crash, and never
-//! commits an interval twice. The transactional id is stable per pipeline
-//! and sink, so a new instance fences any older one still running.
+//! durable. With the output, each transaction writes a record to the
+//! compacted commit topic (`commit_topic`, one partition) saying which
+//! checkpoint's output it commits, so Kafka itself records it, in a topic
+//! that never expires (a group's committed offsets would, after
+//! `offsets.retention.minutes`): a restart resumes from exactly that
+//! checkpoint (see [`committed_checkpoint`]), never from a later one whose
+//! output was lost with a crash, and never commits an interval twice. The
+//! transactional id is stable per pipeline and sink, so a new instance
+//! fences any older one still running, before it reads the record.
 
 use super::config::{KafkaSinkSpec, client_config, producer_config};
-use super::{Reported, consumer_error, kafka_error, partitions_of, producer_error, send_batch};
+use super::topic_admin::{TopicLimits, ensure_commit_topic, topic_limits};
+use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
 use crate::operator::FailureHandler;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::producer::{BaseProducer, Producer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The group whose committed offset records the last committed checkpoint.
-fn commit_group(pipeline: &str, topic: &str) -> String {
-    format!("mailer-commits.{pipeline}.{topic}")
-}
 
 /// The transactional id of the pipeline's sink to `topic`.
 fn transactional_id(pipeline: &str, topic: &str) -> String {
     format!("mailer.{pipeline}.{topic}")
 }
 
-/// The id of the newest checkpoint whose output the sink committed, as
-/// Kafka recorded it; `None` when it never committed one.
-pub fn committed_checkpoint(spec: &KafkaSinkSpec, pipeline: &str) -> Result<Option<u64>, ConnectorError> {
+/// The key of the pipeline's sink to `topic` in the commit topic.
+fn commit_key(pipeline: &str, topic: &str) -> String {
+    format!("{pipeline}\u{0}{topic}")
+}
+
+/// A commit record's value.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CommitRecord {
+    pipeline: String,
+    topic: String,
+    checkpoint: u64,
+}
+
+/// The pipeline's transactional producer, fencing any older instance (its
+/// open transaction is aborted).
+fn fenced_producer(spec: &KafkaSinkSpec, pipeline: &str) -> Result<BaseProducer<Reported>, ConnectorError> {
     let brokers = spec.bootstrap_servers.value();
-    let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
-    config.set("group.id", commit_group(pipeline, &spec.topic));
-    let consumer: BaseConsumer = config
-        .create()
-        .map_err(|e| kafka_error(brokers, &spec.topic, e))?;
+    let err = |e: KafkaError| kafka_error(brokers, &spec.topic, e);
+    let mut config = producer_config(spec);
+    config.set("transactional.id", transactional_id(pipeline, &spec.topic));
+    if !spec.options.contains_key("transaction.timeout.ms") {
+        config.set(
+            "transaction.timeout.ms",
+            TRANSACTION_TIMEOUT.as_millis().to_string(),
+        );
+    }
+    let producer: BaseProducer<Reported> = config.create_with_context(Reported::default()).map_err(err)?;
     partitions_of(
-        consumer.client(),
-        || consumer_error(&consumer),
+        producer.client(),
+        || producer_error(&producer),
         brokers,
         &spec.topic,
     )?;
+    producer.init_transactions(TIMEOUT).map_err(err)?;
+    Ok(producer)
+}
+
+/// How long a transaction may stay open (`transaction.timeout.ms`, unless
+/// the sink's `options` set it): the checkpoint interval must be well
+/// under it.
+pub const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The id of the newest checkpoint whose output the sink committed, as the
+/// commit topic records it: `Some(0)` when the sink started but committed
+/// nothing yet, `None` when it has no record (it never ran, or the record
+/// was deleted). Any older instance is fenced first, so none can commit
+/// after this answer.
+pub fn committed_checkpoint(spec: &KafkaSinkSpec, pipeline: &str) -> Result<Option<u64>, ConnectorError> {
+    drop(fenced_producer(spec, pipeline)?);
+    read_commit_record(spec, pipeline)
+}
+
+/// The checkpoint in the newest commit record of the pipeline's sink.
+fn read_commit_record(spec: &KafkaSinkSpec, pipeline: &str) -> Result<Option<u64>, ConnectorError> {
+    let brokers = spec.bootstrap_servers.value();
+    let topic = &spec.commit_topic;
+    let err = |e: String| kafka_error(brokers, topic, format!("reading the commit topic: {e}"));
+    let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
+    config
+        .set("group.id", format!("mailer-commit-reader.{pipeline}"))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .set("isolation.level", "read_committed");
+    let consumer: BaseConsumer = config.create().map_err(|e| err(e.to_string()))?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), TIMEOUT)
+        .map_err(|e| err(e.to_string()))?;
+    if !metadata
+        .topics()
+        .iter()
+        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+    {
+        return Ok(None);
+    }
     let mut list = TopicPartitionList::new();
-    list.add_partition(&spec.topic, 0);
-    let committed = consumer.committed_offsets(list, TIMEOUT).map_err(|e| {
-        kafka_error(
-            brokers,
-            &spec.topic,
-            format!("reading the committed checkpoint: {e}"),
-        )
-    })?;
-    Ok(committed
-        .find_partition(&spec.topic, 0)
-        .and_then(|e| match e.offset() {
-            Offset::Offset(o) if o > 0 => Some(o as u64),
-            _ => None,
-        }))
+    list.add_partition_offset(topic, 0, Offset::Beginning)
+        .map_err(|e| err(e.to_string()))?;
+    consumer.assign(&list).map_err(|e| err(e.to_string()))?;
+    let key = commit_key(pipeline, &spec.topic);
+    let mut committed = None;
+    let started = Instant::now();
+    loop {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(msg)) if msg.key() == Some(key.as_bytes()) => {
+                committed = match msg.payload() {
+                    None | Some([]) => None,
+                    Some(value) => {
+                        let record: CommitRecord = serde_json::from_slice(value)
+                            .map_err(|e| err(format!("offset {}: not a commit record: {e}", msg.offset())))?;
+                        Some(record.checkpoint)
+                    }
+                };
+            }
+            Some(Ok(_)) => {}
+            Some(Err(KafkaError::PartitionEOF(_))) => return Ok(committed),
+            Some(Err(e)) => return Err(err(e.to_string())),
+            None if started.elapsed() > TIMEOUT => {
+                return Err(err(format!("its end was not reached within {TIMEOUT:?}")));
+            }
+            None => {}
+        }
+    }
 }
 
 /// Writes each checkpoint interval's records in one Kafka transaction.
 pub struct TransactionalKafkaSink {
     producer: BaseProducer<Reported>,
-    group: BaseConsumer,
     brokers: String,
     topic: String,
     partition: Option<i32>,
+    /// Where each transaction records its checkpoint, and under which key.
+    commit_topic: String,
+    commit_key: String,
+    pipeline: String,
+    /// What the brokers take on the topic.
+    limits: TopicLimits,
     /// Records produced in the open transaction.
     pending: u64,
-    /// Where records the producer refuses go (a record the brokers refuse
-    /// after sending aborts the transaction: the pipeline stops and replays
-    /// from its checkpoint).
+    /// Where records the topic's limits refuse go (a record the brokers
+    /// still refuse after sending aborts the transaction: the pipeline stops
+    /// and replays from its committed checkpoint).
     rejects: FailureHandler,
 }
 
 impl TransactionalKafkaSink {
     /// Connects as the pipeline's transactional producer (fencing any older
-    /// instance and aborting what it left open) and opens a transaction.
+    /// instance and aborting what it left open), records "nothing committed
+    /// yet" in the commit topic when the sink has no record there, and
+    /// opens a transaction.
     pub fn open(
         spec: &KafkaSinkSpec,
         pipeline: &str,
         rejects: FailureHandler,
     ) -> Result<Self, ConnectorError> {
         let brokers = spec.bootstrap_servers.value().to_owned();
-        let err = |e: KafkaError| kafka_error(&brokers, &spec.topic, e);
-        let mut config = producer_config(spec);
-        config
-            .set("transactional.id", transactional_id(pipeline, &spec.topic))
-            .set("transaction.timeout.ms", "900000");
-        let producer: BaseProducer<Reported> =
-            config.create_with_context(Reported::default()).map_err(err)?;
-        partitions_of(
-            producer.client(),
-            || producer_error(&producer),
-            &brokers,
-            &spec.topic,
-        )?;
-        producer.init_transactions(TIMEOUT).map_err(err)?;
-        producer.begin_transaction().map_err(err)?;
-        let mut group_config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
-        group_config.set("group.id", commit_group(pipeline, &spec.topic));
-        let group: BaseConsumer = group_config.create().map_err(err)?;
-        Ok(Self {
+        let limits = topic_limits(spec)?;
+        let mut spec = spec.clone();
+        if let Some(max) = limits.max_message_bytes {
+            // The producer then refuses a record the topic cannot take
+            // before it enters a transaction, and keeps its batches within
+            // the topic's limit (librdkafka's floor is 1000).
+            spec.options
+                .entry("message.max.bytes".to_owned())
+                .or_insert_with(|| crate::manifest::ConfigString::new(max.max(1000).to_string()));
+        }
+        ensure_commit_topic(&spec, &spec.commit_topic)?;
+        let producer = fenced_producer(&spec, pipeline)?;
+        let mut sink = Self {
             producer,
-            group,
             brokers,
             topic: spec.topic.clone(),
             partition: spec.partition,
+            commit_topic: spec.commit_topic.clone(),
+            commit_key: commit_key(pipeline, &spec.topic),
+            pipeline: pipeline.to_owned(),
+            limits,
             pending: 0,
             rejects,
-        })
+        };
+        let begin = |s: &Self| {
+            s.producer
+                .begin_transaction()
+                .map_err(|e| s.failed(e.to_string()))
+        };
+        if read_commit_record(&spec, pipeline)?.is_none() {
+            begin(&sink)?;
+            sink.commit(0)?;
+        } else {
+            begin(&sink)?;
+        }
+        Ok(sink)
     }
 
     fn failed(&self, message: String) -> ConnectorError {
@@ -124,23 +211,28 @@ impl TransactionalKafkaSink {
         }
     }
 
-    /// Commits the open transaction with checkpoint `id` as its marker, and
-    /// opens the next.
+    /// Commits the open transaction with a commit record for checkpoint
+    /// `id`, and opens the next.
     fn commit(&mut self, id: u64) -> Result<(), ConnectorError> {
-        let mut marker = TopicPartitionList::new();
-        marker
-            .add_partition_offset(&self.topic, 0, Offset::Offset(id as i64))
-            .map_err(|e| self.failed(e.to_string()))?;
-        let metadata = self
-            .group
-            .group_metadata()
-            .ok_or_else(|| self.failed("no consumer group metadata for the commit marker".into()))?;
+        let value = serde_json::to_vec(&CommitRecord {
+            pipeline: self.pipeline.clone(),
+            topic: self.topic.clone(),
+            checkpoint: id,
+        })
+        .expect("serialises");
+        let record = BaseRecord::to(&self.commit_topic)
+            .partition(0)
+            .key(&self.commit_key)
+            .payload(&value);
         self.producer
-            .send_offsets_to_transaction(&marker, &metadata, TIMEOUT)
-            .map_err(|e| self.failed(format!("recording checkpoint {id} in the transaction: {e}")))?;
-        self.producer
-            .commit_transaction(TIMEOUT)
-            .map_err(|e| self.failed(format!("committing the output of checkpoint {id}: {e}")))?;
+            .send(record)
+            .map_err(|(e, _)| self.failed(format!("recording checkpoint {id} in the transaction: {e}")))?;
+        self.producer.commit_transaction(TIMEOUT).map_err(|e| {
+            let refused = self.producer.context().last_refusal().unwrap_or_default();
+            self.failed(format!(
+                "committing the output of checkpoint {id}: {e}{refused}; the transaction is aborted, and a restart writes this output again from the committed checkpoint"
+            ))
+        })?;
         self.pending = 0;
         self.producer
             .begin_transaction()
@@ -150,8 +242,15 @@ impl TransactionalKafkaSink {
 
 impl Sink for TransactionalKafkaSink {
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
-        let sent = send_batch(&self.producer, &self.topic, self.partition, batch, &self.rejects)
-            .map_err(|e| self.failed(e))?;
+        let sent = send_batch(
+            &self.producer,
+            &self.topic,
+            self.partition,
+            batch,
+            &self.rejects,
+            self.limits,
+        )
+        .map_err(|e| self.failed(e))?;
         self.pending += sent;
         Ok(())
     }

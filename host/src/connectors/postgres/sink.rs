@@ -51,6 +51,10 @@ struct Statements {
 struct Progress {
     record: String,
     read: String,
+    /// Records "started, nothing committed" (checkpoint 0) unless a row is
+    /// there: a restart can then tell a sink that never committed from one
+    /// whose record is gone.
+    start: String,
     pipeline: String,
     sink: String,
 }
@@ -99,7 +103,10 @@ impl PostgresSink {
                 sql.create_stage.as_deref().expect("exactly once stages")
             );
             runtime
-                .block_on(client.batch_execute(&setup))
+                .block_on(async {
+                    client.batch_execute(&setup).await?;
+                    client.execute(&p.start, &[&p.pipeline, &p.sink]).await
+                })
                 .map_err(|e| err(format!("preparing the stage and `{}`: {}", p.sink, describe(&e))))?;
         }
         let mut sink = Self {
@@ -299,7 +306,8 @@ async fn committed(
 }
 
 /// The id of the newest checkpoint whose rows the sink committed, as the
-/// database recorded it; `None` when it never committed one.
+/// database recorded it: `Some(0)` when the sink started but committed
+/// nothing yet, `None` when the database has no record of the sink.
 pub fn committed_checkpoint(spec: &PostgresSinkSpec, pipeline: &str) -> Result<Option<u64>, ConnectorError> {
     let runtime = runtime()?;
     let target = target(spec)?;
@@ -351,6 +359,9 @@ fn progress(spec: &PostgresSinkSpec, pipeline: &str) -> Progress {
              ON CONFLICT (pipeline, sink) DO UPDATE SET checkpoint = EXCLUDED.checkpoint, committed_at = now()"
         ),
         read: format!("SELECT checkpoint FROM {table} WHERE pipeline = $1 AND sink = $2"),
+        start: format!(
+            "INSERT INTO {table} (pipeline, sink, checkpoint) VALUES ($1, $2, 0) ON CONFLICT (pipeline, sink) DO NOTHING"
+        ),
         pipeline: pipeline.to_owned(),
         sink: spec.table.clone(),
     }

@@ -1,0 +1,252 @@
+//! Where a run starts: from exactly the checkpoint its sink committed, from
+//! the newest complete one (sinks without commits), from one the user
+//! names, from a savepoint, or from the beginning. Recovery never guesses:
+//! when the sink and the checkpoint folder disagree, the run is refused
+//! with what is missing and what the user can choose.
+
+use super::metadata::Metadata;
+use super::store::{CheckpointStore, StoreError, read_metadata};
+use crate::plan::Plan;
+use std::path::{Path, PathBuf};
+
+/// What the user asked a run to start from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartFrom {
+    /// Where the pipeline's checkpoints (and its sink's commits) say.
+    Resume,
+    /// The beginning, ignoring the checkpoints.
+    Fresh,
+    /// This checkpoint of the pipeline's folder, chosen knowingly.
+    Checkpoint(u64),
+    /// A savepoint's folder.
+    Savepoint(PathBuf),
+}
+
+/// A checkpoint to resume from: its folder and what it holds.
+#[derive(Debug, Clone)]
+pub struct Restore {
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its metadata.
+    pub metadata: Metadata,
+}
+
+/// What to tell a user whose run cannot resume as it is.
+const CHOICES: &str = "`mailer run --from-checkpoint <id>` resumes from a checkpoint you pick (output the sink committed after it is written again), `mailer run --fresh` starts from the source's start";
+
+/// Why a pipeline cannot start where it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The checkpoint folder cannot be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The sink cannot say which checkpoint it committed.
+    #[error("cannot find out which checkpoint the sink committed: {0}")]
+    Sink(String),
+    /// The checkpoint does not fit the manifest.
+    #[error(
+        "cannot resume from checkpoint {id} in `{dir}`: {reason}; fix the manifest, or start over with `mailer run --fresh`"
+    )]
+    Incompatible {
+        /// The checkpoint.
+        id: u64,
+        /// Its folder.
+        dir: String,
+        /// What does not fit.
+        reason: String,
+    },
+    /// The sink committed a checkpoint's output that the folder no longer
+    /// holds whole.
+    #[error(
+        "the sink committed the output of checkpoint {id}, but `{dir}` does not hold that checkpoint whole ({reason}): resuming from any other would write output twice or lose it. Restore the checkpoint folder, or choose: {CHOICES}"
+    )]
+    CommittedMissing {
+        /// The committed checkpoint.
+        id: u64,
+        /// The checkpoint folder.
+        dir: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The folder holds checkpoints, but the sink has no record of any.
+    #[error(
+        "`{dir}` holds checkpoints (newest: {newest}), but the sink has no record of having committed any (its commit record is gone, or it is a new topic or table): which output is in is unknown. Choose: {CHOICES}"
+    )]
+    CommitRecordLost {
+        /// The checkpoint folder.
+        dir: String,
+        /// Its newest checkpoint.
+        newest: u64,
+    },
+    /// A savepoint whose output and the sink's disagree.
+    #[error(
+        "the savepoint in `{dir}` was taken at checkpoint {savepoint}, but the sink committed the output of checkpoint {committed}: starting from it would write output twice or lose it. Take the savepoint with `mailer savepoint --stop` (the sink then commits exactly its output), or write to a new topic or table"
+    )]
+    SavepointMismatch {
+        /// The savepoint's folder.
+        dir: String,
+        /// Its checkpoint id.
+        savepoint: u64,
+        /// The sink's committed checkpoint.
+        committed: u64,
+    },
+    /// `--from-checkpoint` named a checkpoint the folder does not hold.
+    #[error("checkpoint {id} cannot be used: {reason}")]
+    NotUsable {
+        /// The checkpoint.
+        id: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Restore {
+    /// The checkpoint `plan` starts from as `start` asks, checked against
+    /// the plan; `None` to start from the source's start.
+    pub fn resolve(plan: &Plan, start: &StartFrom) -> Result<Option<Restore>, RestoreError> {
+        match start {
+            StartFrom::Fresh => Ok(None),
+            StartFrom::Savepoint(dir) => Self::from_savepoint(plan, dir).map(Some),
+            StartFrom::Checkpoint(id) => {
+                let store = Self::store(plan)?.ok_or_else(|| RestoreError::NotUsable {
+                    id: *id,
+                    reason: "the manifest has no `[checkpoint]` section".into(),
+                })?;
+                let (dir, metadata) = store
+                    .read(*id)
+                    .map_err(|reason| RestoreError::NotUsable { id: *id, reason })?;
+                tracing::warn!(
+                    checkpoint = id,
+                    "resuming from the checkpoint named by --from-checkpoint"
+                );
+                Self::checked(plan, dir, metadata).map(Some)
+            }
+            StartFrom::Resume => Self::resume(plan),
+        }
+    }
+
+    fn store(plan: &Plan) -> Result<Option<CheckpointStore>, RestoreError> {
+        let Some(settings) = &plan.checkpoint else {
+            return Ok(None);
+        };
+        Ok(Some(CheckpointStore::open(&settings.dir, settings.keep)?))
+    }
+
+    fn checked(plan: &Plan, dir: PathBuf, metadata: Metadata) -> Result<Restore, RestoreError> {
+        let restore = Restore { dir, metadata };
+        restore.check(plan)?;
+        Ok(restore)
+    }
+
+    /// The checkpoint a restart resumes from: the one the sink committed
+    /// when it commits with checkpoints, else the newest complete one.
+    fn resume(plan: &Plan) -> Result<Option<Restore>, RestoreError> {
+        let Some(store) = Self::store(plan)? else {
+            return Ok(None);
+        };
+        let Some(committed) = &plan.committed_checkpoint else {
+            // The sink's output is rewound to the checkpoint (or not
+            // rewindable): the newest checkpoint that reads back is right.
+            return match store.latest()? {
+                Some((dir, metadata)) => Self::checked(plan, dir, metadata).map(Some),
+                None => {
+                    tracing::info!(dir = %store.dir().display(), "no checkpoint yet: starting from the source's start");
+                    Ok(None)
+                }
+            };
+        };
+        let dir = store.dir().display().to_string();
+        match committed().map_err(|e| RestoreError::Sink(e.to_string()))? {
+            None => match store.complete_ids()?.first() {
+                None => Ok(None),
+                Some(&newest) => Err(RestoreError::CommitRecordLost { dir, newest }),
+            },
+            Some(0) => {
+                tracing::info!("the sink never committed a checkpoint's output: starting from the beginning");
+                Ok(None)
+            }
+            Some(id) => match store.read(id) {
+                Ok((path, metadata)) => Self::checked(plan, path, metadata).map(Some),
+                Err(reason) => Err(RestoreError::CommittedMissing { id, dir, reason }),
+            },
+        }
+    }
+
+    /// The savepoint in `dir`, checked against `plan` and against the
+    /// checkpoint its sink committed.
+    fn from_savepoint(plan: &Plan, dir: &Path) -> Result<Restore, RestoreError> {
+        let metadata = read_metadata(dir).map_err(|reason| RestoreError::Incompatible {
+            id: 0,
+            dir: dir.display().to_string(),
+            reason,
+        })?;
+        let restore = Self::checked(plan, dir.to_owned(), metadata)?;
+        if let Some(committed) = &plan.committed_checkpoint {
+            match committed().map_err(|e| RestoreError::Sink(e.to_string()))? {
+                Some(id) if id != restore.metadata.id => {
+                    return Err(RestoreError::SavepointMismatch {
+                        dir: dir.display().to_string(),
+                        savepoint: restore.metadata.id,
+                        committed: id,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(restore)
+    }
+
+    /// Refuses a checkpoint whose state the plan cannot take over.
+    pub fn check(&self, plan: &Plan) -> Result<(), RestoreError> {
+        let m = &self.metadata;
+        let refuse = |reason: String| RestoreError::Incompatible {
+            id: m.id,
+            dir: self.dir.display().to_string(),
+            reason,
+        };
+        if m.key_groups != plan.key_groups {
+            return Err(refuse(format!(
+                "it has {} key groups and the manifest {} (`max_parallelism` is fixed for a pipeline's life)",
+                m.key_groups, plan.key_groups
+            )));
+        }
+        let planned: Vec<&crate::plan::OperatorNode> =
+            plan.stages.iter().flat_map(|s| &s.operators).collect();
+        for s in &m.snapshots {
+            if !planned.iter().any(|op| op.name == s.operator) {
+                return Err(refuse(format!(
+                    "it holds state of operator `{}`, which the manifest no longer has",
+                    s.operator
+                )));
+            }
+        }
+        for before in &m.operators {
+            let Some(now) = planned.iter().find(|op| op.name == before.name) else {
+                continue;
+            };
+            let world = match &now.kind {
+                crate::plan::NodeKind::Plugin { plugin, .. } => Some(plugin.world().to_string()),
+                crate::plan::NodeKind::Window { plugin, .. } => {
+                    plugin.as_ref().map(|(p, _)| p.world().to_string())
+                }
+                crate::plan::NodeKind::Native(_) => None,
+            };
+            if before.world != world {
+                let ran = |w: Option<&str>| w.map_or("no plugin".to_owned(), |w| format!("a `{w}` plugin"));
+                return Err(refuse(format!(
+                    "operator `{}` ran {} and now runs {}: its state cannot carry over",
+                    before.name,
+                    ran(before.world.as_deref()),
+                    ran(world.as_deref()),
+                )));
+            }
+        }
+        if m.manifest_hash != plan.manifest_hash {
+            tracing::info!(
+                checkpoint = m.id,
+                "the manifest changed since this checkpoint; its state carries over"
+            );
+        }
+        Ok(())
+    }
+}
