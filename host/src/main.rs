@@ -230,7 +230,8 @@ fn run(command: Command) -> Result<()> {
         } => {
             let (mut plan, engine) = plan_of(&manifest)?;
             // Held for the whole run: nothing else may touch the state.
-            let _locks = savepoint::lock_state(&plan)?;
+            let _locks = mailer::checkpoint::lock_pipeline(&plan)
+                .with_context(|| format!("pipeline `{}`", plan.name))?;
             let start = match (from_savepoint, from_checkpoint) {
                 (Some(dir), _) => StartFrom::Savepoint(dir),
                 (None, Some(id)) => StartFrom::Checkpoint(id),

@@ -4,33 +4,15 @@
 //! next batch and answers in `SAVEPOINT.failed` when it cannot write it.
 
 use anyhow::{Context, Result, bail};
-use mailer::checkpoint::{FolderLock, SAVEPOINT_FAILED, SavepointFailure, lock, lock_holder};
+use mailer::checkpoint::{SAVEPOINT_FAILED, SavepointFailure, lock_holder};
 use mailer::plan::Plan;
 use mailer::runtime::SavepointRequest;
-use mailer::state::BackendKind;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const REQUEST: &str = "SAVEPOINT";
 /// How long `mailer savepoint` waits for the savepoint.
 const WAIT: Duration = Duration::from_secs(300);
-
-/// Locks the folders `plan`'s pipeline keeps its state in (the checkpoint
-/// folder, the RocksDB state folder) for this process, for as long as the
-/// locks live; fails when another process runs the pipeline.
-pub fn lock_state(plan: &Plan) -> Result<Vec<FolderLock>> {
-    let mut folders: Vec<&Path> = Vec::new();
-    if let Some(c) = &plan.checkpoint {
-        folders.push(&c.dir);
-    }
-    if let BackendKind::Rocks(dir) = &plan.state {
-        folders.push(dir);
-    }
-    folders
-        .into_iter()
-        .map(|dir| lock(dir).with_context(|| format!("pipeline `{}`", plan.name)))
-        .collect()
-}
 
 /// The request `mailer savepoint` left in the checkpoint folder `dir`.
 pub fn take_request(dir: &Path) -> Result<SavepointRequest> {

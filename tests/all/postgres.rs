@@ -237,6 +237,41 @@ fn a_restart_whose_committed_checkpoint_is_gone_is_refused_with_the_choices() {
 }
 
 #[test]
+fn a_savepoint_older_than_the_committed_output_is_refused_for_an_exactly_once_sink() {
+    let db = TestDb::new("sp");
+    let w = Workdir::new();
+    let m = counts_pipeline(&w, &db, "exactly_once = true", 20_000);
+    let mut running = spawn_manifest(&m);
+    while mailer::checkpoint::lock_holder(&w.path("checkpoints")).unwrap() != Some(running.0.id()) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let savepoint = w.path("sp");
+    let out = run(&[
+        "savepoint",
+        m.to_str().unwrap(),
+        "--dir",
+        savepoint.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The pipeline goes on committing past the savepoint, then stops.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    sigterm(&running.0);
+    assert!(running.0.wait().unwrap().success());
+    let refused = run(&[
+        "run",
+        "--from-savepoint",
+        savepoint.to_str().unwrap(),
+        m.to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success());
+    let message = stderr(&refused);
+    assert!(
+        message.contains("but the sink committed the output of checkpoint"),
+        "{message}"
+    );
+}
+
+#[test]
 fn upserted_totals_converge_after_killed_runs() {
     let db = TestDb::new("upsert");
     let w = Workdir::new();

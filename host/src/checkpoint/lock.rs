@@ -108,6 +108,20 @@ pub fn lock(dir: &Path) -> Result<FolderLock, LockError> {
     Ok(FolderLock { _file: file })
 }
 
+/// Locks the folders `plan`'s pipeline keeps its state in (the checkpoint
+/// folder, the RocksDB state folder) for this process, for as long as the
+/// locks live; fails when another process runs the pipeline.
+pub fn lock_pipeline(plan: &crate::plan::Plan) -> Result<Vec<FolderLock>, LockError> {
+    let mut folders: Vec<&Path> = Vec::new();
+    if let Some(c) = &plan.checkpoint {
+        folders.push(&c.dir);
+    }
+    if let crate::state::BackendKind::Rocks(dir) = &plan.state {
+        folders.push(dir);
+    }
+    folders.into_iter().map(lock).collect()
+}
+
 /// The process holding the lock on `dir`: `None` when nobody does.
 pub fn holder(dir: &Path) -> Result<Option<u32>, LockError> {
     if !dir.join(LOCK_FILE).exists() {

@@ -11,7 +11,7 @@ mod stats;
 mod store;
 
 pub use coordinator::{CheckpointEvent, CoordinatorError, CoordinatorSetup, run_coordinator};
-pub use lock::{FolderLock, LOCK_FILE, LockError, holder as lock_holder, lock};
+pub use lock::{FolderLock, LOCK_FILE, LockError, holder as lock_holder, lock, lock_pipeline};
 pub use metadata::{Metadata, OperatorMeta, SnapshotMeta, file_sizes};
 pub use restore::{Restore, RestoreError, StartFrom};
 pub use savepoint::{SAVEPOINT_FAILED, SavepointFailure};
