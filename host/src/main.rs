@@ -263,6 +263,8 @@ fn run(command: Command) -> Result<()> {
                         telemetry: plan.telemetry.clone(),
                         metrics: admin.metrics,
                         metrics_need_token: admin.metrics_need_token,
+                        max_plugin_bytes: admin.max_plugin_bytes,
+                        allowed_hosts: admin.allowed_hosts.clone().into(),
                     };
                     let server = AdminServer::start(admin.listen, state)
                         .with_context(|| format!("starting the admin API on {}", admin.listen))?;

@@ -88,20 +88,32 @@ fn swaps_through_the_api_need_the_token_and_switch_once() {
     assert_eq!(pipelines[0]["operators"], operators);
 
     // A plugin of another world is refused; nothing changes.
-    let path = serde_json::json!({ "path": plugin("drop-short") }).to_string();
+    let other_world = std::fs::read(plugin("drop-short")).unwrap();
     let (status, refused) = post(
         &format!("{api}/operators/case/swap"),
-        "application/json",
-        path.as_bytes(),
+        "application/wasm",
+        &other_world,
     );
     assert_eq!(status, 422, "{refused}");
     assert!(refused["error"].as_str().unwrap().contains("world"), "{refused}");
     let (status, _) = post(
         &format!("{api}/operators/nope/swap"),
-        "application/json",
-        path.as_bytes(),
+        "application/wasm",
+        &other_world,
     );
     assert_eq!(status, 404);
+    // The API reads no file of the host, and says nothing of any.
+    for path in ["/etc/passwd", "/dev/zero", "/nonexistent"] {
+        let body = serde_json::json!({ "path": path }).to_string();
+        let (status, refused) = post(
+            &format!("{api}/operators/case/swap"),
+            "application/json",
+            body.as_bytes(),
+        );
+        assert_eq!(status, 415, "{path}: {refused}");
+        let message = refused["error"].as_str().unwrap();
+        assert!(!message.contains(path) && !message.contains("0x72"), "{message}");
+    }
 
     let bytes = std::fs::read(plugin("lowercase")).unwrap();
     let (status, swap) = post(&format!("{api}/operators/case/swap"), "application/wasm", &bytes);
@@ -412,4 +424,35 @@ fn a_new_version_failing_its_probation_is_rolled_back_automatically() {
     );
     assert!(failed < 2_000, "and was rolled back soon: {failed}");
     assert!(numbers.windows(2).all(|w| w[0] < w[1]), "in order, none twice");
+}
+
+#[test]
+fn requests_addressed_to_another_host_are_refused_and_answers_carry_security_headers() {
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let _child = start(&w, Some(&addr));
+    wait_for(&addr);
+    // What a DNS-rebinding page would send: its own name, this address.
+    for path in ["/", "/metrics", "/api/operators"] {
+        let res = agent()
+            .get(&format!("http://{addr}{path}"))
+            .header("Host", "evil.example:80")
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .call()
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 421, "{path}");
+    }
+    let res = agent()
+        .get(&format!("http://{addr}/"))
+        .header("Host", &format!("localhost:{}", addr.rsplit(':').next().unwrap()))
+        .call()
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let headers = res.headers();
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
 }

@@ -716,6 +716,40 @@ fn undecodable_source_records_follow_the_failure_policy() {
 }
 
 #[test]
+fn source_records_over_max_record_bytes_follow_the_failure_policy() {
+    let (input, output) = topics(
+        "too-big",
+        1,
+        &[
+            ("a".into(), "small".into()),
+            ("b".into(), "x".repeat(5000)),
+            ("c".into(), "small".into()),
+        ],
+    );
+    let w = Workdir::new();
+    let m = policy_pipeline(
+        &w,
+        "dl.toml",
+        &input,
+        &output,
+        "max_record_bytes = 1000\non_error = \"dead-letter\"",
+        "",
+    );
+    let dead = dead_letters_b(&w, &m, &output);
+    assert!(
+        dead.contains(&format!(
+            "topic `{input}` partition 0 offset 1: 5001 bytes, more than `max_record_bytes` (1000)"
+        )),
+        "{dead}"
+    );
+    assert!(
+        dead.len() < 3000,
+        "only the record's start is kept: {} bytes",
+        dead.len()
+    );
+}
+
+#[test]
 fn records_the_brokers_refuse_follow_the_sinks_failure_policy() {
     let big = "x".repeat(3000);
     let (input, output) = topics(

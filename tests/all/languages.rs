@@ -115,3 +115,75 @@ fn python_plugins_map_and_keep_keyed_state() {
 fn javascript_plugins_map_and_keep_keyed_state() {
     runs_both_plugins("js");
 }
+
+/// `mailer plugin swap` and `rollback` through the CLI, with components
+/// of 12 to 19 MB: the keyed counter goes from Python to JavaScript and
+/// back while the pipeline runs, and each key's count goes on by one.
+#[test]
+fn python_and_javascript_counters_swap_live_and_keep_their_state() {
+    let w = Workdir::new();
+    let port = free_port();
+    let m = w.manifest(&format!(
+        r#"
+[pipeline]
+name = "lang-swap"
+batch_size = 64
+
+[source]
+type = "generator"
+keys = 5
+rate = 400
+
+[[operators]]
+type = "key_by"
+
+[[operators]]
+name = "counts"
+type = "process"
+plugin = "{{plugin:py-count}}"
+memory_limit_mb = 256
+
+[sink]
+type = "file"
+path = "out.txt"
+
+[admin]
+listen = "127.0.0.1:{port}"
+token = "${{MAILER_ADMIN_TOKEN}}"
+"#
+    ));
+    let mut running = spawn_manifest(&m);
+    wait_for(&format!("127.0.0.1:{port}"));
+    let cli = |args: &[&str]| {
+        let out = mailer()
+            .env("MAILER_ADMIN_TOKEN", TOKEN)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mailer {args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let manifest = m.to_str().unwrap();
+    let js = plugin("js-count");
+    cli(&["plugin", "swap", manifest, "counts", js.to_str().unwrap()]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let listed = cli(&["plugin", "list", manifest]);
+    assert!(listed.contains("\"applied\""), "{listed}");
+    cli(&["plugin", "rollback", manifest, "counts"]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    sigterm(&running.0);
+    assert!(running.0.wait().unwrap().success());
+
+    let mut last: BTreeMap<String, u64> = BTreeMap::new();
+    for line in w.read("out.txt").lines() {
+        let (key, count) = line.split_once('\t').unwrap();
+        let count: u64 = count.parse().unwrap();
+        let before = last.insert(key.to_owned(), count).unwrap_or(0);
+        assert_eq!(
+            count,
+            before + 1,
+            "key {key}: the count goes on by one across the swaps"
+        );
+    }
+    assert_eq!(last.len(), 5);
+}

@@ -106,6 +106,17 @@ fn each_malformed_manifest_gets_its_own_located_error() {
             "bad.toml:3:1: batch_size 0 is out of range: expected 1 to 65536 records",
         ),
         (
+            with(
+                "name = \"m\"",
+                "name = \"m\"\nedge_capacity = 100\nbatch_size = 200",
+            ),
+            "bad.toml:4:1: batch_size 200 is larger than edge_capacity 100",
+        ),
+        (
+            with("[sink]", "[checkpoint]\nkeep = 0\n\n[sink]"),
+            "bad.toml:14:1: keep must be at least 1",
+        ),
+        (
             with("name = \"m\"", "name = \"my pipeline\""),
             "bad.toml:2:1: pipeline name `my pipeline` is invalid",
         ),

@@ -27,6 +27,16 @@ pub enum ClientError {
         /// Its `error` message.
         message: String,
     },
+    /// A component is larger than the pipeline takes.
+    #[error(
+        "the component is {size} bytes, more than the running pipeline takes ({max} bytes): raise `[admin] max_plugin_mb` in its manifest and restart it"
+    )]
+    TooLarge {
+        /// The component's size.
+        size: usize,
+        /// The pipeline's limit.
+        max: u64,
+    },
     /// A plugin file could not be read.
     #[error("reading {path}: {source}")]
     Read {
@@ -97,7 +107,19 @@ impl AdminClient {
         self.upload(operator, &bytes)
     }
 
+    /// Sends `bytes` as the new plugin of `operator`, once the pipeline
+    /// said it takes that many (a server refusing a body mid-upload would
+    /// leave only a broken connection to report).
     fn upload(&self, operator: &str, bytes: &[u8]) -> Result<Value, ClientError> {
+        let pipelines = self.pipelines()?;
+        if let Some(max) = pipelines[0]["max_plugin_bytes"].as_u64()
+            && bytes.len() as u64 > max
+        {
+            return Err(ClientError::TooLarge {
+                size: bytes.len(),
+                max,
+            });
+        }
         self.answer(
             self.agent
                 .post(format!("{}/operators/{operator}/swap", self.base))
@@ -155,14 +177,18 @@ impl AdminClient {
             reason: e.to_string(),
         })?;
         let status = response.status().as_u16();
-        let body: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if (200..300).contains(&status) {
             Ok(body)
         } else {
-            Err(ClientError::Refused {
-                status,
-                message: body["error"].as_str().unwrap_or("(no message)").to_owned(),
-            })
+            // The `error` of a JSON answer, else the body as it came.
+            let message = match body["error"].as_str() {
+                Some(e) => e.to_owned(),
+                None if text.trim().is_empty() => "(an empty answer)".to_owned(),
+                None => text.trim().to_owned(),
+            };
+            Err(ClientError::Refused { status, message })
         }
     }
 }

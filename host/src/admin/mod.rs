@@ -7,10 +7,12 @@
 
 mod client;
 mod dashboard;
+mod guard;
 mod routes;
 mod swaps;
 
 pub use client::{AdminClient, ClientError};
+pub use guard::allowed_hosts;
 pub use routes::AdminState;
 pub use swaps::{OperatorView, PluginView, Probation, SwapError, SwapRecord, SwapStatus, Swaps, store_dir};
 

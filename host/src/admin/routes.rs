@@ -5,12 +5,12 @@ use crate::metrics::{PluginInfo, Telemetry};
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
 use std::sync::Arc;
 
 /// What every handler shares.
@@ -26,36 +26,49 @@ pub struct AdminState {
     pub metrics: bool,
     /// Whether `/metrics` and the dashboard's data need the token too.
     pub metrics_need_token: bool,
+    /// The largest component a swap may upload, in bytes.
+    pub max_plugin_bytes: usize,
+    /// The host names requests may address.
+    pub allowed_hosts: Arc<[String]>,
 }
 
 /// The API: `GET /api/pipelines`, `GET /api/operators`, `POST
-/// /api/operators/{name}/swap` (the component as `application/wasm`, or
-/// JSON `{"path": "…"}`), `POST /api/operators/{name}/rollback`, `GET
-/// /api/swaps`, all needing the token; `GET /metrics` (Prometheus text),
-/// `GET /` (the dashboard) and `GET /dashboard/snapshot` (its data),
-/// needing it only when `metrics_need_token`.
+/// /api/operators/{name}/swap` (the component's bytes as
+/// `application/wasm`, at most `max_plugin_bytes`), `POST
+/// /api/operators/{name}/rollback`, `GET /api/swaps`, all needing the
+/// token; `GET /metrics` (Prometheus text), `GET /` (the dashboard) and `GET
+/// /dashboard/snapshot` (its data), needing it only when
+/// `metrics_need_token`. Every request must address this server by name
+/// (`Host`), and every response carries the headers of [`super::guard`].
 pub fn router(state: AdminState) -> Router {
     let guard = middleware::from_fn_with_state(state.clone(), require_token);
+    let host = middleware::from_fn_with_state(state.allowed_hosts.clone(), super::guard::check_host);
     let api = Router::new()
         .route("/api/pipelines", get(pipelines))
         .route("/api/operators", get(operators))
-        .route("/api/operators/{name}/swap", post(swap))
+        .route(
+            "/api/operators/{name}/swap",
+            post(swap).layer(DefaultBodyLimit::max(state.max_plugin_bytes)),
+        )
         .route("/api/operators/{name}/rollback", post(rollback))
         .route("/api/swaps", get(history))
         .layer(guard.clone());
-    if !state.metrics {
-        return api.with_state(state);
-    }
-    let mut observe = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/dashboard/snapshot", get(snapshot));
-    if state.metrics_need_token {
-        observe = observe.layer(guard);
-    }
-    api.merge(observe)
-        .route("/", get(super::dashboard::page))
-        .route("/dashboard.js", get(super::dashboard::script))
-        .route("/dashboard.css", get(super::dashboard::style))
+    let app = if state.metrics {
+        let mut observe = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/dashboard/snapshot", get(snapshot));
+        if state.metrics_need_token {
+            observe = observe.layer(guard);
+        }
+        api.merge(observe)
+            .route("/", get(super::dashboard::page))
+            .route("/dashboard.js", get(super::dashboard::script))
+            .route("/dashboard.css", get(super::dashboard::style))
+    } else {
+        api
+    };
+    app.layer(host)
+        .layer(middleware::from_fn(super::guard::security_headers))
         .with_state(state)
 }
 
@@ -108,11 +121,13 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The pipelines this process runs (one) with their plugin operators.
+/// The pipelines this process runs (one) with their plugin operators, and
+/// the largest component a swap may upload.
 async fn pipelines(State(state): State<AdminState>) -> impl IntoResponse {
     Json(serde_json::json!([{
         "name": state.swaps.pipeline(),
         "operators": state.swaps.operators(),
+        "max_plugin_bytes": state.max_plugin_bytes,
     }]))
 }
 
@@ -124,44 +139,24 @@ async fn history(State(state): State<AdminState>) -> impl IntoResponse {
     Json(state.swaps.history())
 }
 
-#[derive(Deserialize)]
-struct FromPath {
-    path: std::path::PathBuf,
-}
-
 async fn swap(
     State(state): State<AdminState>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // Only the bytes: a path would let the API read files of the host.
     let wasm = headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/wasm"));
-    let bytes = if wasm {
-        body.to_vec()
-    } else {
-        let from: FromPath = match serde_json::from_slice(&body) {
-            Ok(f) => f,
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!("send the component as `application/wasm`, or JSON {{\"path\": \"…\"}}: {e}"),
-                );
-            }
-        };
-        match std::fs::read(&from.path) {
-            Ok(b) => b,
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!("reading {}: {e}", from.path.display()),
-                );
-            }
-        }
-    };
+    if !wasm {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the component's bytes as `Content-Type: application/wasm`".into(),
+        );
+    }
     let swaps = state.swaps.clone();
-    blocking(move || swaps.swap(&name, &bytes)).await
+    blocking(move || swaps.swap(&name, &body)).await
 }
 
 async fn rollback(State(state): State<AdminState>, Path(name): Path<String>) -> Response {

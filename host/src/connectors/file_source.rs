@@ -4,6 +4,7 @@ use super::rate::RateLimit;
 use super::{ConnectorError, Poll, Progress, Source};
 use crate::batch::Batch;
 use crate::json::field;
+use crate::operator::FailureHandler;
 use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,9 @@ pub struct FileSource {
     line: Vec<u8>,
     /// At most this many records per second, when set.
     rate: Option<RateLimit>,
+    /// The longest line read as a record, and where longer ones go.
+    max_record_bytes: usize,
+    rejects: Option<FailureHandler>,
 }
 
 impl FileSource {
@@ -66,7 +70,32 @@ impl FileSource {
             offset: 0,
             line: Vec::new(),
             rate: None,
+            max_record_bytes: usize::MAX,
+            rejects: None,
         })
+    }
+
+    /// The same source reading lines of at most `max` bytes as records; a
+    /// longer line (only its start is kept in memory) goes to `rejects`.
+    pub fn with_max_record_bytes(mut self, max: usize, rejects: FailureHandler) -> Self {
+        self.max_record_bytes = max;
+        self.rejects = Some(rejects);
+        self
+    }
+
+    /// A line longer than `max_record_bytes`, its first KiB standing for it,
+    /// through the failure policy.
+    fn too_long(&self, length: u64, now: i64) -> Result<(), ConnectorError> {
+        let what = format!(
+            "{length} bytes, more than `max_record_bytes` ({})",
+            self.max_record_bytes
+        );
+        let Some(rejects) = &self.rejects else {
+            return Err(self.bad(what));
+        };
+        let start = Bytes::copy_from_slice(&self.line[..self.line.len().min(1024)]);
+        let reason = format!("`{}` line {}: {what}", self.path.display(), self.line_no);
+        super::refuse(rejects, Record::new(None, start, now), &reason).map_err(|_| self.bad(what))
     }
 
     /// The same source reading at most `per_second` records per second (a
@@ -152,9 +181,7 @@ impl Source for FileSource {
         let now = crate::runtime::now_ms();
         while batch.len() < max {
             self.line.clear();
-            let n = self
-                .reader
-                .read_until(b'\n', &mut self.line)
+            let (n, length) = read_line_capped(&mut self.reader, &mut self.line, self.max_record_bytes)
                 .map_err(|source| ConnectorError::Io {
                     what: "reading",
                     path: self.path.display().to_string(),
@@ -164,7 +191,11 @@ impl Source for FileSource {
                 break;
             }
             self.line_no += 1;
-            self.offset += n as u64;
+            self.offset += n;
+            if length > self.max_record_bytes as u64 {
+                self.too_long(length, now)?;
+                continue;
+            }
             let mut end = self.line.len();
             if self.line[..end].ends_with(b"\n") {
                 end -= 1;
@@ -184,6 +215,41 @@ impl Source for FileSource {
             Poll::Records(Batch::Records(batch))
         })
     }
+}
+
+/// Reads one line (through its `\n`) into `line`, keeping at most its
+/// first `cap` bytes and its ending: the bytes it took in the file (0 at
+/// the end), and its length without the line ending.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<(u64, u64)> {
+    let (mut taken, mut ended) = (0u64, false);
+    while !ended {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let chunk = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                ended = true;
+                &buf[..=i]
+            }
+            None => buf,
+        };
+        let keep = chunk.len().min(cap.saturating_add(2).saturating_sub(line.len()));
+        line.extend_from_slice(&chunk[..keep]);
+        let n = chunk.len();
+        reader.consume(n);
+        taken += n as u64;
+    }
+    let ending = if ended && line.ends_with(b"\r\n") {
+        2
+    } else {
+        u64::from(ended)
+    };
+    Ok((taken, taken - ending))
 }
 
 #[cfg(test)]
@@ -232,5 +298,52 @@ mod tests {
         let mut s = source("{}\nnope\n", FileFormat::JsonLines, None, None);
         let e = s.poll(10).unwrap_err().to_string();
         assert!(e.contains("line 2: not a JSON document"), "{e}");
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_skipped_whole_and_only_its_start_is_kept() {
+        let long = "x".repeat(100_000);
+        let text = format!("ab\r\n{long}\nc");
+        let mut reader = std::io::BufReader::with_capacity(4096, text.as_bytes());
+        let mut line = Vec::new();
+        assert_eq!(read_line_capped(&mut reader, &mut line, 10).unwrap(), (4, 2));
+        line.clear();
+        assert_eq!(
+            read_line_capped(&mut reader, &mut line, 10).unwrap(),
+            (100_001, 100_000)
+        );
+        assert!(line.len() <= 12, "{} bytes kept", line.len());
+        line.clear();
+        assert_eq!(read_line_capped(&mut reader, &mut line, 10).unwrap(), (1, 1));
+        assert_eq!(line, b"c");
+
+        let skip = FailureHandler::new(
+            "source",
+            crate::operator::FailurePolicy::Skip,
+            None,
+            Default::default(),
+        );
+        let mut s = source(&format!("a\n{long}\nb\n"), FileFormat::Lines, None, None)
+            .with_max_record_bytes(1000, skip.clone());
+        let Poll::Records(b) = s.poll(10).unwrap() else {
+            panic!()
+        };
+        let values: Vec<_> = b.into_records().iter().map(|r| r.value.clone()).collect();
+        assert_eq!(values, ["a", "b"]);
+        assert_eq!(skip.stats().skipped.load(std::sync::atomic::Ordering::Relaxed), 1);
+
+        let fail = FailureHandler::new(
+            "source",
+            crate::operator::FailurePolicy::Fail,
+            None,
+            Default::default(),
+        );
+        let mut s =
+            source(&format!("{long}\n"), FileFormat::Lines, None, None).with_max_record_bytes(1000, fail);
+        let e = s.poll(10).unwrap_err().to_string();
+        assert!(
+            e.contains("line 1: 100000 bytes, more than `max_record_bytes` (1000)"),
+            "{e}"
+        );
     }
 }

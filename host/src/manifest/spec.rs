@@ -65,6 +65,23 @@ pub struct AdminSpec {
     /// Whether scraping `/metrics` needs the token too.
     #[serde(default)]
     pub metrics_need_token: bool,
+    /// The largest component a swap may upload, in MiB.
+    #[serde(default = "defaults::max_plugin_mb")]
+    pub max_plugin_mb: u64,
+    /// More `Host` header values the server answers (besides its listen
+    /// address, `localhost` and the loopback addresses at its port), e.g.
+    /// a proxy's name.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+}
+
+impl PipelineSpec {
+    /// The batch size: as set, or the default (1024) cut to
+    /// `edge_capacity`.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size_set
+            .unwrap_or_else(|| defaults::batch_size().min(self.edge_capacity))
+    }
 }
 
 /// Watermarks with bounded out-of-orderness.
@@ -134,9 +151,10 @@ pub struct PipelineSpec {
     /// its sender (backpressure).
     #[serde(default = "defaults::edge_capacity")]
     pub edge_capacity: usize,
-    /// The most records moved (and sent to a plugin) as one batch.
-    #[serde(default = "defaults::batch_size")]
-    pub batch_size: usize,
+    /// The most records moved (and sent to a plugin) as one batch, at most
+    /// `edge_capacity`; see [`PipelineSpec::batch_size`] for the default.
+    #[serde(default, rename = "batch_size")]
+    pub batch_size_set: Option<usize>,
     /// How long a graceful stop may drain before blocked stages are aborted.
     #[serde(default = "defaults::shutdown_timeout", with = "humantime_serde")]
     pub shutdown_timeout: Duration,
@@ -198,6 +216,13 @@ pub struct FileSourceSpec {
     /// At most this many records per second (replays a file as a stream);
     /// as fast as it reads when absent.
     pub rate: Option<u64>,
+    /// The longest line read as a record; a longer one follows `on_error`.
+    #[serde(default = "defaults::max_record_bytes")]
+    pub max_record_bytes: usize,
+    /// What happens to a line that cannot be a record (longer than
+    /// `max_record_bytes`): `fail`, `skip` or `dead-letter`.
+    #[serde(default)]
+    pub on_error: crate::operator::FailurePolicy,
 }
 
 /// Where records go.
@@ -620,6 +645,14 @@ pub mod defaults {
         64
     }
     /// Time between checkpoints.
+    pub const fn max_record_bytes() -> usize {
+        16 << 20
+    }
+
+    pub const fn max_plugin_mb() -> u64 {
+        64
+    }
+
     pub const fn checkpoint_interval() -> Duration {
         Duration::from_secs(10)
     }

@@ -38,13 +38,42 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
         return Err(m.error_at(&w.span(), "idle_timeout", "idle_timeout must be longer than 0"));
     }
     check_admin(m)?;
+    check_checkpoint(m)?;
     check_sink(m, m.spec.sink.get_ref(), &m.spec.sink.span())
+}
+
+fn check_checkpoint(m: &Manifest) -> Result<(), ManifestError> {
+    let Some(c) = &m.spec.checkpoint else {
+        return Ok(());
+    };
+    let spec = c.get_ref();
+    if spec.keep == 0 {
+        return Err(m.error_at(
+            &c.span(),
+            "keep",
+            "keep must be at least 1: a pipeline resumes from a checkpoint it kept",
+        ));
+    }
+    if spec.interval.is_zero() {
+        return Err(m.error_at(&c.span(), "interval", "interval must be longer than 0"));
+    }
+    Ok(())
 }
 
 fn check_admin(m: &Manifest) -> Result<(), ManifestError> {
     let Some(a) = &m.spec.admin else { return Ok(()) };
     let span = a.span();
     let a = a.get_ref();
+    if !(1..=4096).contains(&a.max_plugin_mb) {
+        return Err(m.error_at(
+            &span,
+            "max_plugin_mb",
+            format!(
+                "max_plugin_mb {} is out of range: expected 1 to 4096 (MiB)",
+                a.max_plugin_mb
+            ),
+        ));
+    }
     match (&a.token, &a.token_file) {
         (Some(_), Some(_)) => Err(m.error_at(&span, "token_file", "give `token` or `token_file`, not both")),
         (None, None) => Err(m.error_at(
@@ -81,13 +110,24 @@ fn check_pipeline(m: &Manifest) -> Result<(), ManifestError> {
             "edge_capacity must be at least 1 (records)",
         ));
     }
-    if !(1..=65_536).contains(&p.batch_size) {
+    if !(1..=65_536).contains(&p.batch_size()) {
         return Err(m.error_at(
             &span,
             "batch_size",
             format!(
                 "batch_size {} is out of range: expected 1 to 65536 records",
-                p.batch_size
+                p.batch_size()
+            ),
+        ));
+    }
+    if p.batch_size() > p.edge_capacity {
+        return Err(m.error_at(
+            &span,
+            "batch_size",
+            format!(
+                "batch_size {} is larger than edge_capacity {}: a batch must fit in an edge; lower batch_size or raise edge_capacity",
+                p.batch_size(),
+                p.edge_capacity
             ),
         ));
     }
@@ -206,6 +246,10 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
             }
         }
         SourceSpec::File(f) => {
+            check_policy(m, f.on_error, &span)?;
+            if f.max_record_bytes == 0 {
+                return Err(m.error_at(&span, "max_record_bytes", "max_record_bytes must be at least 1"));
+            }
             let path = m.path(&f.path);
             if !path.is_file() {
                 return Err(m.error_at(
@@ -234,6 +278,9 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
                 return Err(m.error_at(&span, "topics", "`topics` is empty: name at least one topic"));
             }
             check_policy(m, k.on_error, &span)?;
+            if k.max_record_bytes == 0 {
+                return Err(m.error_at(&span, "max_record_bytes", "max_record_bytes must be at least 1"));
+            }
             if k.format != kafka::KafkaFormat::Json
                 && let Some(key) = [
                     ("key_field", &k.key_field),

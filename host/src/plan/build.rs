@@ -125,7 +125,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
     Ok(Plan {
         name: p.name.clone(),
         manifest_hash: m.hash.clone(),
-        batch_size: p.batch_size.min(p.edge_capacity),
+        batch_size: p.batch_size(),
         edge_capacity: p.edge_capacity,
         shutdown_timeout: p.shutdown_timeout,
         source: source(m),
@@ -207,6 +207,8 @@ fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> 
         rollback_failure_share: spec.rollback_failure_share,
         metrics: spec.metrics,
         metrics_need_token: spec.metrics_need_token,
+        max_plugin_bytes: usize::try_from(spec.max_plugin_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+        allowed_hosts: crate::admin::allowed_hosts(spec.listen, &spec.allowed_hosts),
     }))
 }
 

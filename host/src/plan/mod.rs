@@ -123,6 +123,10 @@ pub struct AdminSettings {
     pub metrics: bool,
     /// Whether scraping `/metrics` needs the token too.
     pub metrics_need_token: bool,
+    /// The largest component a swap may upload, in bytes.
+    pub max_plugin_bytes: usize,
+    /// The `Host` header values the server answers.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Plan {

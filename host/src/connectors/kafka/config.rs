@@ -36,6 +36,10 @@ pub struct KafkaSourceSpec {
     /// started (a bounded read); by default the source runs until stopped.
     #[serde(default)]
     pub bounded: bool,
+    /// The largest record (key, value and headers) it passes on; a larger
+    /// one follows `on_error`.
+    #[serde(default = "default_max_record_bytes")]
+    pub max_record_bytes: usize,
     /// How often an unbounded source looks for partitions added to its
     /// topics (read from their beginning).
     #[serde(default = "default_partition_discovery", with = "humantime_serde")]
@@ -121,6 +125,10 @@ pub struct KafkaSinkSpec {
 
 const fn default_linger() -> std::time::Duration {
     std::time::Duration::from_millis(5)
+}
+
+const fn default_max_record_bytes() -> usize {
+    16 << 20
 }
 
 const fn default_partition_discovery() -> std::time::Duration {

@@ -20,7 +20,7 @@ use crate::record::Record;
 use bytes::Bytes;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -45,8 +45,10 @@ pub struct KafkaSource {
     splits: BTreeMap<Partition, usize>,
     /// The largest event time per split in the last batch.
     split_times: Vec<(usize, i64)>,
-    /// Where records the format cannot read go.
+    /// Where records the format cannot read, or larger than
+    /// `max_record_bytes`, go.
     rejects: FailureHandler,
+    max_record_bytes: usize,
     /// The topics, and how often to look for partitions added to them
     /// (`None` for bounded reads, whose ends are fixed when they open).
     topics: Vec<String>,
@@ -157,6 +159,7 @@ impl KafkaSource {
             timestamp_field: spec.timestamp_field.clone(),
             next,
             ends: spec.bounded.then_some(ends),
+            max_record_bytes: spec.max_record_bytes,
             topics: spec.topics.clone(),
             discovery: (!spec.bounded).then_some(spec.partition_discovery),
             last_discovery: Instant::now(),
@@ -217,6 +220,26 @@ impl KafkaSource {
     /// The record of `msg` read by the source's format; or the message as it
     /// is and why it cannot be read.
     fn record(&self, msg: &rdkafka::message::BorrowedMessage<'_>) -> Result<Record, (Record, String)> {
+        let size = msg.key().map_or(0, <[u8]>::len)
+            + msg.payload().map_or(0, <[u8]>::len)
+            + msg.headers().map_or(0, |h| {
+                h.iter()
+                    .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
+                    .sum()
+            });
+        if size > self.max_record_bytes {
+            // Only its start goes on, standing for it.
+            let mut start = raw_record(msg);
+            start.value.truncate(1024);
+            let reason = format!(
+                "topic `{}` partition {} offset {}: {size} bytes, more than `max_record_bytes` ({})",
+                msg.topic(),
+                msg.partition(),
+                msg.offset(),
+                self.max_record_bytes
+            );
+            return Err((start, reason));
+        }
         let mut rec = raw_record(msg);
         let bad = |rec: Record, message: String| {
             let reason = format!(
