@@ -297,3 +297,36 @@ fn a_rocksdb_checkpoint_with_a_truncated_file_is_skipped_for_the_one_before() {
     let (expected, _) = uninterrupted("rocksdb", false);
     assert_same_bytes("cut.out", &w.read("cut.out"), &expected);
 }
+
+#[test]
+fn no_checkpoint_covers_dead_letters_its_failing_dead_letter_sink_could_not_write() {
+    let w = Workdir::new();
+    let lines: String = (0..2000)
+        .map(|i| {
+            let mark = if i == 1000 { "bad" } else { "ok" };
+            format!("{{\"k\":\"k{}\",\"i\":{i},\"m\":\"{mark}\"}}\n", i % 7)
+        })
+        .collect();
+    w.write("input.jsonl", &lines);
+    // The dead letters go to a device that is always full.
+    let text = std::fs::read_to_string(manifest(&w, "full", "memory", 2000, true))
+        .unwrap()
+        .replace("path = \"dead.jsonl\"", "path = \"/dev/full\"\nappend = true");
+    let m = w.write("full.toml", &text);
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(!out.status.success(), "the dead-letter sink cannot write");
+    assert!(stderr(&out).contains("`/dev/full`"), "{}", stderr(&out));
+    // Either no checkpoint completed, or none past the dead letter.
+    let checkpoints = w.path("full-checkpoints");
+    let Ok(latest) = std::fs::read_to_string(checkpoints.join("LATEST")) else {
+        return;
+    };
+    let latest: u64 = latest.trim().parse().unwrap();
+    let metadata: serde_json::Value =
+        serde_json::from_str(&w.read(&format!("full-checkpoints/chk-{latest:020}/_metadata.json"))).unwrap();
+    let line = metadata["source"]["line"].as_u64().unwrap();
+    assert!(
+        line <= 1000,
+        "checkpoint {latest} covers line {line}, past the dead letter it lost"
+    );
+}
