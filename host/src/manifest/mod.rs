@@ -2,6 +2,8 @@
 //! reported with its file, line and column.
 
 mod error;
+#[cfg(test)]
+mod parse_tests;
 mod spec;
 mod validate;
 mod validate_operators;

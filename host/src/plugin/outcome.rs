@@ -232,4 +232,69 @@ mod tests {
             assert!(Outcomes::parse(World::FlatMap, garbage, 1, u32::MAX).is_err());
         }
     }
+
+    /// A valid output of `world` for `n` inputs: records, failures, keeps.
+    fn valid(world: World, n: usize) -> Vec<u8> {
+        let rec = Record::new(Some(Bytes::from_static(b"key")), "value", 7);
+        let mut w = Writer::batch(n);
+        for i in 0..n {
+            if i % 3 == 2 {
+                w.err("failed");
+                continue;
+            }
+            w.ok();
+            match world {
+                World::Map => write_record(&mut w, &rec),
+                World::Filter => w.u8(1),
+                World::FlatMap | World::Process | World::Window => {
+                    w.u32(2);
+                    write_record(&mut w, &rec);
+                    write_record(&mut w, &rec);
+                }
+                World::Reduce | World::Aggregate => w.bytes(b"accumulator"),
+            }
+        }
+        w.finish()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5000))]
+
+        /// Whatever a plugin returns is outcomes or an error, never a panic
+        /// (nor an allocation its lengths ask for).
+        #[test]
+        fn any_output_is_outcomes_or_an_error_never_a_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+            world in 0usize..7,
+            expected in 0usize..4,
+        ) {
+            let _ = Outcomes::parse(World::ALL[world], bytes, expected, 1000);
+        }
+
+        /// The same for a valid output damaged here and there, and cut.
+        #[test]
+        fn damaged_output_is_outcomes_or_an_error_never_a_panic(
+            world in 0usize..7,
+            n in 1usize..6,
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..6),
+            cut in proptest::prelude::any::<usize>(),
+        ) {
+            let world = World::ALL[world];
+            let mut bytes = valid(world, n);
+            let len = bytes.len();
+            for (at, value) in flips {
+                bytes[at % len] = value;
+            }
+            bytes.truncate(cut % (len + 1));
+            let _ = Outcomes::parse(world, bytes, n, 1000);
+        }
+    }
+
+    #[test]
+    fn valid_outputs_of_every_world_parse() {
+        for world in World::ALL {
+            let out = Outcomes::parse(world, valid(world, 5), 5, 1000).unwrap();
+            assert_eq!(out.items().len(), 5);
+        }
+    }
 }
