@@ -249,6 +249,30 @@ fn plugin_output_and_log_calls_go_to_the_log_with_the_operator() {
 }
 
 #[test]
+fn a_plugin_flooding_its_log_gets_100_lines_a_call_and_the_rest_counted() {
+    // One call per record: the second call has a budget of its own.
+    let ran = run_hostile("hostile", &["log-flood", "log"], "call = \"record\"");
+    assert_eq!(ran.out, ["flooded", "logged"]);
+    let flooded = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("hostile floods the log"))
+        .count();
+    assert_eq!(flooded, 100, "lines of the flooding call");
+    let dropped = ran
+        .stderr
+        .lines()
+        .find(|l| l.contains("plugin log lines past 100 per call were dropped"))
+        .unwrap_or_else(|| panic!("no drop warning in:\n{}", ran.stderr));
+    assert!(
+        dropped.contains("dropped=9900") && dropped.contains("operator=hostile"),
+        "{dropped}"
+    );
+    // The next call logs again.
+    assert!(ran.stderr.contains("hostile warns through the log import"));
+}
+
+#[test]
 fn an_enormous_output_is_refused_for_its_record_only() {
     let ran = run_hostile("hostile-flood", &["a", "flood:3", "flood:200000", "b"], "");
     assert_eq!(ran.out, ["a", "flood:3", "flood:3", "flood:3", "b"]);

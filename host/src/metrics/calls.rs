@@ -24,6 +24,8 @@ pub struct CallStats {
     pub fuel_consumed: AtomicU64,
     /// Calls stopped when their fuel ran out.
     pub fuel_exhausted: AtomicU64,
+    /// `log` import lines dropped past the per-call limit.
+    pub log_dropped: AtomicU64,
 }
 
 impl CallStats {
@@ -36,6 +38,7 @@ impl CallStats {
             deadline_hits: AtomicU64::new(0),
             fuel_consumed: AtomicU64::new(0),
             fuel_exhausted: AtomicU64::new(0),
+            log_dropped: AtomicU64::new(0),
         }
     }
 
@@ -67,6 +70,11 @@ impl CallStats {
     /// A call ran out of fuel.
     pub fn fuel_ran_out(&self) {
         self.fuel_exhausted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A call logged `n` lines past its limit.
+    pub fn log_lines_dropped(&self, n: u64) {
+        self.log_dropped.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A call hit its deadline.

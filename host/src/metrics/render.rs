@@ -236,6 +236,10 @@ fn operators(f: &Families, p: &str, graph: &RunGraph) {
             "Plugin calls stopped when their fuel ran out",
         ),
         (
+            "mailer_operator_log_lines_dropped_total",
+            "Lines of the plugin's log import dropped past 100 per call",
+        ),
+        (
             "mailer_operator_late_records_total",
             "Records too late for their windows (dropped, or sent to the late output)",
         ),
@@ -253,6 +257,7 @@ fn operators(f: &Families, p: &str, graph: &RunGraph) {
             op.calls.deadline_hits.load(Ordering::Relaxed),
             op.calls.fuel_consumed.load(Ordering::Relaxed),
             op.calls.fuel_exhausted.load(Ordering::Relaxed),
+            op.calls.log_dropped.load(Ordering::Relaxed),
             op.late.as_ref().map_or(0, |l| l.load(Ordering::Relaxed)),
         ];
         for (family, value) in counters.iter().zip(values) {

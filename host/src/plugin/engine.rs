@@ -24,6 +24,8 @@ pub struct HostState {
     pub(super) keyed: Option<super::keyed::KeyedContext>,
     /// The operator, for the plugin's log lines.
     pub(super) operator: std::sync::Arc<str>,
+    /// The `log` import's lines in the current call.
+    pub(super) log: super::log_import::LogBudget,
 }
 
 impl WasiView for HostState {

@@ -214,6 +214,7 @@ impl PluginInstance {
         let state = HostState {
             keyed: self.parked.take(),
             operator: std::sync::Arc::from(self.sandbox.operator.as_str()),
+            log: Default::default(),
             wasi,
             table: ResourceTable::new(),
             limits: StoreLimitsBuilder::new()
@@ -259,8 +260,19 @@ impl PluginInstance {
         if let Some(fuel) = fuel {
             let _ = store.set_fuel(fuel);
         }
+        store.data_mut().log.reset();
         let started = self.calls.timed.then(Instant::now);
         let result = f(store, bindings);
+        let dropped = store.data_mut().log.reset();
+        if dropped > 0 {
+            self.calls.log_lines_dropped(dropped);
+            tracing::warn!(
+                operator = %self.sandbox.operator,
+                dropped,
+                "plugin log lines past {} per call were dropped",
+                super::log_import::MAX_LINES_PER_CALL
+            );
+        }
         if let Some(started) = started {
             self.calls.observe(started.elapsed());
         }

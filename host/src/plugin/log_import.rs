@@ -9,6 +9,9 @@ use wasmtime::component::{HasSelf, Linker};
 /// with one call).
 const MAX_MESSAGE: usize = 4096;
 
+/// Lines one call may log; the rest are dropped and counted.
+pub const MAX_LINES_PER_CALL: u32 = 100;
+
 /// Adds the `log` import to `linker`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     log::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)
@@ -16,6 +19,11 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 
 impl log::Host for HostState {
     fn log(&mut self, level: Level, mut message: String) -> wasmtime::Result<()> {
+        if self.log.lines >= MAX_LINES_PER_CALL {
+            self.log.dropped += 1;
+            return Ok(());
+        }
+        self.log.lines += 1;
         if message.len() > MAX_MESSAGE {
             let mut end = MAX_MESSAGE;
             while !message.is_char_boundary(end) {
@@ -33,5 +41,21 @@ impl log::Host for HostState {
             Level::Error => tracing::error!(operator = %operator, "plugin: {message}"),
         }
         Ok(())
+    }
+}
+
+/// What one call logged: lines passed on, and lines dropped past
+/// [`MAX_LINES_PER_CALL`].
+#[derive(Debug, Default)]
+pub struct LogBudget {
+    lines: u32,
+    dropped: u64,
+}
+
+impl LogBudget {
+    /// Starts a call's budget afresh; the lines the last call dropped.
+    pub fn reset(&mut self) -> u64 {
+        self.lines = 0;
+        std::mem::take(&mut self.dropped)
     }
 }

@@ -10,6 +10,7 @@
 //! | `panic` | panics |
 //! | `print` | writes a line to stdout and one to stderr |
 //! | `log` | logs a warning through the `log` import |
+//! | `log-flood` | logs 10 000 lines through the `log` import in one call |
 //! | `file:<path>` | reads the file; the value becomes `read:<bytes>` or `denied:<error>` |
 //! | `write:<path>` | writes the file; `wrote` or `denied:<error>` |
 //! | `env:<NAME>` | reads the variable; `env:<value>` or `denied` |
@@ -62,6 +63,12 @@ fn hostile(mut rec: Record) -> Result<Record> {
             "log" => {
                 mailer_sdk::log::warn("hostile warns through the log import");
                 "logged".to_owned()
+            }
+            "log-flood" => {
+                for i in 0..10_000 {
+                    mailer_sdk::log::info(&format!("hostile floods the log, line {i}"));
+                }
+                "flooded".to_owned()
             }
             "clock" => {
                 let now = std::time::SystemTime::now()
