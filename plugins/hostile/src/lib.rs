@@ -66,7 +66,7 @@ fn hostile(mut rec: Record) -> Result<Record> {
             }
             "log-flood" => {
                 for i in 0..10_000 {
-                    mailer_sdk::log::info(&format!("hostile floods the log, line {i}"));
+                    mailer_sdk::log::info(format!("hostile floods the log, line {i}"));
                 }
                 "flooded".to_owned()
             }
