@@ -35,7 +35,7 @@ batch_size = 8
 [source]
 type = "file"
 path = "in.txt"
-
+{keyed}
 [[operators]]
 name = "hostile"
 type = "{kind}"
@@ -54,10 +54,15 @@ type = "file"
 path = "dead.jsonl"
 format = "json"
 "#,
-        kind = if plugin == "hostile-flood" {
-            "flat_map"
+        kind = match plugin {
+            "hostile-flood" => "flat_map",
+            "hostile-state" => "process",
+            _ => "map",
+        },
+        keyed = if plugin == "hostile-state" {
+            "\n[[operators]]\ntype = \"key_by\"\n"
         } else {
-            "map"
+            ""
         },
     ));
     let out = run(&["run", m.to_str().unwrap()]);
@@ -246,6 +251,20 @@ fn plugin_output_and_log_calls_go_to_the_log_with_the_operator() {
             "{line}"
         );
     }
+}
+
+#[test]
+fn a_call_writing_gigabytes_of_state_fails_alone_within_the_memory_limit() {
+    let ran = run_hostile(
+        "hostile-state",
+        &["a", "state-bomb", "b"],
+        "memory_limit_mb = 16\ncall = \"record\"",
+    );
+    assert_eq!(ran.out, ["1", "2"], "the other records are counted");
+    assert_eq!(ran.dead.len(), 1, "{:?}", ran.dead);
+    let (value, reason) = &ran.dead[0];
+    assert_eq!(value, "state-bomb");
+    assert!(reason.contains("wrote more than 16 MiB of state"), "{reason}");
 }
 
 #[test]

@@ -64,6 +64,11 @@ pub struct KeyedContext {
     now: i64,
     watermark: i64,
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Bytes written into `pending` since the last commit or abort, and the
+    /// most it may hold: the writes of one call are host memory until the
+    /// call succeeds.
+    pending_bytes: usize,
+    write_limit: usize,
     earliest_timer: [Option<i64>; 2],
     pending_earliest: [Option<i64>; 2],
     backend_error: Option<StateError>,
@@ -89,10 +94,19 @@ impl KeyedContext {
             now: 0,
             watermark: i64::MIN,
             pending: BTreeMap::new(),
+            pending_bytes: 0,
+            write_limit: usize::MAX,
             earliest_timer: [None; 2],
             pending_earliest: [None; 2],
             backend_error: None,
         }
+    }
+
+    /// The same context refusing a call's state writes past `bytes` in all
+    /// (keys and values): the call fails, its writes are discarded.
+    pub fn with_write_limit(mut self, bytes: usize) -> Self {
+        self.write_limit = bytes;
+        self
     }
 
     /// Scopes the next calls to `key`, at the current processing time.
@@ -119,6 +133,7 @@ impl KeyedContext {
     /// Writes the call's changes to the backend and leaves the key's scope.
     pub fn commit(&mut self) -> Result<(), StateError> {
         self.scope = None;
+        self.pending_bytes = 0;
         for (committed, pending) in self.earliest_timer.iter_mut().zip(&mut self.pending_earliest) {
             *committed = min_of(*committed, pending.take());
         }
@@ -142,6 +157,7 @@ impl KeyedContext {
     pub fn abort(&mut self) {
         self.scope = None;
         self.pending.clear();
+        self.pending_bytes = 0;
         self.pending_earliest = [None; 2];
     }
 
@@ -202,8 +218,17 @@ impl KeyedContext {
         Ok(found)
     }
 
-    fn write(&mut self, k: Vec<u8>, v: Option<Vec<u8>>) {
+    fn write(&mut self, k: Vec<u8>, v: Option<Vec<u8>>) -> Result<(), KeyedError> {
+        let size = k.len() + v.as_ref().map_or(0, Vec::len);
+        if self.pending_bytes.saturating_add(size) > self.write_limit {
+            return Err(KeyedError::Refused(format!(
+                "the call wrote more than {} MiB of state (the operator's `memory_limit_mb`): its writes are discarded",
+                self.write_limit >> 20
+            )));
+        }
+        self.pending_bytes += size;
         self.pending.insert(k, v);
+        Ok(())
     }
 
     /// A stored value as the plugin sees it: `None` once expired.
@@ -236,7 +261,7 @@ impl KeyedContext {
     pub fn set(&mut self, name: &str, value: Vec<u8>) -> Result<(), KeyedError> {
         let k = self.prefix(name, VALUE)?;
         let v = self.wrap_ttl(name, value);
-        self.write(k, Some(v));
+        self.write(k, Some(v))?;
         Ok(())
     }
 
@@ -245,7 +270,7 @@ impl KeyedContext {
         let mut all = self.prefix(name, VALUE)?;
         all.pop();
         for k in self.scan_raw(&all)?.into_keys() {
-            self.write(k, None);
+            self.write(k, None)?;
         }
         Ok(())
     }
@@ -271,8 +296,8 @@ impl KeyedContext {
         let mut k = prefix.clone();
         k.extend_from_slice(&next.to_be_bytes());
         let v = self.wrap_ttl(name, item);
-        self.write(k, Some(v));
-        self.write(prefix, Some((next + 1).to_be_bytes().to_vec()));
+        self.write(k, Some(v))?;
+        self.write(prefix, Some((next + 1).to_be_bytes().to_vec()))?;
         Ok(())
     }
 
@@ -292,14 +317,14 @@ impl KeyedContext {
     pub fn map_set(&mut self, name: &str, key: &[u8], value: Vec<u8>) -> Result<(), KeyedError> {
         let k = self.map_key(name, key)?;
         let v = self.wrap_ttl(name, value);
-        self.write(k, Some(v));
+        self.write(k, Some(v))?;
         Ok(())
     }
 
     /// Removes `key` from map state `name`.
     pub fn map_remove(&mut self, name: &str, key: &[u8]) -> Result<(), KeyedError> {
         let k = self.map_key(name, key)?;
-        self.write(k, None);
+        self.write(k, None)?;
         Ok(())
     }
 
@@ -328,7 +353,7 @@ impl KeyedContext {
     /// Registers a timer of the key in scope.
     pub fn register_timer(&mut self, domain: TimeDomain, at: i64) -> Result<(), KeyedError> {
         let k = self.timer_key(domain, at)?;
-        self.write(k, Some(Vec::new()));
+        self.write(k, Some(Vec::new()))?;
         let earliest = &mut self.pending_earliest[domain.index()];
         *earliest = min_of(*earliest, Some(at));
         Ok(())
@@ -337,7 +362,7 @@ impl KeyedContext {
     /// Deletes a timer of the key in scope.
     pub fn delete_timer(&mut self, domain: TimeDomain, at: i64) -> Result<(), KeyedError> {
         let k = self.timer_key(domain, at)?;
-        self.write(k, None);
+        self.write(k, None)?;
         Ok(())
     }
 
