@@ -31,9 +31,9 @@ pub fn unique_topic(prefix: &str) -> String {
     )
 }
 
-/// Creates `topic` with `partitions` partitions.
-pub fn create_topic(topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+/// An admin client of the test broker, and a runtime to wait on it.
+pub fn admin() -> (AdminClient<DefaultClientContext>, tokio::runtime::Runtime) {
+    let admin = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .create()
         .unwrap();
@@ -41,7 +41,21 @@ pub fn create_topic(topic: &str, partitions: i32) {
         .enable_all()
         .build()
         .unwrap();
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    (admin, runtime)
+}
+
+/// Creates `topic` with `partitions` partitions.
+pub fn create_topic(topic: &str, partitions: i32) {
+    create_topic_with(topic, partitions, &[]);
+}
+
+/// Creates `topic` with `partitions` partitions and topic `config`.
+pub fn create_topic_with(topic: &str, partitions: i32, config: &[(&str, &str)]) {
+    let (admin, runtime) = admin();
+    let new = config.iter().fold(
+        NewTopic::new(topic, partitions, TopicReplication::Fixed(1)),
+        |t, (k, v)| t.set(k, v),
+    );
     let results = runtime
         .block_on(admin.create_topics([&new], &AdminOptions::new()))
         .unwrap();

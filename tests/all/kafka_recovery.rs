@@ -8,29 +8,16 @@
 
 use crate::checkpoints::{kills, run_and_kill};
 use crate::kafka::{
-    CRASH_KEYS, CRASH_PER_KEY, bootstrap, consume_all, create_topic, one_run_of_counts, pipeline,
-    plain_producer, records, topics, unique_topic,
+    CRASH_KEYS, CRASH_PER_KEY, admin, bootstrap, consume_all, create_topic, create_topic_with,
+    one_run_of_counts, pipeline, plain_producer, records, topics, unique_topic,
 };
 use crate::support::*;
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::admin::{AdminOptions, NewPartitions};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn admin() -> (AdminClient<DefaultClientContext>, tokio::runtime::Runtime) {
-    let admin = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    (admin, runtime)
-}
 
 /// The exactly-once Kafka -> Wasm count -> Kafka pipeline of the crash
 /// tests, over a fresh input of `CRASH_KEYS` x `CRASH_PER_KEY` records.
@@ -134,14 +121,7 @@ fn a_record_too_large_for_the_topic_follows_on_error_instead_of_aborting_every_t
     let input = unique_topic("big-in");
     let output = unique_topic("big-out");
     create_topic(&input, 1);
-    let (admin, runtime) = admin();
-    let small = NewTopic::new(&output, 1, TopicReplication::Fixed(1)).set("max.message.bytes", "2000");
-    for r in runtime
-        .block_on(admin.create_topics([&small], &AdminOptions::new()))
-        .unwrap()
-    {
-        r.unwrap();
-    }
+    create_topic_with(&output, 1, &[("max.message.bytes", "2000")]);
     let mut input_records: Vec<(String, String)> =
         (0..300).map(|i| (format!("k{i}"), format!("v{i}"))).collect();
     input_records[150].1 = "x".repeat(5000);
@@ -307,16 +287,6 @@ fn wait_for_output(w: &Workdir, value: &str) {
     }
 }
 
-fn wait_for_new_checkpoint(w: &Workdir) {
-    let latest = || std::fs::read_to_string(w.path("checkpoints/LATEST")).ok();
-    let before = latest();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while latest() == before {
-        assert!(Instant::now() < deadline, "no checkpoint within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_partition_whose_first_record_comes_after_a_checkpoint_is_read_after_a_crash() {
     let input = unique_topic("late-first");
@@ -325,10 +295,10 @@ fn a_partition_whose_first_record_comes_after_a_checkpoint_is_read_after_a_crash
     let m = to_file(&w, &input, "latest");
     let producer = plain_producer();
     let mut running = spawn_manifest(&m);
-    wait_for_new_checkpoint(&w);
+    wait_for_new_checkpoint(&w.path("checkpoints"));
     send_to(&producer, &input, 0, "first-of-partition-0");
     wait_for_output(&w, "first-of-partition-0");
-    wait_for_new_checkpoint(&w);
+    wait_for_new_checkpoint(&w.path("checkpoints"));
     running.0.kill().unwrap();
     running.0.wait().unwrap();
     // Partition 1 gets its first record while the pipeline is down.
@@ -363,7 +333,7 @@ fn partitions_added_while_running_are_read_from_their_beginning() {
     wait_for_output(&w, "in-partition-1");
     wait_for_output(&w, "in-partition-2");
     // And after a crash and a restart, nothing is read twice.
-    wait_for_new_checkpoint(&w);
+    wait_for_new_checkpoint(&w.path("checkpoints"));
     running.0.kill().unwrap();
     running.0.wait().unwrap();
     let mut resumed = spawn_manifest(&m);

@@ -185,11 +185,7 @@ fn killed_runs_write_exactly_one_runs_file_and_dead_letters_on_rocksdb() {
 /// Starts `m`, waits until it completed a checkpoint in `checkpoints`.
 fn started(m: &Path, checkpoints: &Path) -> Running {
     let running = spawn_manifest(m);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !checkpoints.join("LATEST").exists() {
-        assert!(std::time::Instant::now() < deadline, "no checkpoint within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_new_checkpoint(checkpoints);
     running
 }
 

@@ -219,6 +219,18 @@ pub fn wait_for(addr: &str) {
     }
 }
 
+/// Waits until a checkpoint completes in the folder `checkpoints` after
+/// this call (its `LATEST` changes); fails after 60 s.
+pub fn wait_for_new_checkpoint(checkpoints: &Path) {
+    let latest = || std::fs::read_to_string(checkpoints.join("LATEST")).ok();
+    let before = latest();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while latest() == before {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint within 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// An HTTP client that returns error statuses as answers.
 pub fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()

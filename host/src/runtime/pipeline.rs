@@ -452,15 +452,6 @@ fn supervise(
 /// output ended (or start fresh without one).
 fn resume(sink: &mut dyn Sink, name: &'static str, restore: Option<&Restore>) -> Result<(), RunError> {
     let position = restore.and_then(|r| r.metadata.sinks.get(name));
-    if let (Some(r), None) = (restore, position)
-        && sink.position().is_some()
-    {
-        tracing::info!(
-            checkpoint = r.metadata.id,
-            sink = name,
-            "the checkpoint has no position for this sink: it starts its output afresh"
-        );
-    }
     sink.resume(position).map_err(|cause| RunError::Open {
         what: "the sink at the checkpoint's position",
         cause,

@@ -121,16 +121,17 @@ impl KafkaSource {
         let mut concrete = TopicPartitionList::new();
         for e in assignment.elements() {
             let (topic, p) = (e.topic(), e.partition());
-            let (low, high) = match ends.get(&(topic.to_owned(), p)) {
-                Some(&w) => w,
-                None => consumer
-                    .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
-                    .map_err(|err| kafka_error(&brokers, topic, err))?,
-            };
             let start = match e.offset() {
                 Offset::Offset(o) => o,
-                Offset::End => high,
-                _ => low,
+                symbolic => {
+                    let (low, high) = match ends.get(&(topic.to_owned(), p)) {
+                        Some(&w) => w,
+                        None => consumer
+                            .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+                            .map_err(|err| kafka_error(&brokers, topic, err))?,
+                    };
+                    if symbolic == Offset::End { high } else { low }
+                }
             };
             concrete
                 .add_partition_offset(topic, p, Offset::Offset(start))

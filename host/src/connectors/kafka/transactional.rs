@@ -11,7 +11,7 @@
 //! fences any older one still running, before it reads the record.
 
 use super::config::{KafkaSinkSpec, client_config, producer_config};
-use super::topic_admin::{TopicLimits, ensure_commit_topic, topic_limits};
+use super::topic_admin::{TopicAdmin, TopicLimits};
 use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
@@ -165,7 +165,9 @@ impl TransactionalKafkaSink {
         rejects: FailureHandler,
     ) -> Result<Self, ConnectorError> {
         let brokers = spec.bootstrap_servers.value().to_owned();
-        let limits = topic_limits(spec)?;
+        let admin = TopicAdmin::new(spec)?;
+        let limits = admin.topic_limits()?;
+        admin.ensure_commit_topic(&spec.commit_topic)?;
         let mut spec = spec.clone();
         if let Some(max) = limits.max_message_bytes {
             // The producer then refuses a record the topic cannot take
@@ -175,7 +177,6 @@ impl TransactionalKafkaSink {
                 .entry("message.max.bytes".to_owned())
                 .or_insert_with(|| crate::manifest::ConfigString::new(max.max(1000).to_string()));
         }
-        ensure_commit_topic(&spec, &spec.commit_topic)?;
         let producer = fenced_producer(&spec, pipeline)?;
         let mut sink = Self {
             producer,
@@ -189,16 +190,12 @@ impl TransactionalKafkaSink {
             pending: 0,
             rejects,
         };
-        let begin = |s: &Self| {
-            s.producer
-                .begin_transaction()
-                .map_err(|e| s.failed(e.to_string()))
-        };
+        sink.producer
+            .begin_transaction()
+            .map_err(|e| sink.failed(e.to_string()))?;
         if read_commit_record(&spec, pipeline)?.is_none() {
-            begin(&sink)?;
+            // Commits the empty transaction and opens the next.
             sink.commit(0)?;
-        } else {
-            begin(&sink)?;
         }
         Ok(sink)
     }
