@@ -18,6 +18,7 @@ mod process;
 mod quickstart;
 mod recovery;
 mod sandbox;
+mod sandbox_raw;
 mod scaffold;
 mod shutdown;
 mod support;

@@ -58,7 +58,7 @@ fn fresh_backend(w: &Workdir, kind: &str) -> Box<dyn StateBackend> {
     let worker = NEXT.fetch_add(1, Ordering::Relaxed);
     match kind {
         "memory" => BackendKind::Memory.open("s", worker).unwrap(),
-        _ => BackendKind::Rocks(w.path("state")).open("s", worker).unwrap(),
+        _ => BackendKind::rocks(w.path("state")).open("s", worker).unwrap(),
     }
 }
 

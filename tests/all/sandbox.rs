@@ -68,15 +68,7 @@ format = "json"
     let out = run(&["run", m.to_str().unwrap()]);
     let stderr = stderr(&out);
     assert!(out.status.success(), "the host must stay up: {stderr}");
-    let dead = w
-        .read("dead.jsonl")
-        .lines()
-        .map(|l| {
-            let d: serde_json::Value = serde_json::from_str(l).unwrap();
-            let reason = d["headers"]["mailer.error"].as_str().unwrap().to_owned();
-            (d["value"].as_str().unwrap().to_owned(), reason)
-        })
-        .collect();
+    let dead = dead_letters(w, "dead.jsonl");
     let out = w.read("out.txt").lines().map(str::to_owned).collect();
     Ran { stderr, out, dead }
 }

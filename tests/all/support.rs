@@ -91,6 +91,41 @@ pub fn run(args: &[&str]) -> Output {
     mailer().args(args).output().unwrap()
 }
 
+/// Runs `mailer <args>` to completion; its output and its peak resident
+/// memory in KiB (from `wait4`, for this child alone).
+pub fn run_with_peak_rss(args: &[&str]) -> (Output, u64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = mailer()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            r.read_to_end(&mut bytes).unwrap();
+            bytes
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, with pointers to live locals.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    };
+    (output, usage.ru_maxrss as u64)
+}
+
 /// Starts `mailer run <manifest>` with stdout and stderr piped.
 pub fn spawn_run(manifest: &Path) -> Child {
     mailer()
@@ -150,6 +185,19 @@ pub fn finished_field(stderr: &str, field: &str) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// The (value, reason) of each dead letter a file sink of JSON wrote to
+/// `file` in `w`.
+pub fn dead_letters(w: &Workdir, file: &str) -> Vec<(String, String)> {
+    w.read(file)
+        .lines()
+        .map(|l| {
+            let d: serde_json::Value = serde_json::from_str(l).unwrap();
+            let reason = d["headers"]["mailer.error"].as_str().unwrap().to_owned();
+            (d["value"].as_str().unwrap().to_owned(), reason)
+        })
+        .collect()
 }
 
 /// Resident memory of a process, in KiB.

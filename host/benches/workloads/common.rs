@@ -57,12 +57,15 @@ pub fn native(
 /// A plugin operator node from `plugins/dist/<plugin>.wasm`.
 pub fn wasm(engine: &PluginEngine, plugin: &str, world: World, mode: CallMode) -> OperatorNode {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plugins/dist/{plugin}.wasm"));
+    wasm_at(engine, &path, plugin, world, mode)
+}
+
+/// Operator `name` running the plugin at `path`.
+pub fn wasm_at(engine: &PluginEngine, path: &Path, name: &str, world: World, mode: CallMode) -> OperatorNode {
     OperatorNode {
-        name: plugin.into(),
+        name: name.into(),
         kind: NodeKind::Plugin {
-            plugin: engine
-                .load(&path, world, plugin)
-                .expect("run `just plugins` first"),
+            plugin: engine.load(path, world, name).expect("run `just plugins` first"),
             limits: PluginLimits {
                 timeout: Duration::from_secs(1),
                 memory_bytes: 64 << 20,
@@ -153,11 +156,15 @@ pub fn measure(name: &str, n: u64, plan: Plan, expected: u64, extra: &str) {
     );
 }
 
-/// A state folder for a RocksDB variant, removed first.
+/// A state folder for a RocksDB variant, removed first, with a cache of
+/// `MAILER_BENCH_CACHE_MB` (default 64; 0 for none).
 pub fn rocks_dir(name: &str) -> BackendKind {
     let dir = std::env::temp_dir().join(format!("mailer-bench-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
-    BackendKind::Rocks(dir)
+    BackendKind::Rocks {
+        dir,
+        cache_bytes: env_or::<usize>("MAILER_BENCH_CACHE_MB", 64) << 20,
+    }
 }
 
 /// Takes a batch's records (native operators work on decoded records).
@@ -195,13 +202,19 @@ pub fn ratios(outputs: &[String]) -> Vec<String> {
         {
             out.push(format!("bench w1-metrics-ratio on_vs_off={:.3}", r / off));
         }
-        if name == "sandbox-beside-hostile"
-            && let (Some(alone), Some(busy)) = (rate("sandbox-alone"), rate("sandbox-beside-busy"))
+        if name == "sandbox-beside-raw"
+            && let (Some(alone), Some(busy), Some(hostile)) = (
+                rate("sandbox-alone"),
+                rate("sandbox-beside-busy"),
+                rate("sandbox-beside-hostile"),
+            )
         {
             out.push(format!(
-                "bench sandbox-ratio hostile_vs_alone={:.3} hostile_vs_busy={:.3} busy_vs_alone={:.3}",
-                r / alone,
+                "bench sandbox-ratio hostile_vs_busy={:.3} raw_vs_busy={:.3} hostile_vs_alone={:.3} raw_vs_alone={:.3} busy_vs_alone={:.3}",
+                hostile / busy,
                 r / busy,
+                hostile / alone,
+                r / alone,
                 busy / alone
             ));
         }

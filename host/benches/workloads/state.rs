@@ -111,7 +111,7 @@ fn run(name: &str, kind: BackendKind) {
     }
     assert_eq!(found, reads, "every key written is read back");
     let disk_kib = match &kind {
-        BackendKind::Rocks(dir) => du_kib(dir),
+        BackendKind::Rocks { dir, .. } => du_kib(dir),
         BackendKind::Memory => 0,
     };
     println!(

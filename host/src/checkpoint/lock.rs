@@ -116,7 +116,7 @@ pub fn lock_pipeline(plan: &crate::plan::Plan) -> Result<Vec<FolderLock>, LockEr
     if let Some(c) = &plan.checkpoint {
         folders.push(&c.dir);
     }
-    if let crate::state::BackendKind::Rocks(dir) = &plan.state {
+    if let crate::state::BackendKind::Rocks { dir, .. } = &plan.state {
         folders.push(dir);
     }
     folders.into_iter().map(lock).collect()

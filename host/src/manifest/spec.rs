@@ -109,6 +109,9 @@ pub struct StateSpec {
     /// operator), relative to the manifest's folder; `.mailer/<pipeline>/state`
     /// when absent.
     pub path: Option<ConfigString>,
+    /// The write-back cache of each keyed worker's RocksDB state, in MiB
+    /// (64 when absent; 0 for none).
+    pub cache_mb: Option<u32>,
 }
 
 /// `[checkpoint]`.

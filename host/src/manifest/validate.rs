@@ -39,7 +39,20 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
     }
     check_admin(m)?;
     check_checkpoint(m)?;
+    check_state(m)?;
     check_sink(m, m.spec.sink.get_ref(), &m.spec.sink.span())
+}
+
+fn check_state(m: &Manifest) -> Result<(), ManifestError> {
+    let Some(s) = &m.spec.state else { return Ok(()) };
+    match s.get_ref().cache_mb {
+        Some(mb) if mb > 65_536 => Err(m.error_at(
+            &s.span(),
+            "cache_mb",
+            format!("cache_mb {mb} is out of range: expected 0 (no cache) to 65536"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_checkpoint(m: &Manifest) -> Result<(), ManifestError> {

@@ -248,14 +248,19 @@ fn state_backend(m: &Manifest) -> BackendKind {
     };
     match spec.backend {
         StateBackendName::Memory => BackendKind::Memory,
-        StateBackendName::Rocksdb => BackendKind::Rocks(match &spec.path {
-            Some(p) => m.path(p),
-            None => m
-                .dir
-                .join(".mailer")
-                .join(&m.spec.pipeline.get_ref().name)
-                .join("state"),
-        }),
+        StateBackendName::Rocksdb => BackendKind::Rocks {
+            dir: match &spec.path {
+                Some(p) => m.path(p),
+                None => m
+                    .dir
+                    .join(".mailer")
+                    .join(&m.spec.pipeline.get_ref().name)
+                    .join("state"),
+            },
+            cache_bytes: spec
+                .cache_mb
+                .map_or(crate::state::DEFAULT_CACHE_BYTES, |mb| (mb as usize) << 20),
+        },
     }
 }
 

@@ -434,7 +434,7 @@ impl OperatorNode {
                             state_ttl.clone(),
                             Arc::new(crate::runtime::now_ms),
                         )
-                        .with_write_limit(limits.memory_bytes);
+                        .with_call_limit(limits.memory_bytes);
                         Box::new(WasmProcess::new(&self.name, instance, keyed, *mode, failure))
                     }
                     World::Map | World::Filter | World::FlatMap => {

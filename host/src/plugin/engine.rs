@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::{Linker, ResourceTable};
-use wasmtime::{Config, Engine, StoreLimits};
+use wasmtime::{Config, Engine};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// One epoch tick: the granularity of call deadlines.
@@ -19,7 +19,8 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub struct HostState {
     pub(super) wasi: WasiCtx,
     pub(super) table: ResourceTable,
-    pub(super) limits: StoreLimits,
+    /// What its memories and tables may hold.
+    pub(super) budget: super::limiter::InstanceBudget,
     /// Keyed state and timers (process plugins only).
     pub(super) keyed: Option<super::keyed::KeyedContext>,
     /// The operator, for the plugin's log lines.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 use wasmtime::component::ResourceTable;
-use wasmtime::{Store, StoreLimitsBuilder, Trap};
+use wasmtime::{Store, Trap};
 
 /// How the host crosses into the plugin.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +36,8 @@ pub enum CallMode {
 pub struct PluginLimits {
     /// How long one call may run.
     pub timeout: Duration,
-    /// The most linear memory the instance may grow to, in bytes.
+    /// The most its linear memories and tables may hold together, in bytes;
+    /// also the most state one call may write or read.
     pub memory_bytes: usize,
     /// Fuel (roughly, Wasm instructions) one call may burn; unlimited when
     /// `None`. Only for a plugin loaded with fuel on
@@ -217,13 +218,10 @@ impl PluginInstance {
             log: Default::default(),
             wasi,
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(self.limits.memory_bytes)
-                .trap_on_grow_failure(true)
-                .build(),
+            budget: super::limiter::InstanceBudget::new(self.limits.memory_bytes),
         };
         let mut store = Store::new(&self.plugin.engine, state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter(|s| &mut s.budget);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(self.deadline_ticks);
         if self.plugin.fueled() {

@@ -68,7 +68,7 @@ pub struct KeyedContext {
     /// most it may hold: the writes of one call are host memory until the
     /// call succeeds.
     pending_bytes: usize,
-    write_limit: usize,
+    call_limit: usize,
     earliest_timer: [Option<i64>; 2],
     pending_earliest: [Option<i64>; 2],
     backend_error: Option<StateError>,
@@ -95,7 +95,7 @@ impl KeyedContext {
             watermark: i64::MIN,
             pending: BTreeMap::new(),
             pending_bytes: 0,
-            write_limit: usize::MAX,
+            call_limit: usize::MAX,
             earliest_timer: [None; 2],
             pending_earliest: [None; 2],
             backend_error: None,
@@ -103,9 +103,11 @@ impl KeyedContext {
     }
 
     /// The same context refusing a call's state writes past `bytes` in all
-    /// (keys and values): the call fails, its writes are discarded.
-    pub fn with_write_limit(mut self, bytes: usize) -> Self {
-        self.write_limit = bytes;
+    /// (keys and values; so one value is at most `bytes` too), and a read of
+    /// a list or map state larger than `bytes`: the call fails, its writes
+    /// are discarded.
+    pub fn with_call_limit(mut self, bytes: usize) -> Self {
+        self.call_limit = bytes;
         self
     }
 
@@ -201,14 +203,29 @@ impl KeyedContext {
         }
     }
 
-    /// Every entry under `prefix`, the call's changes applied.
-    fn scan_raw(&self, prefix: &[u8]) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, KeyedError> {
+    /// Every entry under `prefix`, the call's changes applied; with
+    /// `values` false, the keys only (values left empty). A state whose
+    /// entries take more than the call's limit is refused, not read: the
+    /// plugin could not take it into its memory anyway.
+    fn scan_raw(&self, prefix: &[u8], values: bool) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, KeyedError> {
         let end = keys::prefix_end(prefix).expect("a keyed prefix starts below 0xFFFF");
         let mut found = BTreeMap::new();
+        let mut bytes = 0usize;
         self.backend.scan(prefix, &end, &mut |k, v| {
-            found.insert(k.to_vec(), v.to_vec());
-            true
+            if self.pending.contains_key(k) {
+                return true; // the call's own write stands for it
+            }
+            let v = if values { v.to_vec() } else { Vec::new() };
+            bytes = bytes.saturating_add(k.len() + v.len());
+            found.insert(k.to_vec(), v);
+            bytes <= self.call_limit
         })?;
+        if bytes > self.call_limit {
+            return Err(KeyedError::Refused(format!(
+                "the state holds more than {} MiB (the operator's `memory_limit_mb`): too much for one call",
+                self.call_limit >> 20
+            )));
+        }
         for (k, v) in self.pending.range(prefix.to_vec()..end) {
             match v {
                 Some(v) => found.insert(k.clone(), v.clone()),
@@ -220,10 +237,10 @@ impl KeyedContext {
 
     fn write(&mut self, k: Vec<u8>, v: Option<Vec<u8>>) -> Result<(), KeyedError> {
         let size = k.len() + v.as_ref().map_or(0, Vec::len);
-        if self.pending_bytes.saturating_add(size) > self.write_limit {
+        if self.pending_bytes.saturating_add(size) > self.call_limit {
             return Err(KeyedError::Refused(format!(
                 "the call wrote more than {} MiB of state (the operator's `memory_limit_mb`): its writes are discarded",
-                self.write_limit >> 20
+                self.call_limit >> 20
             )));
         }
         self.pending_bytes += size;
@@ -269,7 +286,7 @@ impl KeyedContext {
     pub fn clear(&mut self, name: &str) -> Result<(), KeyedError> {
         let mut all = self.prefix(name, VALUE)?;
         all.pop();
-        for k in self.scan_raw(&all)?.into_keys() {
+        for k in self.scan_raw(&all, false)?.into_keys() {
             self.write(k, None)?;
         }
         Ok(())
@@ -278,7 +295,7 @@ impl KeyedContext {
     /// The live items of list state `name`, oldest first.
     pub fn list_get(&self, name: &str) -> Result<Vec<Vec<u8>>, KeyedError> {
         let prefix = self.prefix(name, LIST)?;
-        let entries = self.scan_raw(&prefix)?;
+        let entries = self.scan_raw(&prefix, true)?;
         Ok(entries
             .into_iter()
             .filter(|(k, _)| k.len() > prefix.len())
@@ -331,7 +348,7 @@ impl KeyedContext {
     /// The live entries of map state `name`, in key order.
     pub fn map_entries(&self, name: &str) -> Result<MapEntries, KeyedError> {
         let prefix = self.prefix(name, MAP)?;
-        let entries = self.scan_raw(&prefix)?;
+        let entries = self.scan_raw(&prefix, true)?;
         Ok(entries
             .into_iter()
             .filter_map(|(k, v)| Some((k[prefix.len()..].to_vec(), self.unwrap_ttl(name, v)?)))
@@ -550,5 +567,35 @@ mod tests {
             ctx.set(&"x".repeat(256), vec![]),
             Err(KeyedError::Refused(_))
         ));
+    }
+    #[test]
+    fn a_call_writes_and_reads_at_most_its_limit() {
+        let (ctx, _) = context(&[]);
+        let mut ctx = ctx.with_call_limit(4096);
+        ctx.enter(b"k");
+        assert!(
+            matches!(ctx.set("big", vec![0; 5000]), Err(KeyedError::Refused(_))),
+            "one value past the limit"
+        );
+        ctx.abort();
+        // Three calls append 1.5 KiB each: the list grows past what one call may read.
+        for _ in 0..3 {
+            ctx.enter(b"k");
+            ctx.list_append("l", vec![7; 1500]).unwrap();
+            ctx.commit().unwrap();
+        }
+        ctx.enter(b"k");
+        let err = ctx.list_get("l").unwrap_err();
+        assert!(err.to_string().contains("too much for one call"), "{err}");
+        ctx.clear("l").unwrap();
+        assert!(
+            ctx.list_get("l").unwrap().is_empty(),
+            "its keys are few enough to clear"
+        );
+        ctx.commit().unwrap();
+        ctx.enter(b"k");
+        ctx.list_append("m", vec![1; 1000]).unwrap();
+        ctx.list_append("m", vec![2; 1000]).unwrap();
+        assert_eq!(ctx.list_get("m").unwrap().len(), 2, "below the limit, reads work");
     }
 }

@@ -8,6 +8,7 @@ mod generated;
 mod instance;
 mod keyed;
 mod keyed_imports;
+mod limiter;
 mod loaded;
 mod log_import;
 mod outcome;

@@ -53,6 +53,17 @@ pub struct MemoryBackend {
     own: HashTable<Entry>,
     nested: HashMap<Box<[u8]>, Ordered>,
     other: Ordered,
+    /// What the entries take: keys, values and [`ENTRY_OVERHEAD`] each.
+    bytes: usize,
+}
+
+/// What an entry takes beside its key and value: its slot and allocation
+/// headers, about.
+pub const ENTRY_OVERHEAD: usize = 48;
+
+/// What an entry of `key` and `value` takes.
+fn footprint(key: usize, value: usize) -> usize {
+    key + value + ENTRY_OVERHEAD
 }
 
 impl std::fmt::Debug for MemoryBackend {
@@ -83,6 +94,62 @@ impl MemoryBackend {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// About how much memory the entries take, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// `f` of the value at `key`, read in place.
+    pub fn read<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        match prefix_len(key) {
+            Some(p) if p == key.len() => self.find_own(key).map(|e| f(e.value())),
+            Some(p) => self
+                .nested
+                .get(&key[..p])
+                .and_then(|m| m.get(&key[p..]))
+                .map(|v| f(v)),
+            None => self.other.get(key).map(|v| f(v)),
+        }
+    }
+
+    /// Calls `f` with every entry, in no particular order, letting it change
+    /// the value in place (not its length); the entries it returns false
+    /// for are removed.
+    pub fn retain(&mut self, f: &mut dyn FnMut(&[u8], &mut [u8]) -> bool) {
+        let mut removed = 0;
+        self.own.retain(|e| {
+            let at = 4 + e.key_len();
+            let (head, value) = e.0.split_at_mut(at);
+            let keep = f(&head[4..], value);
+            if !keep {
+                removed += footprint(at - 4, value.len());
+            }
+            keep
+        });
+        let mut key = Vec::new();
+        for (prefix, entries) in &mut self.nested {
+            entries.retain(|suffix, v| {
+                key.clear();
+                key.extend_from_slice(prefix);
+                key.extend_from_slice(suffix);
+                let keep = f(&key, v);
+                if !keep {
+                    removed += footprint(key.len(), v.len());
+                }
+                keep
+            });
+        }
+        self.nested.retain(|_, entries| !entries.is_empty());
+        self.other.retain(|k, v| {
+            let keep = f(k, v);
+            if !keep {
+                removed += footprint(k.len(), v.len());
+            }
+            keep
+        });
+        self.bytes -= removed;
     }
 
     fn find_own(&self, key: &[u8]) -> Option<&Entry> {
@@ -158,19 +225,11 @@ impl StateBackend for MemoryBackend {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
-        Ok(match prefix_len(key) {
-            Some(p) if p == key.len() => self.find_own(key).map(|e| e.value().to_vec()),
-            Some(p) => self
-                .nested
-                .get(&key[..p])
-                .and_then(|m| m.get(&key[p..]))
-                .map(|v| v.to_vec()),
-            None => self.other.get(key).map(|v| v.to_vec()),
-        })
+        Ok(self.read(key, <[u8]>::to_vec))
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
-        match prefix_len(key) {
+        let replaced = match prefix_len(key) {
             Some(p) if p == key.len() => {
                 let hash = xxh3_64(key);
                 let found = self.own.find_mut(hash, |e| e.key() == key);
@@ -178,11 +237,17 @@ impl StateBackend for MemoryBackend {
                     Some(e) if e.value().len() == value.len() => {
                         let at = 4 + key.len();
                         e.0[at..].copy_from_slice(value);
+                        Some(value.len())
                     }
-                    Some(e) => *e = Entry::new(key, value),
+                    Some(e) => {
+                        let old = e.value().len();
+                        *e = Entry::new(key, value);
+                        Some(old)
+                    }
                     None => {
                         self.own
                             .insert_unique(hash, Entry::new(key, value), |e| xxh3_64(e.key()));
+                        None
                     }
                 }
             }
@@ -191,33 +256,37 @@ impl StateBackend for MemoryBackend {
                     Some(m) => m,
                     None => self.nested.entry(key[..p].into()).or_default(),
                 };
-                entries.insert(key[p..].into(), value.into());
+                entries.insert(key[p..].into(), value.into()).map(|old| old.len())
             }
-            None => {
-                self.other.insert(key.into(), value.into());
-            }
+            None => self.other.insert(key.into(), value.into()).map(|old| old.len()),
+        };
+        self.bytes += footprint(key.len(), value.len());
+        if let Some(old) = replaced {
+            self.bytes -= footprint(key.len(), old);
         }
         Ok(())
     }
 
     fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
-        match prefix_len(key) {
-            Some(p) if p == key.len() => {
-                if let Ok(e) = self.own.find_entry(xxh3_64(key), |e| e.key() == key) {
-                    e.remove();
-                }
-            }
-            Some(p) => {
-                if let Some(entries) = self.nested.get_mut(&key[..p]) {
-                    entries.remove(&key[p..]);
+        let removed = match prefix_len(key) {
+            Some(p) if p == key.len() => match self.own.find_entry(xxh3_64(key), |e| e.key() == key) {
+                Ok(e) => Some(e.remove().0.value().len()),
+                Err(_) => None,
+            },
+            Some(p) => match self.nested.get_mut(&key[..p]) {
+                Some(entries) => {
+                    let old = entries.remove(&key[p..]).map(|old| old.len());
                     if entries.is_empty() {
                         self.nested.remove(&key[..p]);
                     }
+                    old
                 }
-            }
-            None => {
-                self.other.remove(key);
-            }
+                None => None,
+            },
+            None => self.other.remove(key).map(|old| old.len()),
+        };
+        if let Some(old) = removed {
+            self.bytes -= footprint(key.len(), old);
         }
         Ok(())
     }

@@ -2,12 +2,14 @@
 //! bytes out, in key order. Operators lay their entries out with
 //! [`keys`], key group first, so a worker's state splits by key group.
 
+mod cached;
 pub mod keys;
 mod memory;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 pub mod snapshot;
 
+pub use cached::CachedBackend;
 pub use memory::MemoryBackend;
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
@@ -54,6 +56,17 @@ pub trait StateBackend: Send {
     /// Writes a consistent copy of everything into `dir`, a folder that
     /// does not exist yet (see [`snapshot`]).
     fn snapshot(&mut self, dir: &Path) -> Result<(), StateError>;
+
+    /// Applies `batch` in order: a value puts, `None` deletes.
+    fn write_batch(&mut self, batch: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<(), StateError> {
+        for (k, v) in batch {
+            match v {
+                Some(v) => self.put(k, v)?,
+                None => self.delete(k)?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What is called with each entry read out of a snapshot.
@@ -75,16 +88,34 @@ pub struct SnapshotSource {
 pub enum BackendKind {
     /// In memory (default): fast, bounded by RAM.
     Memory,
-    /// RocksDB under this folder, one database per worker: bounded by disk.
-    Rocks(PathBuf),
+    /// RocksDB under `dir`, one database per worker: bounded by disk;
+    /// behind a write-back cache of `cache_bytes` per worker (none at 0).
+    Rocks {
+        /// The folder of the databases.
+        dir: PathBuf,
+        /// The cache of each worker, in bytes.
+        cache_bytes: usize,
+    },
 }
 
+/// The write-back cache of each RocksDB worker unless the manifest says
+/// otherwise (`[state] cache_mb`).
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
 impl BackendKind {
+    /// RocksDB under `dir` with the default cache.
+    pub fn rocks(dir: PathBuf) -> Self {
+        BackendKind::Rocks {
+            dir,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+        }
+    }
+
     /// The backend's name in checkpoints.
     pub fn name(&self) -> &'static str {
         match self {
             BackendKind::Memory => "memory",
-            BackendKind::Rocks(_) => "rocksdb",
+            BackendKind::Rocks { .. } => "rocksdb",
         }
     }
 
@@ -98,12 +129,12 @@ impl BackendKind {
         owns: &dyn Fn(u16) -> bool,
     ) -> Result<Box<dyn StateBackend>, StateError> {
         #[cfg(feature = "rocksdb")]
-        if let (BackendKind::Rocks(dir), [only]) = (self, sources)
+        if let (BackendKind::Rocks { dir, cache_bytes }, [only]) = (self, sources)
             && only.backend == "rocksdb"
             && only.same_key_groups
         {
             let path = dir.join(format!("{stage}-worker-{worker}"));
-            return Ok(Box::new(RocksBackend::open_copy(&only.path, &path)?));
+            return Ok(cached(RocksBackend::open_copy(&only.path, &path)?, *cache_bytes));
         }
         let mut backend = self.open(stage, worker)?;
         for source in sources {
@@ -132,16 +163,25 @@ impl BackendKind {
         match self {
             BackendKind::Memory => Ok(Box::new(MemoryBackend::default())),
             #[cfg(feature = "rocksdb")]
-            BackendKind::Rocks(dir) => {
+            BackendKind::Rocks { dir, cache_bytes } => {
                 let path = dir.join(format!("{stage}-worker-{worker}"));
-                Ok(Box::new(RocksBackend::open_fresh(&path)?))
+                Ok(cached(RocksBackend::open_fresh(&path)?, *cache_bytes))
             }
             #[cfg(not(feature = "rocksdb"))]
-            BackendKind::Rocks(_) => {
+            BackendKind::Rocks { .. } => {
                 let _ = (stage, worker);
                 Err(StateError::NotBuilt("rocksdb"))
             }
         }
+    }
+}
+
+/// `backend` behind a write-back cache of `bytes` (none at 0).
+#[cfg(feature = "rocksdb")]
+fn cached(backend: RocksBackend, bytes: usize) -> Box<dyn StateBackend> {
+    match bytes {
+        0 => Box::new(backend),
+        bytes => Box::new(CachedBackend::new(backend, bytes)),
     }
 }
 

@@ -11,7 +11,13 @@ enum Op {
     Delete(Vec<u8>),
     Get(Vec<u8>),
     Scan(Vec<u8>, Vec<u8>, usize),
+    /// A checkpoint: the backend is snapshotted and replaced by one restored
+    /// from the snapshot (in the tests that restore).
+    Restore,
 }
+
+/// Makes a backend restored from snapshot number `n` of the one given.
+type Restorer<'a> = dyn FnMut(&mut dyn StateBackend, usize) -> Box<dyn StateBackend> + 'a;
 
 fn small_key() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(0u8..4, 0..4)
@@ -67,10 +73,25 @@ fn keyed_op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn check(backend: &mut dyn StateBackend, ops: &[Op]) -> Result<(), TestCaseError> {
+fn check(backend: impl StateBackend + 'static, ops: &[Op]) -> Result<(), TestCaseError> {
+    check_restoring(Box::new(backend), ops, &mut |_, _| {
+        unreachable!("no restore here")
+    })
+}
+
+fn check_restoring(
+    mut backend: Box<dyn StateBackend>,
+    ops: &[Op],
+    restore: &mut Restorer<'_>,
+) -> Result<(), TestCaseError> {
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut snapshots = 0;
     for op in ops {
         match op {
+            Op::Restore => {
+                backend = restore(backend.as_mut(), snapshots);
+                snapshots += 1;
+            }
             Op::Put(k, v) => {
                 backend.put(k, v).unwrap();
                 model.insert(k.clone(), v.clone());
@@ -107,12 +128,12 @@ fn check(backend: &mut dyn StateBackend, ops: &[Op]) -> Result<(), TestCaseError
 proptest! {
     #[test]
     fn memory_backend_is_an_ordered_map(ops in proptest::collection::vec(op(), 0..60)) {
-        check(&mut MemoryBackend::default(), &ops)?;
+        check(MemoryBackend::default(), &ops)?;
     }
 
     #[test]
     fn memory_backend_is_an_ordered_map_for_operator_layouts(ops in proptest::collection::vec(keyed_op(), 0..80)) {
-        check(&mut MemoryBackend::default(), &ops)?;
+        check(MemoryBackend::default(), &ops)?;
     }
 }
 
@@ -122,7 +143,74 @@ proptest! {
     #[test]
     fn rocksdb_backend_is_an_ordered_map(ops in proptest::collection::vec(op(), 0..60)) {
         let dir = tempfile::tempdir().unwrap();
-        let mut db = RocksBackend::open_fresh(&dir.path().join("db")).unwrap();
-        check(&mut db, &ops)?;
+        let db = RocksBackend::open_fresh(&dir.path().join("db")).unwrap();
+        check(db, &ops)?;
+    }
+}
+
+/// Operator-shaped ops with checkpoints between them.
+fn keyed_op_or_restore() -> impl Strategy<Value = Op> {
+    prop_oneof![8 => keyed_op(), 1 => Just(Op::Restore)]
+}
+
+proptest! {
+    /// A cache over the memory backend, small enough that writes go back
+    /// and entries are dropped all the time, restored from its snapshots.
+    #[test]
+    fn cached_backend_is_an_ordered_map(
+        capacity in 0usize..3000,
+        ops in proptest::collection::vec(keyed_op_or_restore(), 0..120),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = CachedBackend::new(MemoryBackend::default(), capacity);
+        check_restoring(Box::new(backend), &ops, &mut |b, n| {
+            let snap = dir.path().join(format!("snap-{n}"));
+            b.snapshot(&snap).unwrap();
+            let mut fresh = MemoryBackend::default();
+            snapshot::read_entries(&snap, &mut |k, v| fresh.put(k, v)).unwrap();
+            Box::new(CachedBackend::new(fresh, capacity))
+        })?;
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn cached_rocksdb_backend_is_an_ordered_map(
+        capacity in 0usize..3000,
+        ops in proptest::collection::vec(keyed_op_or_restore(), 0..120),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = RocksBackend::open_fresh(&dir.path().join("db-0")).unwrap();
+        check_restoring(Box::new(CachedBackend::new(db, capacity)), &ops, &mut |b, n| {
+            let snap = dir.path().join(format!("snap-{n}"));
+            b.snapshot(&snap).unwrap();
+            let db = RocksBackend::open_copy(&snap, &dir.path().join(format!("db-{}", n + 1))).unwrap();
+            Box::new(CachedBackend::new(db, capacity))
+        })?;
+    }
+}
+
+proptest! {
+    /// The memory backend's byte count is what its entries take.
+    #[test]
+    fn memory_backend_counts_its_bytes(ops in proptest::collection::vec(keyed_op(), 0..80)) {
+        let mut m = MemoryBackend::default();
+        for op in &ops {
+            match op {
+                Op::Put(k, v) => m.put(k, v).unwrap(),
+                Op::Delete(k) => m.delete(k).unwrap(),
+                _ => {}
+            }
+        }
+        let mut expected = 0;
+        m.retain(&mut |k, v| {
+            expected += k.len() + v.len() + memory::ENTRY_OVERHEAD;
+            true
+        });
+        prop_assert_eq!(m.bytes(), expected);
+        m.retain(&mut |_, _| false);
+        prop_assert_eq!((m.bytes(), m.len()), (0, 0));
     }
 }

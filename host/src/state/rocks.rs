@@ -1,7 +1,7 @@
 //! The RocksDB backend: state bounded by disk, not RAM.
 
 use super::{StateBackend, StateError};
-use rocksdb::{DB, Direction, IteratorMode, Options, ReadOptions, WriteOptions};
+use rocksdb::{DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
 use std::path::{Path, PathBuf};
 
 /// State in a RocksDB database of its own (one per keyed worker).
@@ -111,6 +111,17 @@ impl StateBackend for RocksBackend {
 
     fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
         self.db.delete_opt(key, &self.write).map_err(|e| self.err(e))
+    }
+
+    fn write_batch(&mut self, batch: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<(), StateError> {
+        let mut b = WriteBatch::default();
+        for (k, v) in batch {
+            match v {
+                Some(v) => b.put(k, v),
+                None => b.delete(k),
+            }
+        }
+        self.db.write_opt(b, &self.write).map_err(|e| self.err(e))
     }
 
     fn scan(

@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn restoring_at_another_parallelism_splits_the_key_groups_exactly() {
         let dir = tempfile::tempdir().unwrap();
-        for kind in [BackendKind::Memory, BackendKind::Rocks(dir.path().join("db"))] {
+        for kind in [BackendKind::Memory, BackendKind::rocks(dir.path().join("db"))] {
             let mut original = filled(kind.open("s", 0).unwrap());
             let snap = dir.path().join(format!("snap-{}", kind.name()));
             original.snapshot(&snap).unwrap();

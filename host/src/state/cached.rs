@@ -1,0 +1,224 @@
+//! A bounded write-back cache in front of a slow backend (RocksDB), so that
+//! state on disk runs at memory speed while it fits the cache.
+//!
+//! The cache is a [`MemoryBackend`] whose values carry a tag byte: a write
+//! stays in the cache, *dirty*, until a snapshot or a full cache writes the
+//! dirty entries to the backend in one batch; a read that misses the cache
+//! asks the backend and keeps the answer, *clean* (absence too). A scan
+//! merges the cache's dirty entries of the range with the backend's. When
+//! the cache outgrows its budget, its dirty entries are written back and
+//! about half of it is dropped.
+
+use super::{MemoryBackend, StateBackend, StateError};
+use std::cell::RefCell;
+use std::path::Path;
+
+/// The tag before a cached value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Tag {
+    /// Written here, not in the backend yet.
+    Dirty = 0,
+    /// Deleted here, not in the backend yet.
+    DirtyDeleted = 1,
+    /// As in the backend.
+    Clean = 2,
+    /// Absent in the backend.
+    CleanAbsent = 3,
+}
+
+impl Tag {
+    fn of(tagged: &[u8]) -> Tag {
+        match tagged[0] {
+            0 => Tag::Dirty,
+            1 => Tag::DirtyDeleted,
+            2 => Tag::Clean,
+            _ => Tag::CleanAbsent,
+        }
+    }
+
+    fn dirty(self) -> bool {
+        matches!(self, Tag::Dirty | Tag::DirtyDeleted)
+    }
+}
+
+/// The value a tagged cache entry stands for.
+fn value_of(tagged: &[u8]) -> Option<Vec<u8>> {
+    matches!(Tag::of(tagged), Tag::Dirty | Tag::Clean).then(|| tagged[1..].to_vec())
+}
+
+/// The cache and the tagged value being written.
+struct Cache {
+    entries: MemoryBackend,
+    scratch: Vec<u8>,
+    /// Whether an entry may be dirty (cleared by a write-back).
+    dirty: bool,
+}
+
+impl Cache {
+    fn put(&mut self, key: &[u8], tag: Tag, value: &[u8]) {
+        self.scratch.clear();
+        self.scratch.push(tag as u8);
+        self.scratch.extend_from_slice(value);
+        self.entries
+            .put(key, &self.scratch)
+            .expect("the memory backend does not fail");
+        self.dirty |= tag.dirty();
+    }
+
+    /// Drops about half of the clean entries.
+    fn drop_half_clean(&mut self) {
+        let mut toggle = false;
+        self.entries.retain(&mut |_, tagged| {
+            toggle = !toggle;
+            Tag::of(tagged).dirty() || toggle
+        });
+    }
+}
+
+/// `B` behind a write-back cache of about `capacity` bytes.
+pub struct CachedBackend<B> {
+    backend: RefCell<B>,
+    cache: RefCell<Cache>,
+    capacity: usize,
+}
+
+impl<B: StateBackend> CachedBackend<B> {
+    /// `backend` behind a cache of about `capacity` bytes.
+    pub fn new(backend: B, capacity: usize) -> Self {
+        Self {
+            backend: RefCell::new(backend),
+            cache: RefCell::new(Cache {
+                entries: MemoryBackend::default(),
+                scratch: Vec::new(),
+                dirty: false,
+            }),
+            capacity,
+        }
+    }
+
+    /// Writes the dirty entries to the backend in one batch; they stay
+    /// cached, clean.
+    fn write_back(&mut self) -> Result<(), StateError> {
+        let cache = self.cache.get_mut();
+        if !cache.dirty {
+            return Ok(());
+        }
+        let mut batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        cache.entries.retain(&mut |key, tagged| {
+            match Tag::of(tagged) {
+                Tag::Dirty => {
+                    batch.push((key.to_vec(), Some(tagged[1..].to_vec())));
+                    tagged[0] = Tag::Clean as u8;
+                }
+                Tag::DirtyDeleted => {
+                    batch.push((key.to_vec(), None));
+                    tagged[0] = Tag::CleanAbsent as u8;
+                }
+                Tag::Clean | Tag::CleanAbsent => {}
+            }
+            true
+        });
+        cache.dirty = false;
+        self.backend.get_mut().write_batch(&batch)
+    }
+
+    /// Keeps a write in the cache; writes back and makes room when the
+    /// cache is full.
+    fn write(&mut self, key: &[u8], tag: Tag, value: &[u8]) -> Result<(), StateError> {
+        let cache = self.cache.get_mut();
+        cache.put(key, tag, value);
+        if cache.entries.bytes() > self.capacity {
+            self.write_back()?;
+            self.cache.get_mut().drop_half_clean();
+        }
+        Ok(())
+    }
+}
+
+impl<B: StateBackend> StateBackend for CachedBackend<B> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        let mut cache = self.cache.borrow_mut();
+        if let Some(value) = cache.entries.read(key, value_of) {
+            return Ok(value);
+        }
+        let value = self.backend.borrow().get(key)?;
+        match &value {
+            Some(v) => cache.put(key, Tag::Clean, v),
+            None => cache.put(key, Tag::CleanAbsent, &[]),
+        }
+        if cache.entries.bytes() > self.capacity {
+            cache.drop_half_clean();
+        }
+        Ok(value)
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.write(key, Tag::Dirty, value)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
+        self.write(key, Tag::DirtyDeleted, &[])
+    }
+
+    fn scan(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StateError> {
+        if from >= to {
+            return Ok(());
+        }
+        // The dirty entries of the range, in order, override the backend's.
+        let mut dirty: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        {
+            let cache = self.cache.borrow();
+            if cache.dirty {
+                cache.entries.scan(from, to, &mut |k, tagged| {
+                    if Tag::of(tagged).dirty() {
+                        dirty.push((k.to_vec(), value_of(tagged)));
+                    }
+                    true
+                })?;
+            }
+        }
+        let mut pending = dirty.into_iter().peekable();
+        let mut going = true;
+        self.backend.borrow().scan(from, to, &mut |k, v| {
+            while let Some((dk, _)) = pending.peek() {
+                if dk.as_slice() > k {
+                    break;
+                }
+                let (dk, dv) = pending.next().expect("peeked");
+                let same = dk.as_slice() == k;
+                if let Some(dv) = dv
+                    && !f(&dk, &dv)
+                {
+                    going = false;
+                    return false;
+                }
+                if same {
+                    return true;
+                }
+            }
+            going = f(k, v);
+            going
+        })?;
+        if going {
+            for (dk, dv) in pending {
+                if let Some(dv) = dv
+                    && !f(&dk, &dv)
+                {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, dir: &Path) -> Result<(), StateError> {
+        self.write_back()?;
+        self.backend.get_mut().snapshot(dir)
+    }
+}
