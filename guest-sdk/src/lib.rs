@@ -92,7 +92,7 @@ pub mod __private {
     pub use crate::batch::{filter_batch, flat_map_batch, map_batch, process_batch, reduce_batch};
     pub use crate::emit::no_timer;
     pub use crate::window::{
-        aggregate_add, aggregate_create, aggregate_finish, aggregate_merge, window_batch,
+        aggregate_add, aggregate_add_batch, aggregate_create, aggregate_finish, aggregate_merge, window_batch,
     };
     #[cfg(target_arch = "wasm32")]
     pub use crate::wit::*;

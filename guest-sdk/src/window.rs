@@ -104,6 +104,42 @@ pub fn aggregate_finish<A: Aggregate>(acc: &[u8]) -> Result<Vec<u8>> {
     decode::<A>(acc)?.finish()
 }
 
+/// The `add-batch` export: per group (one window of one key) its
+/// accumulator (a fresh one for none) and its records in; per group the
+/// accumulator with its records added, or the first record's failure, out.
+pub fn aggregate_add_batch<A: Aggregate>(input: &[u8]) -> Vec<u8> {
+    POOL.with_borrow_mut(|pool| {
+        let mut r = Reader::new(input);
+        let n = r.count().expect(MALFORMED);
+        let mut w = Writer::with_capacity(n, 16 * n);
+        for _ in 0..n {
+            let mut acc = match r.option().expect(MALFORMED) {
+                Some(bytes) => decode::<A>(bytes),
+                None => Ok(A::default()),
+            };
+            for _ in 0..r.count().expect(MALFORMED) {
+                let rec = r.record().expect(MALFORMED);
+                if let Ok(a) = &mut acc {
+                    let rec = pool.record(rec);
+                    if let Err(e) = a.add(&rec) {
+                        acc = Err(e);
+                    }
+                    pool.recycle(rec);
+                }
+            }
+            match acc.and_then(|a| encode(&a)) {
+                Ok(bytes) => {
+                    w.ok();
+                    w.bytes(&bytes);
+                }
+                Err(e) => w.err(e.message()),
+            }
+        }
+        r.end().expect(MALFORMED);
+        w.finish()
+    })
+}
+
 /// Runs a window function over a batch of windows: per window its key,
 /// bounds and records in; one outcome (its records) per window out.
 pub fn window_batch(f: WindowFn, input: &[u8]) -> Vec<u8> {
@@ -163,6 +199,54 @@ mod tests {
             let rec = r.record().unwrap();
             assert_eq!((rec.key, rec.value, rec.timestamp), (Some(key), value, ts));
         }
+        assert_eq!(r.end(), Ok(()));
+    }
+    #[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Sum {
+        count: u64,
+        sum: i64,
+    }
+
+    impl Aggregate for Sum {
+        fn add(&mut self, rec: &Record) -> Result<()> {
+            self.count += 1;
+            self.sum += rec.value_i64()?;
+            Ok(())
+        }
+        fn merge(&mut self, other: Self) -> Result<()> {
+            self.count += other.count;
+            self.sum += other.sum;
+            Ok(())
+        }
+        fn finish(self) -> Result<Vec<u8>> {
+            Ok(self.sum.to_string().into_bytes())
+        }
+    }
+
+    #[test]
+    fn add_batch_folds_each_group_from_its_accumulator_and_reports_a_failed_group() {
+        let groups: [(Option<Sum>, &[&str]); 3] = [
+            (None, &["1", "2"]),
+            (Some(Sum { count: 1, sum: 5 }), &["x", "3"]),
+            (Some(Sum { count: 2, sum: 7 }), &[]),
+        ];
+        let mut w = Writer::batch(groups.len());
+        for (acc, values) in &groups {
+            let acc = acc.as_ref().map(|a| encode(a).unwrap());
+            w.option(acc.as_deref());
+            w.u32(values.len());
+            for v in *values {
+                Record::new(*v).write_to(&mut w);
+            }
+        }
+        let out = aggregate_add_batch::<Sum>(&w.finish());
+        let mut r = Reader::new(&out);
+        assert_eq!(r.count(), Ok(3));
+        assert_eq!(r.outcome(), Ok(Ok(())));
+        assert_eq!(decode::<Sum>(r.bytes().unwrap()).unwrap(), Sum { count: 2, sum: 3 });
+        assert!(matches!(r.outcome(), Ok(Err(m)) if m.contains("x")), "the group with `x` fails");
+        assert_eq!(r.outcome(), Ok(Ok(())));
+        assert_eq!(decode::<Sum>(r.bytes().unwrap()).unwrap(), Sum { count: 2, sum: 7 });
         assert_eq!(r.end(), Ok(()));
     }
 }

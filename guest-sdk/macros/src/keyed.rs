@@ -245,6 +245,9 @@ pub fn aggregate(block: &ItemImpl) -> syn::Result<Tokens> {
                 fn finish(accumulator: ::std::vec::Vec<u8>) -> ::core::result::Result<::std::vec::Vec<u8>, #t::Error> {
                     #p::aggregate_finish::<#ty>(&accumulator).map_err(#t::Error::from)
                 }
+                fn add_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
+                    #p::aggregate_add_batch::<#ty>(&input)
+                }
             }
             #p::aggregate::export_aggregate!(__MailerOperator);
         };

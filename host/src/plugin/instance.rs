@@ -332,7 +332,7 @@ impl PluginInstance {
             Bindings::Reduce(b) => b.call_reduce_batch(store, input),
             Bindings::Process(b) => b.call_process_batch(store, input),
             Bindings::Window(b) => b.call_window_batch(store, input),
-            Bindings::Aggregate(_) => Err(wasmtime::Error::msg("the aggregate world has no batch export")),
+            Bindings::Aggregate(b) => b.call_add_batch(store, input),
         })
     }
 

@@ -5,10 +5,10 @@
 use super::outcome::{Outcomes, Raw};
 use super::retry::fatal;
 use super::{AggregateStep, CallError, LoadedPlugin, PluginInstance, World};
-use crate::batch::Batch;
+use crate::batch::{Batch, write_record};
 use crate::operator::OperatorError;
 use crate::record::Record;
-use crate::time::{Window, WindowFnError, WindowFunction, corrupt};
+use crate::time::{AccumulatorGroup, Window, WindowFnError, WindowFunction, corrupt};
 use bytes::Bytes;
 use mailer_wire::{Reader, Writer};
 use std::sync::Arc;
@@ -66,6 +66,39 @@ impl WindowFunction for WasmAggregate {
 
     fn merge(&mut self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, WindowFnError> {
         self.call(AggregateStep::Merge(a, b))
+    }
+
+    /// One `add-batch` call for all the groups.
+    fn add_groups(&mut self, groups: &[AccumulatorGroup<'_>]) -> Result<Vec<Result<Vec<u8>, String>>, OperatorError> {
+        let bytes: usize = groups
+            .iter()
+            .map(|g| 9 + g.accumulator.map_or(0, <[u8]>::len) + g.records.iter().map(|r| 25 + r.value.len()).sum::<usize>())
+            .sum();
+        let mut input = Writer::with_capacity(groups.len(), bytes);
+        for g in groups {
+            input.option(g.accumulator);
+            input.u32(g.records.len());
+            for rec in &g.records {
+                write_record(&mut input, rec);
+            }
+        }
+        let outcomes = match self.instance.call_batch(&input.finish()) {
+            Ok(output) => Outcomes::parse(World::Aggregate, output, groups.len(), 0).map_err(|e| e.to_string()),
+            Err(CallError::Instantiate(e)) => return Err(fatal(&self.name, e)),
+            Err(e) => Err(e.to_string()),
+        };
+        Ok(match outcomes {
+            Ok(o) => o
+                .items()
+                .iter()
+                .map(|raw| match *raw {
+                    Raw::Accumulator(s) => Ok(o.bytes(s).to_vec()),
+                    Raw::Failed(m) => Err(o.message(m)),
+                    _ => unreachable!("parsed as an aggregate output"),
+                })
+                .collect(),
+            Err(reason) => vec![Err(reason); groups.len()],
+        })
     }
 
     fn emit(

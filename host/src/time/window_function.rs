@@ -22,6 +22,16 @@ pub enum WindowFnError {
     Fatal(OperatorError),
 }
 
+/// The records of one batch that fall into one window of one key, and the
+/// window's accumulator before them.
+#[derive(Debug)]
+pub struct AccumulatorGroup<'a> {
+    /// The stored accumulator; `None` for a window's first records.
+    pub accumulator: Option<&'a [u8]>,
+    /// The records, in arrival order.
+    pub records: Vec<&'a Record>,
+}
+
 /// A window's computation.
 pub trait WindowFunction: Send {
     /// The accumulator `acc` (`None` for a window's first record) with `rec`
@@ -30,6 +40,34 @@ pub trait WindowFunction: Send {
 
     /// Two accumulators as one: `a`'s records first.
     fn merge(&mut self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, WindowFnError>;
+
+    /// Each group's accumulator (`None` for a window's first records) with
+    /// the group's records added in order: per group the new accumulator,
+    /// or why one of its records failed (the operator then adds that group's
+    /// records one at a time, so the failure lands on its record).
+    fn add_groups(&mut self, groups: &[AccumulatorGroup<'_>]) -> Result<Vec<Result<Vec<u8>, String>>, OperatorError> {
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let mut acc: Option<Vec<u8>> = g.accumulator.map(<[u8]>::to_vec);
+            let mut failed = None;
+            for rec in &g.records {
+                match self.add(acc.as_deref(), rec) {
+                    Ok(next) => acc = Some(next),
+                    Err(WindowFnError::Fatal(e)) => return Err(e),
+                    Err(WindowFnError::Input(reason)) => {
+                        failed = Some(reason);
+                        break;
+                    }
+                }
+            }
+            out.push(match (failed, acc) {
+                (Some(reason), _) => Err(reason),
+                (None, Some(acc)) => Ok(acc),
+                (None, None) => Err("a group without records".to_owned()),
+            });
+        }
+        Ok(out)
+    }
 
     /// The output of window `w` of `key`, whose accumulator is `acc`.
     fn emit(&mut self, key: &[u8], w: Window, acc: &[u8], out: &mut Vec<Record>)

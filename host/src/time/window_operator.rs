@@ -10,7 +10,7 @@
 
 use super::aggregate::AggregateKind;
 use super::assigner::{Assigner, Window};
-use super::window_function::{BuiltinAggregates, WindowFnError, WindowFunction};
+use super::window_function::{AccumulatorGroup, BuiltinAggregates, WindowFnError, WindowFunction};
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::plugin::LoadedPlugin;
@@ -228,6 +228,115 @@ impl WindowOperator {
         self.delete(&cleanup)
     }
 
+    /// The time a record counts at.
+    fn time_of(&self, rec: &Record) -> i64 {
+        if self.spec.processing_time {
+            // Never late: the wall clock may step back (and a tick may have
+            // been read after it), so a record's time is at least just past
+            // the time already fired.
+            (self.clock)().max(self.watermark.saturating_add(1))
+        } else {
+            rec.timestamp
+        }
+    }
+
+    /// Adds a batch to fixed windows with no allowed lateness: the records
+    /// of each (key, window) go to the window function in one group, all the
+    /// groups in one call; a group that fails is added again record by
+    /// record, so the failure lands on its record. The state ends as if the
+    /// records were added one by one.
+    fn add_grouped(&mut self, records: Vec<Record>) -> Result<(), OperatorError> {
+        struct Group {
+            kg: u16,
+            key: usize,
+            window: Window,
+            acc_key: Vec<u8>,
+            records: Vec<usize>,
+        }
+        let mut groups: Vec<Group> = Vec::new();
+        let mut by_acc_key: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+        let mut late = Vec::new();
+        for (i, rec) in records.iter().enumerate() {
+            let ts = self.time_of(rec);
+            let key = rec.key_bytes();
+            let kg = keys::group(key, self.key_groups);
+            let mut accepted = false;
+            for w in self.spec.assigner.assign(ts) {
+                if self.too_late(w) {
+                    continue;
+                }
+                accepted = true;
+                let acc_key = self.acc_key(kg, key, w);
+                let g = *by_acc_key.entry(acc_key.clone()).or_insert_with(|| {
+                    groups.push(Group {
+                        kg,
+                        key: i,
+                        window: w,
+                        acc_key,
+                        records: Vec::new(),
+                    });
+                    groups.len() - 1
+                });
+                groups[g].records.push(i);
+            }
+            if !accepted {
+                late.push(i);
+            }
+        }
+        let existing = groups
+            .iter()
+            .map(|g| self.get(&g.acc_key))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inputs: Vec<AccumulatorGroup<'_>> = groups
+            .iter()
+            .zip(&existing)
+            .map(|(g, acc)| AccumulatorGroup {
+                accumulator: acc.as_deref(),
+                records: g.records.iter().map(|&i| &records[i]).collect(),
+            })
+            .collect();
+        let results = self.function.add_groups(&inputs)?;
+        drop(inputs);
+        // A record that failed once (in a sliding window) fails no other.
+        let mut failed = std::collections::HashSet::new();
+        for ((g, existing), result) in groups.iter().zip(existing).zip(results) {
+            let acc = match result {
+                Ok(acc) => Some(acc),
+                Err(_) => {
+                    let mut acc = existing.clone();
+                    let mut added = false;
+                    for &i in &g.records {
+                        if failed.contains(&i) {
+                            continue;
+                        }
+                        let rec = &records[i];
+                        match self.step(rec, |f| f.add(acc.as_deref(), rec))? {
+                            Some(next) => {
+                                acc = Some(next);
+                                added = true;
+                            }
+                            None => {
+                                failed.insert(i);
+                            }
+                        }
+                    }
+                    acc.filter(|_| added)
+                }
+            };
+            let Some(acc) = acc else { continue };
+            self.put(&g.acc_key, &acc)?;
+            if existing.is_none() {
+                let key = records[g.key].key_bytes().to_vec();
+                self.register(g.kg, &key, g.window)?;
+            }
+        }
+        let mut records: Vec<Option<Record>> = records.into_iter().map(Some).collect();
+        for i in late {
+            self.late(records[i].take().expect("each record once"));
+        }
+        Ok(())
+    }
+
     fn add_fixed(&mut self, rec: Record, ts: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
         let key = rec.key_bytes().to_vec();
         let kg = keys::group(&key, self.key_groups);
@@ -403,18 +512,16 @@ impl Operator for WindowOperator {
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         self.failure.count_records(input.len());
         let mut out = Vec::new();
-        for rec in input.into_records() {
-            if self.spec.assigner.is_merging() {
+        if self.spec.assigner.is_merging() {
+            for rec in input.into_records() {
                 self.add_session(rec, &mut out)?;
-            } else {
-                let ts = if self.spec.processing_time {
-                    // Never late: the wall clock may step back (and a tick
-                    // may have been read after it), so a record's time is
-                    // at least just past the time already fired.
-                    (self.clock)().max(self.watermark.saturating_add(1))
-                } else {
-                    rec.timestamp
-                };
+            }
+        } else if self.spec.allowed_lateness == 0 {
+            // No window past the watermark takes records: none emits here.
+            self.add_grouped(input.into_records())?;
+        } else {
+            for rec in input.into_records() {
+                let ts = self.time_of(&rec);
                 self.add_fixed(rec, ts, &mut out)?;
             }
         }

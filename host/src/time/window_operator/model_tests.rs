@@ -219,27 +219,33 @@ fn run_fixed(assigner: Assigner, lateness: i64, evs: &[Event]) -> Result<(), Tes
         windows: BTreeMap::new(),
         late: 0,
     };
+    // The records between two watermarks go in as one batch (so the
+    // operator groups them by window), the model's emissions for them
+    // together.
+    let mut batch = Vec::new();
+    let mut expected_for_batch = Vec::new();
     for e in evs.iter().cloned().chain([Event::Watermark(i64::MAX)]) {
-        let (got, mut expected) = match e {
-            Event::Record { key, ts, value } => {
-                let out = op.process(Batch::Records(vec![record(key, ts, value)])).unwrap();
-                (
-                    parse(out.into_records()),
-                    model.record(format!("k{key}"), ts, value),
-                )
-            }
-            Event::Watermark(wm) => {
-                let mut out = Vec::new();
-                if wm == i64::MAX {
-                    op.on_end(&mut out).unwrap();
-                } else {
-                    op.on_watermark(wm, &mut out).unwrap();
-                }
-                (parse(out), model.watermark(wm))
-            }
-        };
+        if let Event::Record { key, ts, value } = e {
+            batch.push(record(key, ts, value));
+            expected_for_batch.extend(model.record(format!("k{key}"), ts, value));
+            continue;
+        }
+        if !batch.is_empty() {
+            let out = op.process(Batch::Records(std::mem::take(&mut batch))).unwrap();
+            let mut expected = std::mem::take(&mut expected_for_batch);
+            expected.sort();
+            prop_assert_eq!(parse(out.into_records()), expected, "the batch before {:?}", e);
+        }
+        let Event::Watermark(wm) = e else { unreachable!("records went into the batch") };
+        let mut out = Vec::new();
+        if wm == i64::MAX {
+            op.on_end(&mut out).unwrap();
+        } else {
+            op.on_watermark(wm, &mut out).unwrap();
+        }
+        let mut expected = model.watermark(wm);
         expected.sort();
-        prop_assert_eq!(got, expected, "after {:?}", e);
+        prop_assert_eq!(parse(out), expected, "after {:?}", e);
     }
     prop_assert_eq!(op.late_records.load(Ordering::Relaxed), model.late);
     Ok(())
@@ -316,4 +322,42 @@ fn processing_time_windows_follow_the_clock_and_its_ticks() {
     let mut out = Vec::new();
     op.on_end(&mut out).unwrap();
     assert_eq!(parse(out), vec![("k0".to_owned(), 1_100, 1_200, 1, 4)]);
+}
+
+#[test]
+fn a_record_failing_in_a_grouped_batch_fails_once_and_the_others_count() {
+    let stats = Arc::new(crate::operator::FailureStats::default());
+    let failure = FailureHandler::new("w", FailurePolicy::Skip, None, stats.clone());
+    let spec = WindowSpec {
+        assigner: Assigner::Sliding { size: 20, slide: 10 },
+        allowed_lateness: 0,
+        aggregates: vec![AggregateKind::Count, AggregateKind::Sum],
+        field: None,
+        processing_time: false,
+    };
+    let mut op = WindowOperator::new(
+        "w",
+        1,
+        spec,
+        128,
+        Box::new(MemoryBackend::default()),
+        LatePolicy::Drop,
+        Arc::default(),
+        failure,
+    );
+    let k = |v: &str, ts| Record::new(Some(bytes::Bytes::from("k")), v.to_owned(), ts);
+    let batch = vec![k("1", 15), k("not a number", 16), k("2", 17), k("4", 25)];
+    assert!(op.process(Batch::Records(batch)).unwrap().is_empty());
+    let mut out = Vec::new();
+    op.on_end(&mut out).unwrap();
+    let got = parse(out);
+    assert_eq!(
+        got,
+        vec![
+            ("k".to_owned(), 0, 20, 2, 3),
+            ("k".to_owned(), 10, 30, 3, 7),
+            ("k".to_owned(), 20, 40, 1, 4),
+        ]
+    );
+    assert_eq!(stats.failures.load(Ordering::Relaxed), 1, "failed once, though in two windows");
 }
