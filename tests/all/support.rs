@@ -93,6 +93,7 @@ pub fn run(args: &[&str]) -> Output {
 
 /// Runs `mailer <args>` to completion; its output and its peak resident
 /// memory in KiB (from `wait4`, for this child alone).
+#[allow(clippy::zombie_processes)] // reaped by wait4, which clippy does not see
 pub fn run_with_peak_rss(args: &[&str]) -> (Output, u64) {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
