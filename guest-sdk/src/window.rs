@@ -243,10 +243,19 @@ mod tests {
         let mut r = Reader::new(&out);
         assert_eq!(r.count(), Ok(3));
         assert_eq!(r.outcome(), Ok(Ok(())));
-        assert_eq!(decode::<Sum>(r.bytes().unwrap()).unwrap(), Sum { count: 2, sum: 3 });
-        assert!(matches!(r.outcome(), Ok(Err(m)) if m.contains("x")), "the group with `x` fails");
+        assert_eq!(
+            decode::<Sum>(r.bytes().unwrap()).unwrap(),
+            Sum { count: 2, sum: 3 }
+        );
+        assert!(
+            matches!(r.outcome(), Ok(Err(m)) if m.contains("x")),
+            "the group with `x` fails"
+        );
         assert_eq!(r.outcome(), Ok(Ok(())));
-        assert_eq!(decode::<Sum>(r.bytes().unwrap()).unwrap(), Sum { count: 2, sum: 7 });
+        assert_eq!(
+            decode::<Sum>(r.bytes().unwrap()).unwrap(),
+            Sum { count: 2, sum: 7 }
+        );
         assert_eq!(r.end(), Ok(()));
     }
 }

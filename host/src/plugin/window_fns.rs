@@ -69,10 +69,16 @@ impl WindowFunction for WasmAggregate {
     }
 
     /// One `add-batch` call for all the groups.
-    fn add_groups(&mut self, groups: &[AccumulatorGroup<'_>]) -> Result<Vec<Result<Vec<u8>, String>>, OperatorError> {
+    fn add_groups(
+        &mut self,
+        groups: &[AccumulatorGroup<'_>],
+    ) -> Result<Vec<Result<Vec<u8>, String>>, OperatorError> {
         let bytes: usize = groups
             .iter()
-            .map(|g| 9 + g.accumulator.map_or(0, <[u8]>::len) + g.records.iter().map(|r| 25 + r.value.len()).sum::<usize>())
+            .map(|g| {
+                9 + g.accumulator.map_or(0, <[u8]>::len)
+                    + g.records.iter().map(|r| 25 + r.value.len()).sum::<usize>()
+            })
             .sum();
         let mut input = Writer::with_capacity(groups.len(), bytes);
         for g in groups {
@@ -83,7 +89,9 @@ impl WindowFunction for WasmAggregate {
             }
         }
         let outcomes = match self.instance.call_batch(&input.finish()) {
-            Ok(output) => Outcomes::parse(World::Aggregate, output, groups.len(), 0).map_err(|e| e.to_string()),
+            Ok(output) => {
+                Outcomes::parse(World::Aggregate, output, groups.len(), 0).map_err(|e| e.to_string())
+            }
             Err(CallError::Instantiate(e)) => return Err(fatal(&self.name, e)),
             Err(e) => Err(e.to_string()),
         };

@@ -45,7 +45,10 @@ pub trait WindowFunction: Send {
     /// the group's records added in order: per group the new accumulator,
     /// or why one of its records failed (the operator then adds that group's
     /// records one at a time, so the failure lands on its record).
-    fn add_groups(&mut self, groups: &[AccumulatorGroup<'_>]) -> Result<Vec<Result<Vec<u8>, String>>, OperatorError> {
+    fn add_groups(
+        &mut self,
+        groups: &[AccumulatorGroup<'_>],
+    ) -> Result<Vec<Result<Vec<u8>, String>>, OperatorError> {
         let mut out = Vec::with_capacity(groups.len());
         for g in groups {
             let mut acc: Option<Vec<u8>> = g.accumulator.map(<[u8]>::to_vec);

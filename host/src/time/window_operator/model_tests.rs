@@ -236,7 +236,9 @@ fn run_fixed(assigner: Assigner, lateness: i64, evs: &[Event]) -> Result<(), Tes
             expected.sort();
             prop_assert_eq!(parse(out.into_records()), expected, "the batch before {:?}", e);
         }
-        let Event::Watermark(wm) = e else { unreachable!("records went into the batch") };
+        let Event::Watermark(wm) = e else {
+            unreachable!("records went into the batch")
+        };
         let mut out = Vec::new();
         if wm == i64::MAX {
             op.on_end(&mut out).unwrap();
@@ -359,5 +361,9 @@ fn a_record_failing_in_a_grouped_batch_fails_once_and_the_others_count() {
             ("k".to_owned(), 20, 40, 1, 4),
         ]
     );
-    assert_eq!(stats.failures.load(Ordering::Relaxed), 1, "failed once, though in two windows");
+    assert_eq!(
+        stats.failures.load(Ordering::Relaxed),
+        1,
+        "failed once, though in two windows"
+    );
 }
