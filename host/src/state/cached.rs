@@ -51,19 +51,22 @@ fn value_of(tagged: &[u8]) -> Option<Vec<u8>> {
 struct Cache {
     entries: MemoryBackend,
     scratch: Vec<u8>,
-    /// Whether an entry may be dirty (cleared by a write-back).
-    dirty: bool,
+    /// The keys of the dirty entries, each once: a write-back reads these,
+    /// not the whole cache.
+    dirty: Vec<Box<[u8]>>,
 }
 
 impl Cache {
     fn put(&mut self, key: &[u8], tag: Tag, value: &[u8]) {
+        if tag.dirty() && !self.entries.read(key, |t| Tag::of(t).dirty()).unwrap_or(false) {
+            self.dirty.push(key.into());
+        }
         self.scratch.clear();
         self.scratch.push(tag as u8);
         self.scratch.extend_from_slice(value);
         self.entries
             .put(key, &self.scratch)
             .expect("the memory backend does not fail");
-        self.dirty |= tag.dirty();
     }
 
     /// Drops about half of the clean entries.
@@ -91,7 +94,7 @@ impl<B: StateBackend> CachedBackend<B> {
             cache: RefCell::new(Cache {
                 entries: MemoryBackend::default(),
                 scratch: Vec::new(),
-                dirty: false,
+                dirty: Vec::new(),
             }),
             capacity,
         }
@@ -100,13 +103,13 @@ impl<B: StateBackend> CachedBackend<B> {
     /// Writes the dirty entries to the backend in one batch; they stay
     /// cached, clean.
     fn write_back(&mut self) -> Result<(), StateError> {
-        let cache = self.cache.get_mut();
-        if !cache.dirty {
+        let Cache { entries, dirty, .. } = self.cache.get_mut();
+        if dirty.is_empty() {
             return Ok(());
         }
-        let mut batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-        cache.entries.retain(&mut |key, tagged| {
-            match Tag::of(tagged) {
+        let mut batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(dirty.len());
+        for key in dirty.drain(..) {
+            entries.update(&key, |tagged| match Tag::of(tagged) {
                 Tag::Dirty => {
                     batch.push((key.to_vec(), Some(tagged[1..].to_vec())));
                     tagged[0] = Tag::Clean as u8;
@@ -116,10 +119,8 @@ impl<B: StateBackend> CachedBackend<B> {
                     tagged[0] = Tag::CleanAbsent as u8;
                 }
                 Tag::Clean | Tag::CleanAbsent => {}
-            }
-            true
-        });
-        cache.dirty = false;
+            });
+        }
         self.backend.get_mut().write_batch(&batch)
     }
 
@@ -174,7 +175,7 @@ impl<B: StateBackend> StateBackend for CachedBackend<B> {
         let mut dirty: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         {
             let cache = self.cache.borrow();
-            if cache.dirty {
+            if !cache.dirty.is_empty() {
                 cache.entries.scan(from, to, &mut |k, tagged| {
                     if Tag::of(tagged).dirty() {
                         dirty.push((k.to_vec(), value_of(tagged)));

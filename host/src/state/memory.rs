@@ -114,6 +114,24 @@ impl MemoryBackend {
         }
     }
 
+    /// Lets `f` change the value at `key` in place (not its length); false
+    /// when there is none.
+    pub fn update(&mut self, key: &[u8], f: impl FnOnce(&mut [u8])) -> bool {
+        let value: Option<&mut [u8]> = match prefix_len(key) {
+            Some(p) if p == key.len() => self
+                .own
+                .find_mut(xxh3_64(key), |e| e.key() == key)
+                .map(|e| &mut e.0[4 + key.len()..]),
+            Some(p) => self
+                .nested
+                .get_mut(&key[..p])
+                .and_then(|m| m.get_mut(&key[p..]))
+                .map(|v| &mut v[..]),
+            None => self.other.get_mut(key).map(|v| &mut v[..]),
+        };
+        value.map(f).is_some()
+    }
+
     /// Calls `f` with every entry, in no particular order, letting it change
     /// the value in place (not its length); the entries it returns false
     /// for are removed.
