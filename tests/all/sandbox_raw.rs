@@ -19,16 +19,20 @@ fn bound_kib(instances: u64) -> u64 {
     (BASELINE_MIB + instances * 4 * MEMORY_LIMIT_MB) << 10
 }
 
-/// A manifest running `in.txt` through one filter operator per misdeed,
-/// failed records dead-lettered.
+/// A manifest running `in.txt` through one operator per misdeed (keyed by
+/// value for a process plugin), failed records dead-lettered.
 fn manifest(w: &Workdir, misdeeds: &[Misdeed]) -> std::path::PathBuf {
     let mut operators = String::new();
     for m in misdeeds {
         let path = m.write_to(w.dir.path()).unwrap();
+        if m.world() == "process" {
+            operators.push_str("[[operators]]\ntype = \"key_by\"\n\n");
+        }
         operators.push_str(&format!(
-            "[[operators]]\nname = \"{}\"\ntype = \"filter\"\nplugin = \"{}\"\n\
+            "[[operators]]\nname = \"{}\"\ntype = \"{}\"\nplugin = \"{}\"\n\
              on_error = \"dead-letter\"\nmemory_limit_mb = {MEMORY_LIMIT_MB}\ntimeout = \"5s\"\n\n",
             m.name(),
+            m.world(),
             path.display()
         ));
     }
@@ -110,4 +114,24 @@ fn components_creating_many_instances_or_memories_are_refused_at_start() {
             misdeed.name()
         );
     }
+}
+
+#[test]
+fn a_plugin_writing_state_in_an_endless_loop_fails_its_record_within_the_bound() {
+    let w = Workdir::new();
+    w.write("in.txt", "a\n$loop\nb\n");
+    let m = manifest(&w, &[Misdeed::StateLoop]);
+    let (out, peak_kib) = run_with_peak_rss(&["run", m.to_str().unwrap()]);
+    let stderr = stderr(&out);
+    assert!(out.status.success(), "the host must stay up: {stderr}");
+    let dead = dead_letters(&w, "dead.jsonl");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].0, "$loop");
+    assert!(dead[0].1.contains("wrote more than 16 MiB of state"), "{dead:?}");
+    assert_eq!(finished_field(&stderr, "source_records"), 3, "{stderr}");
+    assert!(
+        peak_kib < bound_kib(1),
+        "peak RSS {peak_kib} KiB, bound {} KiB",
+        bound_kib(1)
+    );
 }

@@ -3,9 +3,11 @@
 //! largest size there is, return a batch longer than its memory, log in a
 //! tight loop, create hundreds of instances or fill memories at start-up.
 //!
-//! Each is a component of the `filter` world built from `filter.wat`: it
-//! keeps every record, but a record whose value starts with the misdeed's
-//! trigger byte makes it misbehave (see [`Misdeed::trigger`]).
+//! Each is a component of the `filter` world built from `filter.wat` (it
+//! keeps every record), or of the `process` world from `process.wat` (it
+//! emits nothing), with `common.wat` inside; a record whose value starts
+//! with the misdeed's trigger byte makes it misbehave (see
+//! [`Misdeed::trigger`]).
 
 use anyhow::{Context, Result};
 use std::path::Path;
@@ -21,6 +23,8 @@ pub enum Misdeed {
     BatchLength,
     /// Logs 100 000 lines in one call.
     LogFlood,
+    /// A process plugin writing 1 MiB values to its state in an endless loop.
+    StateLoop,
     /// Instantiates 900 core modules (wasmparser takes at most 1000) when the component is instantiated.
     ManyInstances,
     /// Instantiates 64 modules with a 16 MiB memory each, filled at start-up
@@ -30,10 +34,11 @@ pub enum Misdeed {
 
 impl Misdeed {
     /// Every misdeed.
-    pub const ALL: [Misdeed; 5] = [
+    pub const ALL: [Misdeed; 6] = [
         Misdeed::TableGrow,
         Misdeed::BatchLength,
         Misdeed::LogFlood,
+        Misdeed::StateLoop,
         Misdeed::ManyInstances,
         Misdeed::ManyMemories,
     ];
@@ -44,6 +49,7 @@ impl Misdeed {
             Misdeed::TableGrow => "table-grow",
             Misdeed::BatchLength => "batch-length",
             Misdeed::LogFlood => "log-flood",
+            Misdeed::StateLoop => "state-loop",
             Misdeed::ManyInstances => "many-instances",
             Misdeed::ManyMemories => "many-memories",
         }
@@ -56,6 +62,7 @@ impl Misdeed {
             Misdeed::TableGrow => b'!',
             Misdeed::BatchLength => b'#',
             Misdeed::LogFlood => b'%',
+            Misdeed::StateLoop => b'$',
             Misdeed::ManyInstances | Misdeed::ManyMemories => b'&',
         }
     }
@@ -79,7 +86,21 @@ impl Misdeed {
                    (local.set $i (i32.sub (local.get $i) (i32.const 1)))
                    (br_if $flood (local.get $i)))"
             }
+            Misdeed::StateLoop => {
+                "(call $reserve (i32.const 0x110000))
+                 (loop $forever
+                   (call $set (i32.const 16) (i32.const 7) (i32.const 0x10000) (i32.const 0x100000))
+                   (br $forever))"
+            }
             Misdeed::ManyInstances | Misdeed::ManyMemories => "nop",
+        }
+    }
+
+    /// The world it implements.
+    pub fn world(self) -> &'static str {
+        match self {
+            Misdeed::StateLoop => "process",
+            _ => "filter",
         }
     }
 
@@ -109,7 +130,12 @@ impl Misdeed {
 
     /// The component, as bytes.
     pub fn component(self) -> Result<Vec<u8>> {
-        let text = include_str!("filter.wat")
+        let template = match self.world() {
+            "process" => include_str!("process.wat"),
+            _ => include_str!("filter.wat"),
+        };
+        let text = template
+            .replace("{{COMMON}}", include_str!("common.wat"))
             .replace("{{TRIGGER}}", &self.trigger().to_string())
             .replace("{{MISDEED}}", self.body());
         let mut module = wat::parse_str(&text).context("filter.wat")?;
@@ -118,7 +144,7 @@ impl Misdeed {
         let (package, _) = resolve
             .push_dir(&wit)
             .with_context(|| format!("{}", wit.display()))?;
-        let world = resolve.select_world(&[package], Some("filter"))?;
+        let world = resolve.select_world(&[package], Some(self.world()))?;
         embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)?;
         let component = ComponentEncoder::default()
             .module(&module)?
