@@ -10,8 +10,8 @@ use wasmtime::ResourceLimiter;
 /// Bytes charged for one table element (a function or object reference).
 pub const TABLE_ELEMENT_BYTES: usize = 8;
 
-/// The most core instances one plugin instance may create. A Python
-/// component uses about a dozen, a JavaScript one fewer.
+/// The most core instances one plugin instance may create (the Python and
+/// JavaScript components of `tests/all/languages.rs` run within it).
 pub const MAX_INSTANCES: usize = 100;
 
 /// The most linear memories one plugin instance may create.
