@@ -248,7 +248,8 @@ impl WindowOperator {
     fn add_grouped(&mut self, records: Vec<Record>) -> Result<(), OperatorError> {
         struct Group {
             kg: u16,
-            key: usize,
+            /// The group's first record (whose key is the group's).
+            first: usize,
             window: Window,
             acc_key: Vec<u8>,
             records: Vec<usize>,
@@ -267,16 +268,20 @@ impl WindowOperator {
                 }
                 accepted = true;
                 let acc_key = self.acc_key(kg, key, w);
-                let g = *by_acc_key.entry(acc_key.clone()).or_insert_with(|| {
-                    groups.push(Group {
-                        kg,
-                        key: i,
-                        window: w,
-                        acc_key,
-                        records: Vec::new(),
-                    });
-                    groups.len() - 1
-                });
+                let g = match by_acc_key.get(&acc_key) {
+                    Some(&g) => g,
+                    None => {
+                        by_acc_key.insert(acc_key.clone(), groups.len());
+                        groups.push(Group {
+                            kg,
+                            first: i,
+                            window: w,
+                            acc_key,
+                            records: Vec::new(),
+                        });
+                        groups.len() - 1
+                    }
+                };
                 groups[g].records.push(i);
             }
             if !accepted {
@@ -326,18 +331,22 @@ impl WindowOperator {
             let Some(acc) = acc else { continue };
             self.put(&g.acc_key, &acc)?;
             if existing.is_none() {
-                let key = records[g.key].key_bytes().to_vec();
+                let key = records[g.first].key_bytes().to_vec();
                 self.register(g.kg, &key, g.window)?;
             }
         }
-        let mut records: Vec<Option<Record>> = records.into_iter().map(Some).collect();
-        for i in late {
-            self.late(records[i].take().expect("each record once"));
+        if !late.is_empty() {
+            for (i, rec) in records.into_iter().enumerate() {
+                if late.binary_search(&i).is_ok() {
+                    self.late(rec);
+                }
+            }
         }
         Ok(())
     }
 
-    fn add_fixed(&mut self, rec: Record, ts: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+    fn add_fixed(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        let ts = self.time_of(&rec);
         let key = rec.key_bytes().to_vec();
         let kg = keys::group(&key, self.key_groups);
         let mut accepted = false;
@@ -521,8 +530,7 @@ impl Operator for WindowOperator {
             self.add_grouped(input.into_records())?;
         } else {
             for rec in input.into_records() {
-                let ts = self.time_of(&rec);
-                self.add_fixed(rec, ts, &mut out)?;
+                self.add_fixed(rec, &mut out)?;
             }
         }
         Ok(Batch::Records(out))

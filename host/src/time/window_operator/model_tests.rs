@@ -38,7 +38,14 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
 }
 
 fn operator(spec: WindowSpec) -> WindowOperator {
-    let failure = FailureHandler::new("w", FailurePolicy::Fail, None, Default::default());
+    operator_failing_to(
+        spec,
+        FailureHandler::new("w", FailurePolicy::Fail, None, Default::default()),
+    )
+}
+
+/// An operator over a memory backend whose failed records go to `failure`.
+fn operator_failing_to(spec: WindowSpec, failure: FailureHandler) -> WindowOperator {
     WindowOperator::new(
         "w",
         1,
@@ -337,16 +344,7 @@ fn a_record_failing_in_a_grouped_batch_fails_once_and_the_others_count() {
         field: None,
         processing_time: false,
     };
-    let mut op = WindowOperator::new(
-        "w",
-        1,
-        spec,
-        128,
-        Box::new(MemoryBackend::default()),
-        LatePolicy::Drop,
-        Arc::default(),
-        failure,
-    );
+    let mut op = operator_failing_to(spec, failure);
     let k = |v: &str, ts| Record::new(Some(bytes::Bytes::from("k")), v.to_owned(), ts);
     let batch = vec![k("1", 15), k("not a number", 16), k("2", 17), k("4", 25)];
     assert!(op.process(Batch::Records(batch)).unwrap().is_empty());
