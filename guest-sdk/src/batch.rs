@@ -7,6 +7,7 @@
 use crate::pool::Pool;
 use crate::{Record, Result};
 use mailer_wire::{Reader, Writer};
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 pub(crate) const MALFORMED: &str = "mailer host sent a malformed batch";
@@ -91,17 +92,43 @@ pub fn process_batch(f: fn(Record, &mut crate::Emit) -> Result<()>, input: &[u8]
 /// first) and a record in, the new accumulator out.
 pub type ReduceFn = fn(Option<&[u8]>, Record) -> Result<Vec<u8>>;
 
+/// A reduce function that borrows its record: the SDK reuses the record's
+/// buffers from one record to the next.
+pub type ReduceByRefFn = fn(Option<&[u8]>, &Record) -> Result<Vec<u8>>;
+
 /// Runs a reduce function over a batch: the batch carries each key's starting
 /// accumulator once (a slot); records name their slot, and the running
 /// accumulator of a slot is updated record by record.
 pub fn reduce_batch(f: ReduceFn, input: &[u8]) -> Vec<u8> {
+    reduce_slots(input, |acc, rec| f(acc, Record::from_ref(rec)))
+}
+
+/// [`reduce_batch`] for a function that borrows its record: records are
+/// decoded into pooled buffers.
+pub fn reduce_batch_by_ref(f: ReduceByRefFn, input: &[u8]) -> Vec<u8> {
+    POOL.with_borrow_mut(|pool| {
+        reduce_slots(input, |acc, rec| {
+            let rec = pool.record(rec);
+            let result = f(acc, &rec);
+            pool.recycle(rec);
+            result
+        })
+    })
+}
+
+/// The loop of the reduce batch exports.
+fn reduce_slots(
+    input: &[u8],
+    mut f: impl FnMut(Option<&[u8]>, mailer_wire::RecordRef<'_>) -> Result<Vec<u8>>,
+) -> Vec<u8> {
     let mut r = Reader::new(input);
     let slot_count = r.count().expect(MALFORMED);
-    let mut slots: Vec<Option<Vec<u8>>> = Vec::with_capacity(slot_count.min(input.len()));
+    // A slot's accumulator is read from the input until a record replaces it.
+    let mut slots: Vec<Option<Cow<'_, [u8]>>> = Vec::with_capacity(slot_count.min(input.len()));
     for _ in 0..slot_count {
         let acc = match r.u8().expect(MALFORMED) {
             0 => None,
-            _ => Some(r.bytes().expect(MALFORMED).to_vec()),
+            _ => Some(Cow::Borrowed(r.bytes().expect(MALFORMED))),
         };
         slots.push(acc);
     }
@@ -109,13 +136,13 @@ pub fn reduce_batch(f: ReduceFn, input: &[u8]) -> Vec<u8> {
     let mut w = Writer::with_capacity(n, input.len());
     for _ in 0..n {
         let slot = r.u32().expect(MALFORMED);
-        let rec = Record::from_ref(r.record().expect(MALFORMED));
+        let rec = r.record().expect(MALFORMED);
         let acc = slots.get_mut(slot).expect(MALFORMED);
         match f(acc.as_deref(), rec) {
             Ok(next) => {
                 w.ok();
                 w.bytes(&next);
-                *acc = Some(next);
+                *acc = Some(Cow::Owned(next));
             }
             Err(e) => w.err(e.message()),
         }

@@ -27,7 +27,7 @@
 //! | `#[operator(map)]` | `fn(Record) -> Result<Record>` |
 //! | `#[operator(filter)]` | `fn(&Record) -> Result<bool>` (true keeps the record) |
 //! | `#[operator(flat_map)]` | `fn(Record) -> Result<Vec<Record>>` |
-//! | `#[operator(reduce)]` | `fn(Option<&[u8]>, Record) -> Result<Vec<u8>>` (the key's accumulator, `None` at first; returns the new one) |
+//! | `#[operator(reduce)]` | `fn(Option<&[u8]>, Record) -> Result<Vec<u8>>` (the key's accumulator, `None` at first; returns the new one); with `&Record` instead, the SDK reuses each record's buffers (faster) |
 //! | `#[operator(process)]` or `#[operator(process, on_timer = f)]` | `fn(Record, handles…) -> Result<()>` |
 //! | `#[operator(timer)]` (the `on_timer` of a process operator) | `fn(Timer, handles…) -> Result<()>` |
 //! | `#[operator(window)]` | `fn(Option<&[u8]>, Window, Vec<Record>, &mut Emit) -> Result<()>` (a window's key, bounds and records) |
@@ -82,17 +82,20 @@ pub use emit::{Emit, ProcessOperator};
 pub use error::{Error, Result};
 pub use keyed::{ListState, MapState, Named, ValueState};
 pub use mailer_sdk_macros::operator;
-pub use record::Record;
+pub use record::{Record, parse_i64, write_i64};
 pub use timers::{TimeDomain, Timer, Timers};
 pub use window::{Aggregate, Window};
 
 /// What the `#[operator]` attribute expands to refers to; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::batch::{filter_batch, flat_map_batch, map_batch, process_batch, reduce_batch};
+    pub use crate::batch::{
+        filter_batch, flat_map_batch, map_batch, process_batch, reduce_batch, reduce_batch_by_ref,
+    };
     pub use crate::emit::no_timer;
     pub use crate::window::{
-        aggregate_add, aggregate_add_batch, aggregate_create, aggregate_finish, aggregate_merge, window_batch,
+        aggregate_add, aggregate_add_batch, aggregate_create, aggregate_finish, aggregate_finish_batch,
+        aggregate_merge, window_batch,
     };
     #[cfg(target_arch = "wasm32")]
     pub use crate::wit::*;

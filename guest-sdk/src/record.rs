@@ -60,10 +60,7 @@ impl Record {
     /// Replaces the value with `v` as decimal text, reusing the value's buffer.
     pub fn set_value_i64(&mut self, v: i64) {
         self.value.clear();
-        if v < 0 {
-            self.value.push(b'-');
-        }
-        write_u64(&mut self.value, v.unsigned_abs());
+        write_i64(&mut self.value, v);
     }
 
     /// The first header with this name.
@@ -97,13 +94,23 @@ impl Record {
     }
 }
 
+/// Appends `v` as decimal text to `out` (as [`Record::set_value_i64`]
+/// writes a value): for accumulators kept as text.
+pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, v.unsigned_abs());
+}
+
 /// Parses ASCII decimal digits with an optional leading `-` or `+`; `None`
-/// when empty, not all digits, or out of range.
+/// when empty, not all digits, or out of range (as [`Record::value_i64`]
+/// reads a value): for accumulators kept as text, read without a copy.
 ///
 /// Written for Wasm, where an overflow-checked or 64-bit-by-constant
 /// multiplication becomes a 128-bit library call: at most 19 significant
 /// digits accumulate in a `u64` without any check, then one range check.
-fn parse_i64(b: &[u8]) -> Option<i64> {
+pub fn parse_i64(b: &[u8]) -> Option<i64> {
     let (negative, mut digits) = match b.split_first()? {
         (b'-', rest) => (true, rest),
         (b'+', rest) => (false, rest),

@@ -104,6 +104,25 @@ pub fn aggregate_finish<A: Aggregate>(acc: &[u8]) -> Result<Vec<u8>> {
     decode::<A>(acc)?.finish()
 }
 
+/// The `finish-batch` export: per window its accumulator in; per window its
+/// result value, or why it failed, out.
+pub fn aggregate_finish_batch<A: Aggregate>(input: &[u8]) -> Vec<u8> {
+    let mut r = Reader::new(input);
+    let n = r.count().expect(MALFORMED);
+    let mut w = Writer::with_capacity(n, 16 * n);
+    for _ in 0..n {
+        match aggregate_finish::<A>(r.bytes().expect(MALFORMED)) {
+            Ok(value) => {
+                w.ok();
+                w.bytes(&value);
+            }
+            Err(e) => w.err(e.message()),
+        }
+    }
+    r.end().expect(MALFORMED);
+    w.finish()
+}
+
 /// The `add-batch` export: per group (one window of one key) its
 /// accumulator (a fresh one for none) and its records in; per group the
 /// accumulator with its records added, or the first record's failure, out.
@@ -112,6 +131,8 @@ pub fn aggregate_add_batch<A: Aggregate>(input: &[u8]) -> Vec<u8> {
         let mut r = Reader::new(input);
         let n = r.count().expect(MALFORMED);
         let mut w = Writer::with_capacity(n, 16 * n);
+        // Each group's accumulator is encoded here, one buffer for all.
+        let mut encoded = Vec::with_capacity(64);
         for _ in 0..n {
             let mut acc = match r.option().expect(MALFORMED) {
                 Some(bytes) => decode::<A>(bytes),
@@ -127,10 +148,11 @@ pub fn aggregate_add_batch<A: Aggregate>(input: &[u8]) -> Vec<u8> {
                     pool.recycle(rec);
                 }
             }
-            match acc.and_then(|a| encode(&a)) {
-                Ok(bytes) => {
+            encoded.clear();
+            match acc.and_then(|a| Ok(serde_json::to_writer(&mut encoded, &a)?)) {
+                Ok(()) => {
                     w.ok();
-                    w.bytes(&bytes);
+                    w.bytes(&encoded);
                 }
                 Err(e) => w.err(e.message()),
             }
@@ -256,6 +278,23 @@ mod tests {
             decode::<Sum>(r.bytes().unwrap()).unwrap(),
             Sum { count: 2, sum: 7 }
         );
+        assert_eq!(r.end(), Ok(()));
+    }
+
+    #[test]
+    fn finish_batch_finishes_each_window_and_reports_one_that_does_not_decode() {
+        let mut w = Writer::batch(3);
+        w.bytes(&encode(&Sum { count: 2, sum: 9 }).unwrap());
+        w.bytes(b"not json");
+        w.bytes(&encode(&Sum { count: 1, sum: -4 }).unwrap());
+        let out = aggregate_finish_batch::<Sum>(&w.finish());
+        let mut r = Reader::new(&out);
+        assert_eq!(r.count(), Ok(3));
+        assert_eq!(r.outcome(), Ok(Ok(())));
+        assert_eq!(r.bytes(), Ok(&b"9"[..]));
+        assert!(matches!(r.outcome(), Ok(Err(m)) if m.contains("does not decode")));
+        assert_eq!(r.outcome(), Ok(Ok(())));
+        assert_eq!(r.bytes(), Ok(&b"-4"[..]));
         assert_eq!(r.end(), Ok(()));
     }
 }

@@ -174,8 +174,18 @@ impl Batch {
         }
     }
 
-    /// The batch in the flat encoding, as a plugin's input.
-    pub fn encode(&self) -> Vec<u8> {
+    /// The batch in the flat encoding, as a plugin's input: borrowed when
+    /// the batch is one already.
+    pub fn encode(&self) -> std::borrow::Cow<'_, [u8]> {
+        if let Batch::Encoded(e) = self
+            && e.is_whole_batch()
+        {
+            return std::borrow::Cow::Borrowed(&e.buf[..]);
+        }
+        std::borrow::Cow::Owned(self.encode_owned())
+    }
+
+    fn encode_owned(&self) -> Vec<u8> {
         match self {
             Batch::Records(records) => {
                 let bytes: usize = records
@@ -188,7 +198,6 @@ impl Batch {
                 }
                 w.finish()
             }
-            Batch::Encoded(e) if e.is_whole_batch() => e.buf.to_vec(),
             Batch::Encoded(e) => {
                 let bytes: usize = e.spans.iter().map(|&(s, t)| (t - s) as usize).sum();
                 let mut w = Writer::with_capacity(e.spans.len(), bytes);
@@ -267,7 +276,7 @@ mod tests {
 
     /// Encoded spans of the records of an encoded batch.
     fn encoded(records: &[Record]) -> EncodedRecords {
-        let buf = Bytes::from(Batch::Records(records.to_vec()).encode());
+        let buf = Bytes::from(Batch::Records(records.to_vec()).encode().into_owned());
         let mut r = Reader::new(&buf);
         let n = r.count().unwrap();
         let spans = (0..n)

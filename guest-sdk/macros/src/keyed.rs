@@ -248,6 +248,9 @@ pub fn aggregate(block: &ItemImpl) -> syn::Result<Tokens> {
                 fn add_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
                     #p::aggregate_add_batch::<#ty>(&input)
                 }
+                fn finish_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
+                    #p::aggregate_finish_batch::<#ty>(&input)
+                }
             }
             #p::aggregate::export_aggregate!(__MailerOperator);
         };

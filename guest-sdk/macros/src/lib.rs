@@ -38,7 +38,7 @@ const KINDS: [Kind; 4] = [
     Kind {
         name: "reduce",
         arity: 2,
-        signature: "fn(Option<&[u8]>, Record) -> Result<Vec<u8>>",
+        signature: "fn(Option<&[u8]>, Record) -> Result<Vec<u8>> (or `&Record`)",
     },
 ];
 
@@ -125,7 +125,20 @@ fn expand(kind_ident: &Ident, func: &ItemFn) -> syn::Result<Tokens> {
     let export = Ident::new(&format!("export_{}", kind.name), Span::call_site());
     // The call is spanned on the user's function so that a wrong signature is
     // reported there.
-    let checked = quote_spanned!(f.span()=> #p::#batch(#f, &input));
+    // A reduce function taking `&Record` gets records the SDK reuses.
+    let by_ref = kind.name == "reduce"
+        && matches!(sig.inputs.last(), Some(syn::FnArg::Typed(arg)) if matches!(*arg.ty, syn::Type::Reference(_)));
+    let batch_loop = if by_ref {
+        Ident::new("reduce_batch_by_ref", Span::call_site())
+    } else {
+        batch.clone()
+    };
+    let checked = quote_spanned!(f.span()=> #p::#batch_loop(#f, &input));
+    let record_arg = if by_ref {
+        quote!(&input.into())
+    } else {
+        quote!(input.into())
+    };
     let one = match kind.name {
         "map" => quote! {
             fn map(input: #t::Record) -> ::core::result::Result<#t::Record, #t::Error> {
@@ -149,7 +162,7 @@ fn expand(kind_ident: &Ident, func: &ItemFn) -> syn::Result<Tokens> {
                 accumulator: ::core::option::Option<::std::vec::Vec<u8>>,
                 input: #t::Record,
             ) -> ::core::result::Result<::std::vec::Vec<u8>, #t::Error> {
-                #f(accumulator.as_deref(), input.into()).map_err(Into::into)
+                #f(accumulator.as_deref(), #record_arg).map_err(Into::into)
             }
         },
     };

@@ -3,7 +3,6 @@
 //! and 2, in-memory and RocksDB state.
 
 use crate::common::{measure, native, plan, records, records_of, rocks_dir, stage, wasm};
-use bytes::Bytes;
 use mailer::batch::Batch;
 use mailer::checkpoint::CheckpointSettings;
 use mailer::operator::{Operator, OperatorError};
@@ -94,26 +93,34 @@ impl Operator for NativeSum {
         };
         let mut out = Vec::with_capacity(input.len());
         let mut text = itoa::Buffer::new();
+        let mut k = Vec::with_capacity(64);
+        // The batch's output values, split off one by one: one allocation a batch.
+        let mut values = bytes::BytesMut::with_capacity(input.len() * 12);
         for r in records_of(input) {
-            let k = keys::of_key(self.key_groups, self.op, r.key_bytes());
-            let acc: i64 = match self.state.get(&k).map_err(|e| err(e.to_string()))? {
-                Some(a) => std::str::from_utf8(&a)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0),
-                None => 0,
-            };
+            k.clear();
+            keys::keyed_into(
+                &mut k,
+                keys::group(r.key_bytes(), self.key_groups),
+                self.op,
+                r.key_bytes(),
+            );
+            let mut acc = 0i64;
+            self.state
+                .read_with(&k, &mut |a| {
+                    acc = a
+                        .and_then(|a| std::str::from_utf8(a).ok())
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0)
+                })
+                .map_err(|e| err(e.to_string()))?;
             let v: i64 = std::str::from_utf8(&r.value)
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0);
             let sum = text.format(acc + v).as_bytes();
             self.state.put(&k, sum).map_err(|e| err(e.to_string()))?;
-            out.push(Record::new(
-                r.key.clone(),
-                Bytes::copy_from_slice(sum),
-                r.timestamp,
-            ));
+            values.extend_from_slice(sum);
+            out.push(Record::new(r.key.clone(), values.split().freeze(), r.timestamp));
         }
         Ok(Batch::Records(out))
     }

@@ -416,6 +416,14 @@ impl PluginInstance {
         })
     }
 
+    /// Calls an aggregate plugin's `finish-batch` export.
+    pub fn call_finish_batch(&mut self, input: &[u8]) -> Result<Vec<u8>, CallError> {
+        self.call(|store, b| match b {
+            Bindings::Aggregate(b) => b.call_finish_batch(store, input),
+            _ => Err(wasmtime::Error::msg("not an aggregate plugin")),
+        })
+    }
+
     /// Calls one export of an aggregate plugin.
     pub fn call_aggregate(&mut self, step: AggregateStep<'_>) -> Result<Result<Vec<u8>, String>, CallError> {
         self.call(|store, b| {

@@ -132,7 +132,7 @@ impl WasmProcess {
         let outcome = match self.mode {
             CallMode::Record => self.instance.one_outcome(&rec, None),
             CallMode::Batch => {
-                let input = Batch::Records(vec![rec.clone()]).encode();
+                let input = Batch::Records(vec![rec.clone()]).encode().into_owned();
                 self.instance
                     .batch_outcomes(&input, 1)
                     .map(|r| r.and_then(|o| o.owned(0)))

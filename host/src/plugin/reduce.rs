@@ -10,8 +10,9 @@ use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use crate::state::StateBackend;
 use crate::state::keys;
+use hashbrown::HashTable;
 use mailer_wire::Writer;
-use std::collections::HashMap;
+use xxhash_rust::xxh3::xxh3_64;
 
 /// A keyed reduce backed by a plugin of the reduce world; each key's
 /// accumulator lives in the worker's state backend.
@@ -23,6 +24,8 @@ pub struct WasmReduce {
     mode: CallMode,
     failure: FailureHandler,
     state: Box<dyn StateBackend>,
+    /// A state key, built in place record after record.
+    key_buf: Vec<u8>,
 }
 
 impl WasmReduce {
@@ -45,11 +48,18 @@ impl WasmReduce {
             mode,
             failure,
             state,
+            key_buf: Vec::new(),
         }
     }
 
     fn state_key(&self, key: &[u8]) -> Vec<u8> {
         keys::of_key(self.key_groups, self.op, key)
+    }
+
+    /// Builds `key`'s state key in `key_buf`.
+    fn fill_state_key(&mut self, key: &[u8]) {
+        self.key_buf.clear();
+        keys::keyed_into(&mut self.key_buf, keys::group(key, self.key_groups), self.op, key);
     }
 
     fn accumulator(&self, key: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {
@@ -59,28 +69,36 @@ impl WasmReduce {
     }
 
     /// Encodes records with their keys' accumulators: each distinct key is a
-    /// slot carrying its accumulator once.
-    fn encode(&self, records: &[Record]) -> Result<Vec<u8>, OperatorError> {
-        let mut slot_of: HashMap<&[u8], usize> = HashMap::with_capacity(records.len());
+    /// slot carrying its accumulator once, read from the state in place.
+    fn encode(&mut self, records: &[Record]) -> Result<Vec<u8>, OperatorError> {
+        let mut slot_of = HashTable::<usize>::with_capacity(records.len());
         let mut slots: Vec<&[u8]> = Vec::new();
-        let record_slots: Vec<usize> = records
-            .iter()
-            .map(|r| {
-                *slot_of.entry(r.key_bytes()).or_insert_with(|| {
-                    slots.push(r.key_bytes());
+        let mut record_slots = Vec::with_capacity(records.len());
+        for r in records {
+            let key = r.key_bytes();
+            let hash = xxh3_64(key);
+            let slot = match slot_of.find(hash, |&s| slots[s] == key) {
+                Some(&s) => s,
+                None => {
+                    slot_of.insert_unique(hash, slots.len(), |&s| xxh3_64(slots[s]));
+                    slots.push(key);
                     slots.len() - 1
-                })
-            })
-            .collect();
+                }
+            };
+            record_slots.push(slot);
+        }
         let mut w = Writer::with_capacity(slots.len(), records.len() * 48);
         for key in &slots {
-            match self.accumulator(key)? {
-                Some(acc) => {
-                    w.u8(1);
-                    w.bytes(&acc);
-                }
-                None => w.u8(0),
-            }
+            self.fill_state_key(key);
+            self.state
+                .read_with(&self.key_buf, &mut |acc| match acc {
+                    Some(acc) => {
+                        w.u8(1);
+                        w.bytes(acc);
+                    }
+                    None => w.u8(0),
+                })
+                .map_err(|e| OperatorError::state(&self.name, e))?;
         }
         w.u32(records.len());
         for (r, slot) in records.iter().zip(record_slots) {
@@ -114,9 +132,9 @@ impl WasmReduce {
     ) -> Result<(), OperatorError> {
         match outcome {
             Ok(Outcome::Accumulator(acc)) => {
-                let k = self.state_key(rec.key_bytes());
+                self.fill_state_key(rec.key_bytes());
                 self.state
-                    .put(&k, &acc)
+                    .put(&self.key_buf, &acc)
                     .map_err(|e| OperatorError::state(&self.name, e))?;
                 out.push(Record::new(rec.key, acc, rec.timestamp));
             }

@@ -8,7 +8,7 @@ use super::{AggregateStep, CallError, LoadedPlugin, PluginInstance, World};
 use crate::batch::{Batch, write_record};
 use crate::operator::OperatorError;
 use crate::record::Record;
-use crate::time::{AccumulatorGroup, Window, WindowFnError, WindowFunction, corrupt};
+use crate::time::{AccumulatorGroup, DueWindow, Window, WindowFnError, WindowFunction, corrupt, emit_each};
 use bytes::Bytes;
 use mailer_wire::{Reader, Writer};
 use std::sync::Arc;
@@ -109,6 +109,45 @@ impl WindowFunction for WasmAggregate {
         })
     }
 
+    /// One `finish-batch` call for all the windows; when the call itself
+    /// fails (a trap, the deadline), each window is finished alone, so the
+    /// failure lands on its window.
+    fn emit_all(
+        &mut self,
+        due: &[DueWindow<'_>],
+        out: &mut Vec<Record>,
+    ) -> Result<Vec<Result<(), String>>, OperatorError> {
+        let bytes: usize = due.iter().map(|d| 4 + d.accumulator.len()).sum();
+        let mut input = Writer::with_capacity(due.len(), bytes);
+        for d in due {
+            input.bytes(d.accumulator);
+        }
+        let outcomes = match self.instance.call_finish_batch(&input.finish()) {
+            Ok(output) => Outcomes::parse(World::Aggregate, output, due.len(), 0).ok(),
+            Err(CallError::Instantiate(e)) => return Err(fatal(&self.name, e)),
+            Err(_) => None,
+        };
+        let Some(o) = outcomes else {
+            return emit_each(self, due, out);
+        };
+        Ok(due
+            .iter()
+            .zip(o.items())
+            .map(|(d, raw)| match *raw {
+                Raw::Accumulator(s) => {
+                    out.push(Record::new(
+                        Some(Bytes::copy_from_slice(d.key)),
+                        o.bytes(s).to_vec(),
+                        d.window.max_timestamp(),
+                    ));
+                    Ok(())
+                }
+                Raw::Failed(m) => Err(o.message(m)),
+                _ => unreachable!("parsed as an aggregate output"),
+            })
+            .collect())
+    }
+
     fn emit(
         &mut self,
         key: &[u8],
@@ -172,7 +211,7 @@ impl WindowFunction for WasmWindow {
     }
 
     fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
-        let one = Batch::Records(vec![rec.clone()]).encode();
+        let one = Batch::Records(vec![rec.clone()]).encode().into_owned();
         let added = self.parts(&one)?;
         Ok(match acc {
             None => one,

@@ -58,8 +58,21 @@ struct Cache {
 
 impl Cache {
     fn put(&mut self, key: &[u8], tag: Tag, value: &[u8]) {
-        if tag.dirty() && !self.entries.read(key, |t| Tag::of(t).dirty()).unwrap_or(false) {
+        // A value of the same length is overwritten in place, in one lookup.
+        let in_place = self.entries.update(key, |tagged| {
+            let was_dirty = Tag::of(tagged).dirty();
+            let fits = tagged.len() == 1 + value.len();
+            if fits {
+                tagged[0] = tag as u8;
+                tagged[1..].copy_from_slice(value);
+            }
+            (was_dirty, fits)
+        });
+        if tag.dirty() && !in_place.is_some_and(|(was_dirty, _)| was_dirty) {
             self.dirty.push(key.into());
+        }
+        if in_place.is_some_and(|(_, fits)| fits) {
+            return;
         }
         self.scratch.clear();
         self.scratch.push(tag as u8);
@@ -152,6 +165,16 @@ impl<B: StateBackend> StateBackend for CachedBackend<B> {
             cache.drop_half_clean();
         }
         Ok(value)
+    }
+
+    fn read_with(&self, key: &[u8], f: &mut dyn FnMut(Option<&[u8]>)) -> Result<(), StateError> {
+        let hit = self.cache.borrow().entries.read(key, |tagged| {
+            f(matches!(Tag::of(tagged), Tag::Dirty | Tag::Clean).then(|| &tagged[1..]))
+        });
+        if hit.is_none() {
+            f(self.get(key)?.as_deref());
+        }
+        Ok(())
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {

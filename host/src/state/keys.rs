@@ -17,11 +17,16 @@ pub const TIMERS: u16 = 0xFFFF;
 /// The prefix of everything operator `op` keeps for `key`.
 pub fn keyed(key_group: u16, op: u16, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(8 + key.len() + 16);
+    keyed_into(&mut k, key_group, op, key);
+    k
+}
+
+/// [`keyed`] appended to `k` (a buffer reused from record to record).
+pub fn keyed_into(k: &mut Vec<u8>, key_group: u16, op: u16, key: &[u8]) {
     k.extend_from_slice(&key_group.to_be_bytes());
     k.extend_from_slice(&op.to_be_bytes());
     k.extend_from_slice(&(key.len() as u32).to_be_bytes());
     k.extend_from_slice(key);
-    k
 }
 
 /// The entry of operator `op` for `key`, in the key's key group out of

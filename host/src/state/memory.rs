@@ -12,7 +12,7 @@
 
 use super::{StateBackend, StateError, keys};
 use hashbrown::HashTable;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -43,6 +43,9 @@ impl Entry {
 
 type Ordered = BTreeMap<Box<[u8]>, Box<[u8]>>;
 
+/// The entries under one keyed prefix, by suffix.
+type Nested = (Box<[u8]>, Ordered);
+
 /// State in memory: fast, bounded by RAM.
 ///
 /// Keys are hashed with xxh3 over the whole key at once: keys share long
@@ -51,7 +54,7 @@ type Ordered = BTreeMap<Box<[u8]>, Box<[u8]>>;
 #[derive(Default)]
 pub struct MemoryBackend {
     own: HashTable<Entry>,
-    nested: HashMap<Box<[u8]>, Ordered>,
+    nested: HashTable<Nested>,
     other: Ordered,
     /// What the entries take: keys, values and [`ENTRY_OVERHEAD`] each.
     bytes: usize,
@@ -88,7 +91,7 @@ fn prefix_len(key: &[u8]) -> Option<usize> {
 impl MemoryBackend {
     /// How many entries.
     pub fn len(&self) -> usize {
-        self.own.len() + self.nested.values().map(BTreeMap::len).sum::<usize>() + self.other.len()
+        self.own.len() + self.nested.iter().map(|(_, m)| m.len()).sum::<usize>() + self.other.len()
     }
 
     /// Whether there are none.
@@ -106,17 +109,16 @@ impl MemoryBackend {
         match prefix_len(key) {
             Some(p) if p == key.len() => self.find_own(key).map(|e| f(e.value())),
             Some(p) => self
-                .nested
-                .get(&key[..p])
+                .nested_at(&key[..p])
                 .and_then(|m| m.get(&key[p..]))
                 .map(|v| f(v)),
             None => self.other.get(key).map(|v| f(v)),
         }
     }
 
-    /// Lets `f` change the value at `key` in place (not its length); false
-    /// when there is none.
-    pub fn update(&mut self, key: &[u8], f: impl FnOnce(&mut [u8])) -> bool {
+    /// Lets `f` change the value at `key` in place (not its length): what
+    /// `f` returns, or `None` when there is no value.
+    pub fn update<T>(&mut self, key: &[u8], f: impl FnOnce(&mut [u8]) -> T) -> Option<T> {
         let value: Option<&mut [u8]> = match prefix_len(key) {
             Some(p) if p == key.len() => self
                 .own
@@ -124,12 +126,12 @@ impl MemoryBackend {
                 .map(|e| &mut e.0[4 + key.len()..]),
             Some(p) => self
                 .nested
-                .get_mut(&key[..p])
-                .and_then(|m| m.get_mut(&key[p..]))
+                .find_mut(xxh3_64(&key[..p]), |(k, _)| **k == key[..p])
+                .and_then(|(_, m)| m.get_mut(&key[p..]))
                 .map(|v| &mut v[..]),
             None => self.other.get_mut(key).map(|v| &mut v[..]),
         };
-        value.map(f).is_some()
+        value.map(f)
     }
 
     /// Calls `f` with every entry, in no particular order, letting it change
@@ -147,7 +149,7 @@ impl MemoryBackend {
             keep
         });
         let mut key = Vec::new();
-        for (prefix, entries) in &mut self.nested {
+        for (prefix, entries) in self.nested.iter_mut() {
             entries.retain(|suffix, v| {
                 key.clear();
                 key.extend_from_slice(prefix);
@@ -159,7 +161,7 @@ impl MemoryBackend {
                 keep
             });
         }
-        self.nested.retain(|_, entries| !entries.is_empty());
+        self.nested.retain(|(_, entries)| !entries.is_empty());
         self.other.retain(|k, v| {
             let keep = f(k, v);
             if !keep {
@@ -174,6 +176,13 @@ impl MemoryBackend {
         self.own.find(xxh3_64(key), |e| e.key() == key)
     }
 
+    /// The entries under the keyed prefix `prefix`.
+    fn nested_at(&self, prefix: &[u8]) -> Option<&Ordered> {
+        self.nested
+            .find(xxh3_64(prefix), |(k, _)| **k == *prefix)
+            .map(|(_, m)| m)
+    }
+
     /// Every entry in `from..to`, in order, the slow way.
     fn walk_all(&self, from: &[u8], to: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) {
         let within = |k: &[u8]| from <= k && k < to;
@@ -184,7 +193,7 @@ impl MemoryBackend {
                 .filter(|e| within(e.key()))
                 .map(|e| (e.key().to_vec(), e.value())),
         );
-        for (prefix, entries) in &self.nested {
+        for (prefix, entries) in self.nested.iter() {
             for (suffix, v) in entries {
                 let k = [&prefix[..], &suffix[..]].concat();
                 if within(&k) {
@@ -223,7 +232,7 @@ impl MemoryBackend {
         {
             return true;
         }
-        if let Some(entries) = self.nested.get(prefix) {
+        if let Some(entries) = self.nested_at(prefix) {
             let mut key = prefix.to_vec();
             for (suffix, v) in entries.range::<[u8], _>((Bound::Included(&from[p..]), upper)) {
                 key.truncate(p);
@@ -244,6 +253,13 @@ impl StateBackend for MemoryBackend {
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
         Ok(self.read(key, <[u8]>::to_vec))
+    }
+
+    fn read_with(&self, key: &[u8], f: &mut dyn FnMut(Option<&[u8]>)) -> Result<(), StateError> {
+        if self.read(key, |v| f(Some(v))).is_none() {
+            f(None);
+        }
+        Ok(())
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
@@ -270,11 +286,31 @@ impl StateBackend for MemoryBackend {
                 }
             }
             Some(p) => {
-                let entries = match self.nested.get_mut(&key[..p]) {
-                    Some(m) => m,
-                    None => self.nested.entry(key[..p].into()).or_default(),
+                let (prefix, suffix) = key.split_at(p);
+                let hash = xxh3_64(prefix);
+                let entries = match self.nested.find_mut(hash, |(k, _)| **k == *prefix) {
+                    Some((_, m)) => m,
+                    None => {
+                        let new = (prefix.into(), Ordered::new());
+                        &mut self
+                            .nested
+                            .insert_unique(hash, new, |(k, _)| xxh3_64(k))
+                            .into_mut()
+                            .1
+                    }
                 };
-                entries.insert(key[p..].into(), value.into()).map(|old| old.len())
+                match entries.get_mut(suffix) {
+                    // Replaced in place: no allocation.
+                    Some(v) if v.len() == value.len() => {
+                        v.copy_from_slice(value);
+                        Some(value.len())
+                    }
+                    Some(v) => Some(std::mem::replace(v, value.into()).len()),
+                    None => {
+                        entries.insert(suffix.into(), value.into());
+                        None
+                    }
+                }
             }
             None => self.other.insert(key.into(), value.into()).map(|old| old.len()),
         };
@@ -291,15 +327,19 @@ impl StateBackend for MemoryBackend {
                 Ok(e) => Some(e.remove().0.value().len()),
                 Err(_) => None,
             },
-            Some(p) => match self.nested.get_mut(&key[..p]) {
-                Some(entries) => {
+            Some(p) => match self
+                .nested
+                .find_entry(xxh3_64(&key[..p]), |(k, _)| **k == key[..p])
+            {
+                Ok(mut at) => {
+                    let entries = &mut at.get_mut().1;
                     let old = entries.remove(&key[p..]).map(|old| old.len());
                     if entries.is_empty() {
-                        self.nested.remove(&key[..p]);
+                        at.remove();
                     }
                     old
                 }
-                None => None,
+                Err(_) => None,
             },
             None => self.other.remove(key).map(|old| old.len()),
         };

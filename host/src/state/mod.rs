@@ -42,6 +42,13 @@ pub trait StateBackend: Send {
     /// The value at `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError>;
 
+    /// Calls `f` with the value at `key` (`None` when absent), read in
+    /// place where the backend can: no copy.
+    fn read_with(&self, key: &[u8], f: &mut dyn FnMut(Option<&[u8]>)) -> Result<(), StateError> {
+        f(self.get(key)?.as_deref());
+        Ok(())
+    }
+
     /// Sets `key` to `value`.
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError>;
 

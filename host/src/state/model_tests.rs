@@ -100,7 +100,14 @@ fn check_restoring(
                 backend.delete(k).unwrap();
                 model.remove(k);
             }
-            Op::Get(k) => prop_assert_eq!(backend.get(k).unwrap(), model.get(k).cloned()),
+            Op::Get(k) => {
+                let mut read = None;
+                backend
+                    .read_with(k, &mut |v| read = Some(v.map(<[u8]>::to_vec)))
+                    .unwrap();
+                prop_assert_eq!(read, Some(model.get(k).cloned()));
+                prop_assert_eq!(backend.get(k).unwrap(), model.get(k).cloned());
+            }
             Op::Scan(from, to, limit) => {
                 let mut got = Vec::new();
                 backend

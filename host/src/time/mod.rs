@@ -10,5 +10,7 @@ mod window_operator;
 pub use aggregate::{Accumulator, AggregateKind, Number, needs_values, number_of};
 pub use assigner::{Assigner, Window, millis};
 pub use watermark::WatermarkGenerator;
-pub use window_function::{AccumulatorGroup, BuiltinAggregates, WindowFnError, WindowFunction, corrupt};
+pub use window_function::{
+    AccumulatorGroup, BuiltinAggregates, DueWindow, WindowFnError, WindowFunction, corrupt, emit_each,
+};
 pub use window_operator::{Clock, LatePolicy, WindowOperator, WindowSpec};

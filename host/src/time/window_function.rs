@@ -32,6 +32,33 @@ pub struct AccumulatorGroup<'a> {
     pub records: Vec<&'a Record>,
 }
 
+/// A window whose result is due: its key, bounds and accumulator.
+#[derive(Debug, Clone, Copy)]
+pub struct DueWindow<'a> {
+    /// The window's key.
+    pub key: &'a [u8],
+    /// Its bounds.
+    pub window: Window,
+    /// Its stored accumulator.
+    pub accumulator: &'a [u8],
+}
+
+/// The results of `due` one window at a time (what
+/// [`WindowFunction::emit_all`] does unless a function does better).
+pub fn emit_each<F: WindowFunction + ?Sized>(
+    function: &mut F,
+    due: &[DueWindow<'_>],
+    out: &mut Vec<Record>,
+) -> Result<Vec<Result<(), String>>, OperatorError> {
+    due.iter()
+        .map(|d| match function.emit(d.key, d.window, d.accumulator, out) {
+            Ok(()) => Ok(Ok(())),
+            Err(WindowFnError::Input(reason)) => Ok(Err(reason)),
+            Err(WindowFnError::Fatal(e)) => Err(e),
+        })
+        .collect()
+}
+
 /// A window's computation.
 pub trait WindowFunction: Send {
     /// The accumulator `acc` (`None` for a window's first record) with `rec`
@@ -75,6 +102,16 @@ pub trait WindowFunction: Send {
     /// The output of window `w` of `key`, whose accumulator is `acc`.
     fn emit(&mut self, key: &[u8], w: Window, acc: &[u8], out: &mut Vec<Record>)
     -> Result<(), WindowFnError>;
+
+    /// The outputs of the windows that fire together, in order, appended
+    /// to `out`: per window `Ok`, or why it failed (and emitted nothing).
+    fn emit_all(
+        &mut self,
+        due: &[DueWindow<'_>],
+        out: &mut Vec<Record>,
+    ) -> Result<Vec<Result<(), String>>, OperatorError> {
+        emit_each(self, due, out)
+    }
 
     /// Runs `plugin` (of the function's world) from now on; the stored
     /// accumulators stay. Functions without a plugin refuse.
@@ -132,6 +169,34 @@ impl WindowFunction for BuiltinAggregates {
         let mut acc = acc.map(|b| self.decode(b)).transpose()?.unwrap_or_default();
         acc.add(v);
         Ok(acc.encode())
+    }
+
+    fn add_groups(
+        &mut self,
+        groups: &[AccumulatorGroup<'_>],
+    ) -> Result<Vec<Result<Vec<u8>, String>>, OperatorError> {
+        // Each group's accumulator is decoded and encoded once.
+        let values = needs_values(&self.aggregates);
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let mut acc = match g.accumulator.map(|b| self.decode(b)).transpose() {
+                Ok(acc) => acc.unwrap_or_default(),
+                Err(WindowFnError::Fatal(e)) => return Err(e),
+                Err(WindowFnError::Input(reason)) => {
+                    out.push(Err(reason));
+                    continue;
+                }
+            };
+            let added = g.records.iter().try_for_each(|rec| {
+                let v = values
+                    .then(|| number_of(rec, self.field.as_deref()))
+                    .transpose()?;
+                acc.add(v);
+                Ok::<_, String>(())
+            });
+            out.push(added.map(|()| acc.encode()));
+        }
+        Ok(out)
     }
 
     fn merge(&mut self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, WindowFnError> {

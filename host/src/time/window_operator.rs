@@ -10,7 +10,7 @@
 
 use super::aggregate::AggregateKind;
 use super::assigner::{Assigner, Window};
-use super::window_function::{AccumulatorGroup, BuiltinAggregates, WindowFnError, WindowFunction};
+use super::window_function::{AccumulatorGroup, BuiltinAggregates, DueWindow, WindowFnError, WindowFunction};
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::plugin::LoadedPlugin;
@@ -19,9 +19,12 @@ use crate::state::StateBackend;
 use crate::state::keys::{self, TIMERS};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use xxhash_rust::xxh3::xxh3_64;
 
 const FIRE: u8 = 0;
 const CLEANUP: u8 = 1;
+/// At most this many windows are finished in one call.
+const FIRED_AT_ONCE: usize = 1024;
 
 /// What a window operator computes.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,10 +130,17 @@ impl WindowOperator {
     }
 
     fn acc_key(&self, kg: u16, key: &[u8], w: Window) -> Vec<u8> {
-        let mut k = keys::keyed(kg, self.op, key);
+        let mut k = Vec::new();
+        self.acc_key_into(&mut k, kg, key, w);
+        k
+    }
+
+    /// [`acc_key`](Self::acc_key) written over `k`.
+    fn acc_key_into(&self, k: &mut Vec<u8>, kg: u16, key: &[u8], w: Window) {
+        k.clear();
+        keys::keyed_into(k, kg, self.op, key);
         k.extend_from_slice(&keys::sortable(w.start));
         k.extend_from_slice(&keys::sortable(w.end));
-        k
     }
 
     fn timer_key(&self, kind: u8, time: i64, kg: u16, key: &[u8], w: Window) -> Vec<u8> {
@@ -169,12 +179,42 @@ impl WindowOperator {
         match self.function.emit(key, w, acc, out) {
             Ok(()) => Ok(()),
             Err(WindowFnError::Fatal(e)) => Err(e),
-            Err(WindowFnError::Input(reason)) => {
-                let value = format!(r#"{{"window":{{"start":{},"end":{}}}}}"#, w.start, w.end);
-                let rec = Record::new(Some(bytes::Bytes::copy_from_slice(key)), value, w.max_timestamp());
-                self.failure.fail(rec, &reason)
+            Err(WindowFnError::Input(reason)) => self.window_failed(key, w, &reason),
+        }
+    }
+
+    /// Emits the results of the windows that fire together, in one go.
+    fn emit_all(
+        &mut self,
+        fired: &[(Vec<u8>, Window, Vec<u8>)],
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
+        if fired.is_empty() {
+            return Ok(());
+        }
+        let due: Vec<DueWindow<'_>> = fired
+            .iter()
+            .map(|(key, window, acc)| DueWindow {
+                key,
+                window: *window,
+                accumulator: acc,
+            })
+            .collect();
+        let results = self.function.emit_all(&due, out)?;
+        for (d, result) in due.iter().zip(results) {
+            if let Err(reason) = result {
+                self.window_failed(d.key, d.window, &reason)?;
             }
         }
+        Ok(())
+    }
+
+    /// A window whose result failed goes to the failure policy as a record
+    /// naming it.
+    fn window_failed(&mut self, key: &[u8], w: Window, reason: &str) -> Result<(), OperatorError> {
+        let value = format!(r#"{{"window":{{"start":{},"end":{}}}}}"#, w.start, w.end);
+        let rec = Record::new(Some(bytes::Bytes::copy_from_slice(key)), value, w.max_timestamp());
+        self.failure.fail(rec, reason)
     }
 
     /// Runs a window function step; a failed record goes to the failure
@@ -255,7 +295,10 @@ impl WindowOperator {
             records: Vec<usize>,
         }
         let mut groups: Vec<Group> = Vec::new();
-        let mut by_acc_key: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+        // Groups by accumulator key, hashed once with xxh3; the key is built
+        // in `scratch` and copied only for a new group.
+        let mut by_acc_key = hashbrown::HashTable::<usize>::with_capacity(records.len());
+        let mut scratch = Vec::new();
         let mut late = Vec::new();
         for (i, rec) in records.iter().enumerate() {
             let ts = self.time_of(rec);
@@ -267,16 +310,17 @@ impl WindowOperator {
                     continue;
                 }
                 accepted = true;
-                let acc_key = self.acc_key(kg, key, w);
-                let g = match by_acc_key.get(&acc_key) {
+                self.acc_key_into(&mut scratch, kg, key, w);
+                let hash = xxh3_64(&scratch);
+                let g = match by_acc_key.find(hash, |&g| groups[g].acc_key == scratch) {
                     Some(&g) => g,
                     None => {
-                        by_acc_key.insert(acc_key.clone(), groups.len());
+                        by_acc_key.insert_unique(hash, groups.len(), |&g| xxh3_64(&groups[g].acc_key));
                         groups.push(Group {
                             kg,
                             first: i,
                             window: w,
-                            acc_key,
+                            acc_key: scratch.clone(),
                             records: Vec::new(),
                         });
                         groups.len() - 1
@@ -474,6 +518,7 @@ impl WindowOperator {
                 true
             })
             .map_err(|e| OperatorError::state(&self.name, e))?;
+        let mut fired = Vec::new();
         for t in due {
             self.delete(&t)?;
             let Some((_, kg, key, payload)) = keys::parse_timer(&t) else {
@@ -490,7 +535,11 @@ impl WindowOperator {
             let k = self.acc_key(kg, key, w);
             if kind == FIRE {
                 if let Some(acc) = self.get(&k)? {
-                    self.emit(key, w, &acc, out)?;
+                    fired.push((key.to_vec(), w, acc));
+                    if fired.len() == FIRED_AT_ONCE {
+                        self.emit_all(&fired, out)?;
+                        fired.clear();
+                    }
                 }
                 if self.spec.allowed_lateness == 0 {
                     self.delete(&k)?;
@@ -499,7 +548,7 @@ impl WindowOperator {
                 self.delete(&k)?;
             }
         }
-        Ok(())
+        self.emit_all(&fired, out)
     }
 }
 

@@ -1,20 +1,27 @@
-//! The PostgreSQL sink. Each batch is written with one `COPY` (text
-//! format), so a batch is one round trip whatever its size.
+//! The PostgreSQL sink. Rows go to the server through one `COPY` (text
+//! format) kept open across batches: the sink encodes the next batch while
+//! the connection's own thread sends the last one, and a `COPY` ends only
+//! when the sink flushes (at a checkpoint barrier and at the end), when its
+//! input runs dry (so a slow stream's rows do not wait), or once it holds
+//! [`COPY_BYTES`].
 //!
-//! - `insert`: straight into the table, one transaction per batch.
-//! - `upsert`: into a temporary stage, then `INSERT … SELECT DISTINCT ON
-//!   (conflict columns) … ON CONFLICT … DO UPDATE`, in one transaction per
-//!   batch (the last record of a key in a batch wins, as it would one by
+//! - `insert`: straight into the table; each `COPY` commits by itself.
+//! - `upsert`: into a temporary stage inside a transaction; ending the `COPY`
+//!   runs `INSERT … SELECT DISTINCT ON (conflict columns) … ON CONFLICT … DO
+//!   UPDATE` and commits (the last record of a key wins, as it would one by
 //!   one).
-//! - `exactly_once`: batches go to a stage table as they come (each numbered,
-//!   so a retry after a lost connection never stages one twice); when the
-//!   checkpoint after them is durable, one transaction moves them into the
-//!   table, empties the stage and records the checkpoint in the progress
-//!   table. A restart resumes from the checkpoint recorded there and drops
-//!   what the stage holds, so every row lands once.
+//! - `exactly_once`: each `COPY` goes to a stage table, its rows numbered
+//!   with the `COPY`'s number, so a retry after a lost connection never
+//!   stages one twice; when the checkpoint after them is durable, one
+//!   transaction moves the stage into the table, empties it and records
+//!   the checkpoint in the progress table. A restart resumes from the
+//!   checkpoint recorded there and drops what the stage holds, so every row
+//!   lands once.
 //!
-//! Transient errors (a lost connection, a server restart, a deadlock) are
-//! retried with backoff on a new connection for up to `retry_timeout`.
+//! A `COPY` is all or nothing, so the rows of the open one are kept until
+//! it ends: a transient error (a lost connection, a server restart, a
+//! deadlock) sends them again on a new connection, with backoff, for up to
+//! `retry_timeout`.
 
 use super::config::{PostgresSinkSpec, WriteMode};
 use super::connection::{Target, describe, is_transient, quote, quote_table, sibling};
@@ -25,6 +32,7 @@ use crate::connectors::{ConnectorError, Sink, refuse};
 use crate::operator::FailureHandler;
 use bytes::Bytes;
 use futures_util::SinkExt;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
@@ -33,17 +41,25 @@ use tokio_postgres::{Client, CopyInSink, GenericClient};
 /// The longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
+/// A `COPY` ends once the rows sent into it reach this size: they are kept
+/// in memory until it ends, to be sent again after a lost connection.
+const COPY_BYTES: usize = 16 << 20;
+
 /// The SQL of one sink, built once.
 struct Statements {
     /// Creates the stage (on every connection for a temporary one).
     create_stage: Option<String>,
-    /// `COPY` of a batch: into the table, or into the stage.
+    /// Runs before a `COPY` starts (the transaction of `upsert`).
+    begin: Option<&'static str>,
+    /// `COPY` of rows: into the table, or into the stage.
     copy: String,
-    /// Moves the stage into the table.
+    /// Runs after a `COPY` ends (`upsert`: the merge, then `COMMIT`).
+    end: Option<String>,
+    /// Moves the stage into the table (exactly once).
     merge: Option<String>,
     /// Empties the stage (exactly once).
     clear_stage: Option<String>,
-    /// Whether a batch number is staged: `SELECT … WHERE mailer_batch = $1`.
+    /// Whether a `COPY`'s number is staged: `SELECT … WHERE mailer_batch = $1`.
     staged: Option<String>,
 }
 
@@ -59,19 +75,28 @@ struct Progress {
     sink: String,
 }
 
+/// A `COPY` in progress.
+type OpenCopy = Pin<Box<CopyInSink<Bytes>>>;
+
 /// Writes records as rows of one table.
 pub struct PostgresSink {
     runtime: Runtime,
     target: Target,
     client: Option<Client>,
+    /// The `COPY` rows are streamed into, between two ends.
+    copy: Option<OpenCopy>,
+    /// The rows sent since the open `COPY` started (or, after a failure,
+    /// still to send): all of them are sent again on a new connection.
+    pending: Vec<Bytes>,
+    pending_bytes: usize,
     table: String,
     mapping: RowMapping,
     sql: Arc<Statements>,
     progress: Option<Arc<Progress>>,
     retry_timeout: Duration,
     rejects: FailureHandler,
-    /// The next batch number (exactly once).
-    batch: u64,
+    /// The number of the open `COPY` (exactly once: staged with its rows).
+    copy_number: u64,
 }
 
 impl PostgresSink {
@@ -113,13 +138,16 @@ impl PostgresSink {
             runtime,
             target,
             client: None,
+            copy: None,
+            pending: Vec::new(),
+            pending_bytes: 0,
             table: spec.table.clone(),
             mapping: RowMapping::new(&spec.columns),
             sql: Arc::new(sql),
             progress,
             retry_timeout: spec.retry_timeout,
             rejects,
-            batch: 0,
+            copy_number: 0,
         };
         sink.client = Some(sink.prepared(client).map_err(|e| sink.failed("preparing", &e))?);
         Ok(sink)
@@ -157,7 +185,11 @@ impl PostgresSink {
         loop {
             let client = match self.client.take() {
                 Some(c) if !c.is_closed() => Ok(c),
-                _ => self.target.connect(&self.runtime).and_then(|c| self.prepared(c)),
+                Some(_) => {
+                    tracing::warn!(table = %self.table, "the connection was closed; retrying on a new connection");
+                    self.target.connect(&self.runtime).and_then(|c| self.prepared(c))
+                }
+                None => self.target.connect(&self.runtime).and_then(|c| self.prepared(c)),
             };
             let result = client.and_then(|mut c| {
                 let r = attempt(&self.runtime, &mut c, retry);
@@ -204,6 +236,95 @@ impl PostgresSink {
         Ok((Bytes::from(out), n))
     }
 
+    /// Sends `rows` into the open `COPY`, starting one (on a new connection
+    /// when there is none) first.
+    fn stream(&mut self, rows: Bytes) -> Result<(), tokio_postgres::Error> {
+        if self.copy.is_none() {
+            let client = match self.client.take() {
+                Some(c) => c,
+                None => self.prepared(self.target.connect(&self.runtime)?)?,
+            };
+            let client = self.client.insert(client);
+            self.copy = Some(self.runtime.block_on(start_copy(client, &self.sql))?);
+        }
+        let copy = self.copy.as_mut().expect("started above");
+        self.runtime.block_on(copy.send(rows))
+    }
+
+    /// Ends the open `COPY`: its rows are in the table (or, exactly once,
+    /// in the stage).
+    fn end_copy(&mut self) -> Result<(), ConnectorError> {
+        let Some(mut copy) = self.copy.take() else {
+            // Only rows a failed attempt left behind can be pending here.
+            return if self.pending.is_empty() {
+                Ok(())
+            } else {
+                self.resend()
+            };
+        };
+        let client = self.client.as_ref().expect("a COPY has its connection");
+        let result = self.runtime.block_on(async {
+            copy.as_mut().finish().await?;
+            if let Some(end) = &self.sql.end {
+                client.batch_execute(end).await?;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => {
+                self.ended();
+                Ok(())
+            }
+            Err(e) => self.recover("ending a COPY", &e),
+        }
+    }
+
+    /// The open `COPY` ended well: its rows need not be kept.
+    fn ended(&mut self) {
+        self.pending.clear();
+        self.pending_bytes = 0;
+        self.copy_number += 1;
+    }
+
+    /// After `e` broke the open `COPY`: fails on an error that is not
+    /// transient, else sends the pending rows again on a new connection.
+    fn recover(&mut self, what: &str, e: &tokio_postgres::Error) -> Result<(), ConnectorError> {
+        self.copy = None;
+        self.client = None;
+        if !is_transient(e) {
+            return Err(self.failed(what, e));
+        }
+        tracing::warn!(table = %self.table, error = %describe(e), "{what} failed; retrying on a new connection");
+        self.resend()
+    }
+
+    /// Sends every pending row in one `COPY` and ends it, retrying on new
+    /// connections. Exactly once, a `COPY` already staged (the connection
+    /// broke after it ended) is not staged again.
+    fn resend(&mut self) -> Result<(), ConnectorError> {
+        let (sql, rows, number) = (self.sql.clone(), self.pending.clone(), self.copy_number as i64);
+        self.retrying("writing rows", |rt, client, _| {
+            rt.block_on(async {
+                if let Some(staged) = &sql.staged
+                    && client.query_opt(staged, &[&number]).await?.is_some()
+                {
+                    return Ok(());
+                }
+                let mut copy = start_copy(client, &sql).await?;
+                for chunk in &rows {
+                    copy.feed(chunk.clone()).await?;
+                }
+                copy.as_mut().finish().await?;
+                if let Some(end) = &sql.end {
+                    client.batch_execute(end).await?;
+                }
+                Ok(())
+            })
+        })?;
+        self.ended();
+        Ok(())
+    }
+
     fn commit(&mut self, id: u64) -> Result<(), ConnectorError> {
         let (sql, progress) = (self.sql.clone(), self.progress.clone().expect("exactly once"));
         let what = format!("committing the rows of checkpoint {id}");
@@ -230,9 +351,8 @@ impl PostgresSink {
 
 impl Sink for PostgresSink {
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
-        let number = self.batch;
         let extra = if self.progress.is_some() {
-            number.to_string()
+            self.copy_number.to_string()
         } else {
             String::new()
         };
@@ -240,37 +360,28 @@ impl Sink for PostgresSink {
         if n == 0 {
             return Ok(());
         }
-        let sql = self.sql.clone();
-        if self.progress.is_some() {
-            self.batch += 1;
-            return self.retrying("staging a batch", |rt, client, retry| {
-                rt.block_on(async {
-                    let staged = sql.staged.as_deref().expect("exactly once stages");
-                    if retry && client.query_opt(staged, &[&(number as i64)]).await?.is_some() {
-                        return Ok(());
-                    }
-                    copy(client.copy_in(&sql.copy).await?, rows.clone()).await
-                })
-            });
+        self.pending_bytes += rows.len();
+        self.pending.push(rows.clone());
+        if let Err(e) = self.stream(rows) {
+            return self.recover("writing rows", &e);
         }
-        self.retrying("writing a batch", |rt, client, _| {
-            rt.block_on(async {
-                match &sql.merge {
-                    None => copy(client.copy_in(&sql.copy).await?, rows.clone()).await,
-                    Some(merge) => {
-                        let tx = client.transaction().await?;
-                        copy(tx.copy_in(&sql.copy).await?, rows.clone()).await?;
-                        tx.execute(merge, &[]).await?;
-                        tx.commit().await
-                    }
-                }
-            })
-        })
+        if self.pending_bytes >= COPY_BYTES {
+            self.end_copy()?;
+        }
+        Ok(())
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
-        // Every write is committed (or, exactly once, staged) before it returns.
-        Ok(())
+        self.end_copy()
+    }
+
+    fn idle(&mut self) -> Result<(), ConnectorError> {
+        if self.progress.is_some() {
+            // Staged rows are seen by no one before the commit.
+            Ok(())
+        } else {
+            self.end_copy()
+        }
     }
 
     fn commits_with_checkpoints(&self) -> bool {
@@ -287,11 +398,12 @@ impl Sink for PostgresSink {
     }
 }
 
-/// Sends `rows` into a `COPY` just started.
-async fn copy(sink: CopyInSink<Bytes>, rows: Bytes) -> Result<(), tokio_postgres::Error> {
-    futures_util::pin_mut!(sink);
-    sink.send(rows).await?;
-    sink.finish().await.map(drop)
+/// Starts a `COPY` (inside a transaction for `upsert`).
+async fn start_copy(client: &Client, sql: &Statements) -> Result<OpenCopy, tokio_postgres::Error> {
+    if let Some(begin) = sql.begin {
+        client.batch_execute(begin).await?;
+    }
+    Ok(Box::pin(client.copy_in(&sql.copy).await?))
 }
 
 /// The last checkpoint whose rows are committed, as the progress table says.
@@ -343,9 +455,12 @@ pub(super) fn target(spec: &PostgresSinkSpec) -> Result<Target, ConnectorError> 
     })
 }
 
-/// A single-threaded runtime for one connection.
+/// A runtime for one connection, with a thread of its own: the connection
+/// sends what the sink streams while the sink encodes the next rows.
 pub(super) fn runtime() -> Result<Runtime, ConnectorError> {
-    tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("postgres")
         .enable_all()
         .build()
         .map_err(|e| ConnectorError::Unsupported(format!("starting the PostgreSQL client: {e}")))
@@ -426,7 +541,9 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
                  CREATE TABLE {stage} AS SELECT {cols} FROM {table} WITH NO DATA; \
                  ALTER TABLE {stage} ADD COLUMN mailer_batch bigint, ADD COLUMN mailer_ord bigserial"
             )),
+            begin: None,
             copy: format!("COPY {stage} ({cols}, mailer_batch) FROM STDIN"),
+            end: None,
             merge: Some(merge(&stage)),
             clear_stage: Some(format!("TRUNCATE {stage}")),
             staged: Some(format!("SELECT 1 FROM {stage} WHERE mailer_batch = $1 LIMIT 1")),
@@ -435,7 +552,9 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
     match spec.mode {
         WriteMode::Insert => Statements {
             create_stage: None,
+            begin: None,
             copy: format!("COPY {table} ({cols}) FROM STDIN"),
+            end: None,
             merge: None,
             clear_stage: None,
             staged: None,
@@ -445,8 +564,10 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
                 "CREATE TEMP TABLE mailer_stage ON COMMIT DELETE ROWS AS SELECT {cols} FROM {table} WITH NO DATA; \
                  ALTER TABLE mailer_stage ADD COLUMN mailer_ord bigserial"
             )),
+            begin: Some("BEGIN"),
             copy: format!("COPY mailer_stage ({cols}) FROM STDIN"),
-            merge: Some(merge("mailer_stage")),
+            end: Some(format!("{}; COMMIT", merge("mailer_stage"))),
+            merge: None,
             clear_stage: None,
             staged: None,
         },
