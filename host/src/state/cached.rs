@@ -8,6 +8,12 @@
 //! merges the cache's dirty entries of the range with the backend's. When
 //! the cache outgrows its budget, its dirty entries are written back and
 //! about half of it is dropped.
+//!
+//! An entry written where the backend is known to have nothing (a window's
+//! accumulator, read first) is *new*: deleting it before it was written back
+//! drops it from the cache, and the backend never sees it. A deletion that
+//! was written back leaves nothing in the cache either: fired windows do not
+//! fill it.
 
 use super::{MemoryBackend, StateBackend, StateError};
 use std::cell::RefCell;
@@ -25,6 +31,8 @@ enum Tag {
     Clean = 2,
     /// Absent in the backend.
     CleanAbsent = 3,
+    /// Written here, absent in the backend.
+    DirtyNew = 4,
 }
 
 impl Tag {
@@ -33,18 +41,33 @@ impl Tag {
             0 => Tag::Dirty,
             1 => Tag::DirtyDeleted,
             2 => Tag::Clean,
-            _ => Tag::CleanAbsent,
+            3 => Tag::CleanAbsent,
+            _ => Tag::DirtyNew,
         }
     }
 
     fn dirty(self) -> bool {
-        matches!(self, Tag::Dirty | Tag::DirtyDeleted)
+        matches!(self, Tag::Dirty | Tag::DirtyDeleted | Tag::DirtyNew)
+    }
+
+    /// Whether the backend has no value for the entry.
+    fn absent_below(self) -> bool {
+        matches!(self, Tag::CleanAbsent | Tag::DirtyNew)
+    }
+
+    fn has_value(self) -> bool {
+        matches!(self, Tag::Dirty | Tag::Clean | Tag::DirtyNew)
     }
 }
 
 /// The value a tagged cache entry stands for.
 fn value_of(tagged: &[u8]) -> Option<Vec<u8>> {
-    matches!(Tag::of(tagged), Tag::Dirty | Tag::Clean).then(|| tagged[1..].to_vec())
+    value_in(tagged).map(<[u8]>::to_vec)
+}
+
+/// [`value_of`], borrowed.
+fn value_in(tagged: &[u8]) -> Option<&[u8]> {
+    Tag::of(tagged).has_value().then(|| &tagged[1..])
 }
 
 /// The cache and the tagged value being written.
@@ -57,18 +80,35 @@ struct Cache {
 }
 
 impl Cache {
+    /// Caches `value` at `key` with `tag` ([`Tag::Dirty`] or
+    /// [`Tag::DirtyDeleted`] for a write; a write over an entry the backend
+    /// lacks stays [`Tag::DirtyNew`], and deleting one forgets it).
     fn put(&mut self, key: &[u8], tag: Tag, value: &[u8]) {
         // A value of the same length is overwritten in place, in one lookup.
+        let mut tag = tag;
         let in_place = self.entries.update(key, |tagged| {
-            let was_dirty = Tag::of(tagged).dirty();
-            let fits = tagged.len() == 1 + value.len();
+            let was = Tag::of(tagged);
+            if tag == Tag::Dirty && was.absent_below() {
+                tag = Tag::DirtyNew;
+            }
+            let fits = tagged.len() == 1 + value.len() && !(tag == Tag::DirtyDeleted && was == Tag::DirtyNew);
             if fits {
                 tagged[0] = tag as u8;
                 tagged[1..].copy_from_slice(value);
             }
-            (was_dirty, fits)
+            (was, fits)
         });
-        if tag.dirty() && !in_place.is_some_and(|(was_dirty, _)| was_dirty) {
+        if let Some((Tag::DirtyNew, _)) = in_place
+            && tag == Tag::DirtyDeleted
+        {
+            // Never written back: the backend has nothing to delete. The key
+            // stays in the dirty list; the write-back skips it.
+            self.entries
+                .delete(key)
+                .expect("the memory backend does not fail");
+            return;
+        }
+        if tag.dirty() && !in_place.is_some_and(|(was, _)| was.dirty()) {
             self.dirty.push(key.into());
         }
         if in_place.is_some_and(|(_, fits)| fits) {
@@ -122,17 +162,22 @@ impl<B: StateBackend> CachedBackend<B> {
         }
         let mut batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(dirty.len());
         for key in dirty.drain(..) {
-            entries.update(&key, |tagged| match Tag::of(tagged) {
-                Tag::Dirty => {
+            let deleted = entries.update(&key, |tagged| match Tag::of(tagged) {
+                Tag::Dirty | Tag::DirtyNew => {
                     batch.push((key.to_vec(), Some(tagged[1..].to_vec())));
                     tagged[0] = Tag::Clean as u8;
+                    false
                 }
                 Tag::DirtyDeleted => {
                     batch.push((key.to_vec(), None));
-                    tagged[0] = Tag::CleanAbsent as u8;
+                    true
                 }
-                Tag::Clean | Tag::CleanAbsent => {}
+                Tag::Clean | Tag::CleanAbsent => false,
             });
+            if deleted == Some(true) {
+                // Gone from the backend too: nothing worth keeping.
+                entries.delete(&key)?;
+            }
         }
         self.backend.get_mut().write_batch(&batch)
     }
@@ -168,9 +213,11 @@ impl<B: StateBackend> StateBackend for CachedBackend<B> {
     }
 
     fn read_with(&self, key: &[u8], f: &mut dyn FnMut(Option<&[u8]>)) -> Result<(), StateError> {
-        let hit = self.cache.borrow().entries.read(key, |tagged| {
-            f(matches!(Tag::of(tagged), Tag::Dirty | Tag::Clean).then(|| &tagged[1..]))
-        });
+        let hit = self
+            .cache
+            .borrow()
+            .entries
+            .read(key, |tagged| f(value_in(tagged)));
         if hit.is_none() {
             f(self.get(key)?.as_deref());
         }

@@ -1,7 +1,9 @@
 //! The RocksDB backend: state bounded by disk, not RAM.
 
 use super::{StateBackend, StateError};
-use rocksdb::{DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
+use rocksdb::{
+    BlockBasedOptions, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions,
+};
 use std::path::{Path, PathBuf};
 
 /// State in a RocksDB database of its own (one per keyed worker).
@@ -55,10 +57,7 @@ impl RocksBackend {
         }
         std::fs::create_dir_all(path).map_err(|e| err(format!("cannot create the folder: {e}")))?;
         fill(&err)?;
-        let mut options = Options::default();
-        options.create_if_missing(true);
-        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
-        let db = DB::open(&options, path).map_err(|e| err(e.into_string()))?;
+        let db = DB::open(&tuned_options(), path).map_err(|e| err(e.into_string()))?;
         let mut write = WriteOptions::default();
         write.disable_wal(true);
         Ok(Self {
@@ -91,6 +90,21 @@ impl RocksBackend {
             message: e.into_string(),
         }
     }
+}
+
+/// RocksDB tuned for operator state behind the write-back cache: point
+/// reads of keys that are mostly absent (a window's or a key's first
+/// record), written in batches at checkpoints; see BENCHMARKS.md for what
+/// each setting measured.
+fn tuned_options() -> Options {
+    let mut table = BlockBasedOptions::default();
+    // A read of an absent key skips the files whose filter rules it out.
+    table.set_bloom_filter(10.0, false);
+    let mut options = Options::default();
+    options.create_if_missing(true);
+    options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    options.set_block_based_table_factory(&table);
+    options
 }
 
 impl StateBackend for RocksBackend {
