@@ -70,13 +70,19 @@ fn value_in(tagged: &[u8]) -> Option<&[u8]> {
     Tag::of(tagged).has_value().then(|| &tagged[1..])
 }
 
+/// What a key in the dirty list takes beside its bytes.
+const DIRTY_KEY_OVERHEAD: usize = 24;
+
 /// The cache and the tagged value being written.
 struct Cache {
     entries: MemoryBackend,
     scratch: Vec<u8>,
-    /// The keys of the dirty entries, each once: a write-back reads these,
-    /// not the whole cache.
+    /// The keys of the dirty entries (and of new entries deleted since,
+    /// which the write-back skips): a write-back reads these, not the whole
+    /// cache.
     dirty: Vec<Box<[u8]>>,
+    /// What `dirty` takes, counted against the capacity with the entries.
+    dirty_bytes: usize,
 }
 
 impl Cache {
@@ -110,6 +116,7 @@ impl Cache {
         }
         if tag.dirty() && !in_place.is_some_and(|(was, _)| was.dirty()) {
             self.dirty.push(key.into());
+            self.dirty_bytes += key.len() + DIRTY_KEY_OVERHEAD;
         }
         if in_place.is_some_and(|(_, fits)| fits) {
             return;
@@ -120,6 +127,11 @@ impl Cache {
         self.entries
             .put(key, &self.scratch)
             .expect("the memory backend does not fail");
+    }
+
+    /// What the cache takes: its entries and its list of dirty keys.
+    fn bytes(&self) -> usize {
+        self.entries.bytes() + self.dirty_bytes
     }
 
     /// Drops about half of the clean entries.
@@ -148,15 +160,22 @@ impl<B: StateBackend> CachedBackend<B> {
                 entries: MemoryBackend::default(),
                 scratch: Vec::new(),
                 dirty: Vec::new(),
+                dirty_bytes: 0,
             }),
             capacity,
         }
     }
 
-    /// Writes the dirty entries to the backend in one batch; they stay
-    /// cached, clean.
+    /// Writes the dirty entries to the backend in one batch; written ones
+    /// stay cached, clean, and deleted ones leave the cache.
     fn write_back(&mut self) -> Result<(), StateError> {
-        let Cache { entries, dirty, .. } = self.cache.get_mut();
+        let Cache {
+            entries,
+            dirty,
+            dirty_bytes,
+            ..
+        } = self.cache.get_mut();
+        *dirty_bytes = 0;
         if dirty.is_empty() {
             return Ok(());
         }
@@ -187,7 +206,7 @@ impl<B: StateBackend> CachedBackend<B> {
     fn write(&mut self, key: &[u8], tag: Tag, value: &[u8]) -> Result<(), StateError> {
         let cache = self.cache.get_mut();
         cache.put(key, tag, value);
-        if cache.entries.bytes() > self.capacity {
+        if cache.bytes() > self.capacity {
             self.write_back()?;
             self.cache.get_mut().drop_half_clean();
         }
@@ -206,7 +225,7 @@ impl<B: StateBackend> StateBackend for CachedBackend<B> {
             Some(v) => cache.put(key, Tag::Clean, v),
             None => cache.put(key, Tag::CleanAbsent, &[]),
         }
-        if cache.entries.bytes() > self.capacity {
+        if cache.bytes() > self.capacity {
             cache.drop_half_clean();
         }
         Ok(value)
