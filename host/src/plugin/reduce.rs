@@ -52,19 +52,16 @@ impl WasmReduce {
         }
     }
 
-    fn state_key(&self, key: &[u8]) -> Vec<u8> {
-        keys::of_key(self.key_groups, self.op, key)
-    }
-
     /// Builds `key`'s state key in `key_buf`.
     fn fill_state_key(&mut self, key: &[u8]) {
         self.key_buf.clear();
         keys::keyed_into(&mut self.key_buf, keys::group(key, self.key_groups), self.op, key);
     }
 
-    fn accumulator(&self, key: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {
+    fn accumulator(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {
+        self.fill_state_key(key);
         self.state
-            .get(&self.state_key(key))
+            .get(&self.key_buf)
             .map_err(|e| OperatorError::state(&self.name, e))
     }
 

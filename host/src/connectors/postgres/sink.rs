@@ -254,7 +254,7 @@ impl PostgresSink {
     /// Ends the open `COPY`: its rows are in the table (or, exactly once,
     /// in the stage).
     fn end_copy(&mut self) -> Result<(), ConnectorError> {
-        let Some(mut copy) = self.copy.take() else {
+        let Some(copy) = self.copy.take() else {
             // Only rows a failed attempt left behind can be pending here.
             return if self.pending.is_empty() {
                 Ok(())
@@ -263,14 +263,7 @@ impl PostgresSink {
             };
         };
         let client = self.client.as_ref().expect("a COPY has its connection");
-        let result = self.runtime.block_on(async {
-            copy.as_mut().finish().await?;
-            if let Some(end) = &self.sql.end {
-                client.batch_execute(end).await?;
-            }
-            Ok(())
-        });
-        match result {
+        match self.runtime.block_on(finish_copy(copy, client, &self.sql)) {
             Ok(()) => {
                 self.ended();
                 Ok(())
@@ -314,11 +307,7 @@ impl PostgresSink {
                 for chunk in &rows {
                     copy.feed(chunk.clone()).await?;
                 }
-                copy.as_mut().finish().await?;
-                if let Some(end) = &sql.end {
-                    client.batch_execute(end).await?;
-                }
-                Ok(())
+                finish_copy(copy, client, &sql).await
             })
         })?;
         self.ended();
@@ -396,6 +385,19 @@ impl Sink for PostgresSink {
             Ok(())
         }
     }
+}
+
+/// Ends `copy` and runs what follows it (`upsert`: the merge, then `COMMIT`).
+async fn finish_copy(
+    mut copy: OpenCopy,
+    client: &Client,
+    sql: &Statements,
+) -> Result<(), tokio_postgres::Error> {
+    copy.as_mut().finish().await?;
+    if let Some(end) = &sql.end {
+        client.batch_execute(end).await?;
+    }
+    Ok(())
 }
 
 /// Starts a `COPY` (inside a transaction for `upsert`).
