@@ -41,7 +41,7 @@ name = "hostile"
 type = "{kind}"
 plugin = "{{plugin:{plugin}}}"
 on_error = "dead-letter"
-timeout = "300ms"
+{timeout}
 {settings}
 
 [sink]
@@ -58,6 +58,12 @@ format = "json"
             "hostile-flood" => "flat_map",
             "hostile-state" => "process",
             _ => "map",
+        },
+        // The deadline the time-bomb tests need, unless a test sets its own.
+        timeout = if settings.contains("timeout") {
+            ""
+        } else {
+            "timeout = \"300ms\""
         },
         keyed = if plugin == "hostile-state" {
             "\n[[operators]]\ntype = \"key_by\"\n"
@@ -250,7 +256,9 @@ fn a_call_writing_gigabytes_of_state_fails_alone_within_the_memory_limit() {
     let ran = run_hostile(
         "hostile-state",
         &["a", "state-bomb", "b"],
-        "memory_limit_mb = 16\ncall = \"record\"",
+        // The memory limit must stop the call, however slow the machine:
+        // a deadline far beyond the few milliseconds 16 MiB take.
+        "memory_limit_mb = 16\ncall = \"record\"\ntimeout = \"30s\"",
     );
     assert_eq!(ran.out, ["1", "2"], "the other records are counted");
     assert_eq!(ran.dead.len(), 1, "{:?}", ran.dead);

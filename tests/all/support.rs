@@ -267,9 +267,10 @@ pub fn spawn_manifest(m: &Path) -> Running {
     )
 }
 
-/// Waits until `addr` accepts connections.
+/// Waits until `addr` accepts connections; fails after 180 s (a pipeline
+/// compiling large plugins on a loaded machine can take a minute).
 pub fn wait_for(addr: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     while std::net::TcpStream::connect(addr).is_err() {
         assert!(std::time::Instant::now() < deadline, "nothing listens on {addr}");
         std::thread::sleep(std::time::Duration::from_millis(20));
