@@ -101,7 +101,9 @@ compare: (setup "bench")
     scripts/bench-flink | tee -a "$lines"
     scripts/compare "$lines"
 
-# Formatting and lints, warnings as errors.
+# Formatting, the module graph (no new import cycles) and lints, warnings as
+# errors.
 lint: (setup "build")
+    scripts/check-module-graph
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings

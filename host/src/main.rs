@@ -230,7 +230,8 @@ fn run(command: Command) -> Result<()> {
         } => {
             let (mut plan, engine) = plan_of(&manifest)?;
             // Held for the whole run: nothing else may touch the state.
-            let _locks = mailer::checkpoint::lock_pipeline(&plan)
+            let _locks = plan
+                .lock_folders()
                 .with_context(|| format!("pipeline `{}`", plan.name))?;
             let start = match (from_savepoint, from_checkpoint) {
                 (Some(dir), _) => StartFrom::Savepoint(dir),
@@ -238,7 +239,7 @@ fn run(command: Command) -> Result<()> {
                 (None, None) if fresh => StartFrom::Fresh,
                 (None, None) => StartFrom::Resume,
             };
-            plan.restore = Restore::resolve(&plan, &start)?;
+            plan.restore = Restore::resolve(&plan.restore_target(), &start)?;
             plan.use_swapped_plugins(&engine)?;
             let name = plan.name.clone();
             let shutdown = Shutdown::new();

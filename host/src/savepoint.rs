@@ -4,9 +4,9 @@
 //! next batch and answers in `SAVEPOINT.failed` when it cannot write it.
 
 use anyhow::{Context, Result, bail};
+use mailer::checkpoint::SavepointRequest;
 use mailer::checkpoint::{SAVEPOINT_FAILED, SavepointFailure, lock_holder};
 use mailer::plan::Plan;
-use mailer::runtime::SavepointRequest;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ pub fn request(plan: &Plan, dir: Option<PathBuf>, stop: bool) -> Result<PathBuf>
             .parent()
             .unwrap_or(&c.dir)
             .join("savepoints")
-            .join(format!("sp-{}", mailer::runtime::now_ms())),
+            .join(format!("sp-{}", mailer::clock::now_ms())),
     };
     if target.exists() {
         bail!(

@@ -24,11 +24,7 @@ pub fn bootstrap() -> String {
 pub fn unique_topic(prefix: &str) -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!(
-        "{prefix}-{}-{n}-{}",
-        std::process::id(),
-        mailer::runtime::now_ms()
-    )
+    format!("{prefix}-{}-{n}-{}", std::process::id(), mailer::clock::now_ms())
 }
 
 /// An admin client of the test broker, and a runtime to wait on it.
@@ -348,7 +344,7 @@ fn kafka_orders_sums_each_customers_minutes() {
     // their Kafka timestamp, and a broker deletes records older than its
     // retention: move the orders to now, by whole minutes.
     let shift = {
-        let now = mailer::runtime::now_ms();
+        let now = mailer::clock::now_ms();
         (now - 1_699_999_900_000) / 60_000 * 60_000
     };
     let csv: String = std::fs::read_to_string(repo().join("pipelines/data/orders.csv"))
@@ -593,7 +589,7 @@ fn a_source_starts_from_the_groups_committed_offsets_or_a_time_when_asked() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(finished_field(&stderr(&out), "source_records"), 30);
     // From a time after every record: nothing to read.
-    let later = mailer::runtime::now_ms() + 60_000;
+    let later = mailer::clock::now_ms() + 60_000;
     let m = w.write(
         "time.toml",
         &text.replace(

@@ -5,8 +5,9 @@
 use crate::support::*;
 use bytes::Bytes;
 use mailer::batch::Batch;
+use mailer::operator::wasm::WasmProcess;
 use mailer::operator::{FailureHandler, FailurePolicy, Operator};
-use mailer::plugin::{CallMode, KeyedContext, PluginEngine, PluginLimits, WasmProcess, World};
+use mailer::plugin::{CallMode, KeyedContext, PluginEngine, PluginLimits, World};
 use mailer::record::Record;
 use mailer::state::{BackendKind, StateBackend};
 use std::sync::Arc;

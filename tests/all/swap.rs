@@ -5,7 +5,7 @@
 use crate::support::*;
 use mailer::manifest::Manifest;
 use mailer::plugin::{PluginEngine, World};
-use mailer::record::SwapPoint;
+use mailer::runtime::SwapPoint;
 use mailer::runtime::{Shutdown, run};
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,12 +4,13 @@ use mailer::batch::Batch;
 use mailer::connectors::{BlackholeSink, GeneratorSource};
 use mailer::manifest::defaults;
 use mailer::operator::{FailurePolicy, Operator};
+use mailer::plan::Routing;
 use mailer::plan::{
     Endpoint, InstanceContext, InstantiateError, NodeKind, OperatorNode, OperatorStage, Plan,
     WatermarkSettings,
 };
 use mailer::plugin::{CallMode, PluginEngine, PluginLimits, World};
-use mailer::runtime::{Routing, RunReport, Shutdown, run};
+use mailer::runtime::{RunReport, Shutdown, run};
 use mailer::state::BackendKind;
 use std::path::Path;
 use std::sync::Arc;

@@ -47,7 +47,7 @@ fn topic(prefix: &str) -> String {
     format!(
         "bench-{prefix}-{}-{}",
         std::process::id(),
-        mailer::runtime::now_ms()
+        mailer::clock::now_ms()
     )
 }
 
@@ -288,7 +288,7 @@ fn measure_latency(name: &str, start: impl FnOnce(&str, &str) -> Box<dyn FnOnce(
                         .unwrap()
                         .parse()
                         .unwrap();
-                    lat.push(mailer::runtime::now_ms() - sent);
+                    lat.push(mailer::clock::now_ms() - sent);
                 }
             }
             lat
@@ -305,7 +305,7 @@ fn measure_latency(name: &str, start: impl FnOnce(&str, &str) -> Box<dyn FnOnce(
             &p,
             &inp,
             &(i % 100).to_string(),
-            mailer::runtime::now_ms().to_string().as_bytes(),
+            mailer::clock::now_ms().to_string().as_bytes(),
         );
         p.poll(Duration::ZERO);
     }

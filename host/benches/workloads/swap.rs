@@ -10,7 +10,7 @@ use mailer::connectors::{ConnectorError, Sink};
 use mailer::manifest::Manifest;
 use mailer::plan::Endpoint;
 use mailer::plugin::{PluginEngine, World};
-use mailer::record::SwapPoint;
+use mailer::runtime::SwapPoint;
 use mailer::runtime::{Shutdown, run};
 use std::path::Path;
 use std::sync::Arc;

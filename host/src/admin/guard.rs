@@ -9,22 +9,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::net::SocketAddr;
 use std::sync::Arc;
-
-/// The host names (without port) the server answers to: `localhost`, the
-/// loopback addresses, the address it listens on, and `extra`.
-pub fn allowed_hosts(listen: SocketAddr, extra: &[String]) -> Vec<String> {
-    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"].map(str::to_owned).into();
-    hosts.push(match listen {
-        SocketAddr::V4(a) => a.ip().to_string(),
-        SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    });
-    hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
-    hosts.sort();
-    hosts.dedup();
-    hosts
-}
 
 /// The host name of a `Host` header value, without its port.
 fn host_name(value: &str) -> String {
@@ -79,6 +64,7 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::allowed_hosts;
 
     #[test]
     fn host_names_are_compared_without_ports() {

@@ -12,9 +12,8 @@ mod routes;
 mod swaps;
 
 pub use client::{AdminClient, ClientError};
-pub use guard::allowed_hosts;
 pub use routes::AdminState;
-pub use swaps::{OperatorView, PluginView, Probation, SwapError, SwapRecord, SwapStatus, Swaps, store_dir};
+pub use swaps::{OperatorView, PluginView, Probation, SwapError, SwapRecord, SwapStatus, Swaps};
 
 use std::net::SocketAddr;
 

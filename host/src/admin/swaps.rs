@@ -5,12 +5,12 @@
 use crate::operator::FailureStats;
 use crate::plan::PluginOperator;
 use crate::plugin::{LoadedPlugin, PluginEngine, World};
-use crate::record::SwapPoint;
 use crate::runtime::Shutdown;
+use crate::runtime::SwapPoint;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -423,9 +423,4 @@ enum Change {
     Swap,
     Rollback,
     AutomaticRollback,
-}
-
-/// The plugin store of a pipeline whose manifest is in `dir`.
-pub fn store_dir(dir: &Path, pipeline: &str) -> PathBuf {
-    dir.join(".mailer").join(pipeline).join("plugins")
 }

@@ -5,10 +5,10 @@
 //! than the tolerated number of failures in a row stops the pipeline.
 
 use super::metadata::{Metadata, OperatorMeta, SnapshotMeta};
+use super::savepoint::{RunControl, SavepointRequest};
 use super::savepoint::{report_failure, write_savepoint};
 use super::stats::{CheckpointStats, size_of};
 use super::store::{CheckpointStore, StoreError};
-use crate::runtime::{SavepointRequest, Shutdown};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -88,8 +88,8 @@ pub struct CoordinatorSetup {
     pub tolerable_failures: u32,
     /// Counts.
     pub stats: Arc<CheckpointStats>,
-    /// The run's control: a stop-with-savepoint cancels it.
-    pub shutdown: Shutdown,
+    /// The run's control: a stop-with-savepoint stops it.
+    pub control: Arc<dyn RunControl>,
     /// Where to tell a sink that commits with checkpoints how each ended.
     pub outcomes: Option<flume::Sender<(u64, bool)>>,
 }
@@ -206,7 +206,7 @@ pub fn run_coordinator(
                 if let Some(request) = p.savepoint {
                     // Someone waits for it: the next checkpoint carries it.
                     tracing::info!(path = %request.dir.display(), "the savepoint is retried with the next checkpoint");
-                    setup.shutdown.request_savepoint(request);
+                    setup.control.request_savepoint(request);
                 }
                 if failures_in_a_row > setup.tolerable_failures {
                     return Err(CoordinatorError::TooManyFailures {
@@ -237,7 +237,7 @@ fn savepoint(setup: &CoordinatorSetup, id: u64, path: &std::path::Path, request:
             tracing::info!(checkpoint = id, path = %request.dir.display(), "savepoint written");
             if request.stop {
                 tracing::info!("stopping the pipeline after its savepoint");
-                setup.shutdown.cancel();
+                setup.control.stop();
             }
         }
         Err(e) => {
@@ -262,7 +262,7 @@ fn complete(
         id,
         pipeline: setup.pipeline.clone(),
         manifest_hash: setup.manifest_hash.clone(),
-        created_ms: crate::runtime::now_ms(),
+        created_ms: crate::clock::now_ms(),
         key_groups: setup.key_groups,
         source: position,
         operators,
@@ -275,6 +275,21 @@ fn complete(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// The savepoint requests handed back.
+    #[derive(Default)]
+    struct Requests {
+        savepoints: Mutex<Vec<SavepointRequest>>,
+    }
+
+    impl RunControl for Requests {
+        fn stop(&self) {}
+
+        fn request_savepoint(&self, request: SavepointRequest) {
+            self.savepoints.lock().unwrap().push(request);
+        }
+    }
 
     fn setup(dir: &std::path::Path, tolerable_failures: u32) -> CoordinatorSetup {
         CoordinatorSetup {
@@ -286,7 +301,7 @@ mod tests {
             operators: Vec::new(),
             tolerable_failures,
             stats: Arc::default(),
-            shutdown: Shutdown::new(),
+            control: Arc::new(Requests::default()),
             outcomes: None,
         }
     }
@@ -324,7 +339,9 @@ mod tests {
             plugin_digest: Some("v1".into()),
             manifest_digest: None,
         }];
-        let (shutdown, store) = (s.shutdown.clone(), s.store.clone());
+        let control = Arc::new(Requests::default());
+        s.control = control.clone();
+        let store = s.store.clone();
         let request = SavepointRequest {
             dir: dir.path().join("sp"),
             stop: false,
@@ -343,7 +360,7 @@ mod tests {
         }
         drop(tx);
         run_coordinator(s, rx).unwrap();
-        assert_eq!(shutdown.take_savepoint_request(), Some(request));
+        assert_eq!(*control.savepoints.lock().unwrap(), [request]);
         let (_, latest) = store.latest().unwrap().unwrap();
         assert_eq!(latest.operators[0].plugin_digest.as_deref(), Some("v2"));
         assert_eq!(latest.operators[0].manifest_digest.as_deref(), Some("v1"));

@@ -108,18 +108,11 @@ pub fn lock(dir: &Path) -> Result<FolderLock, LockError> {
     Ok(FolderLock { _file: file })
 }
 
-/// Locks the folders `plan`'s pipeline keeps its state in (the checkpoint
-/// folder, the RocksDB state folder) for this process, for as long as the
-/// locks live; fails when another process runs the pipeline.
-pub fn lock_pipeline(plan: &crate::plan::Plan) -> Result<Vec<FolderLock>, LockError> {
-    let mut folders: Vec<&Path> = Vec::new();
-    if let Some(c) = &plan.checkpoint {
-        folders.push(&c.dir);
-    }
-    if let crate::state::BackendKind::Rocks { dir, .. } = &plan.state {
-        folders.push(dir);
-    }
-    folders.into_iter().map(lock).collect()
+/// Locks each of `folders` (a pipeline's checkpoint and state folders)
+/// for this process, for as long as the locks live; fails when another
+/// process holds one of them.
+pub fn lock_all(folders: &[&Path]) -> Result<Vec<FolderLock>, LockError> {
+    folders.iter().map(|dir| lock(dir)).collect()
 }
 
 /// The process holding the lock on `dir`: `None` when nobody does.

@@ -11,10 +11,10 @@ mod stats;
 mod store;
 
 pub use coordinator::{CheckpointEvent, CoordinatorError, CoordinatorSetup, run_coordinator};
-pub use lock::{FolderLock, LOCK_FILE, LockError, holder as lock_holder, lock, lock_pipeline};
+pub use lock::{FolderLock, LOCK_FILE, LockError, holder as lock_holder, lock, lock_all};
 pub use metadata::{Metadata, OperatorMeta, SnapshotMeta, file_sizes};
-pub use restore::{Restore, RestoreError, StartFrom};
-pub use savepoint::{SAVEPOINT_FAILED, SavepointFailure};
+pub use restore::{CommittedCheckpoint, Restore, RestoreError, RestoreTarget, StartFrom};
+pub use savepoint::{RunControl, SAVEPOINT_FAILED, SavepointFailure, SavepointRequest};
 pub use stats::{CheckpointRecord, CheckpointStats, DURATION_BUCKETS, DURATION_HELP, DURATION_NAME};
 pub use store::{CheckpointStore, StoreError, read_metadata};
 

@@ -4,10 +4,30 @@
 //! when the sink and the checkpoint folder disagree, the run is refused
 //! with what is missing and what the user can choose.
 
-use super::metadata::Metadata;
+use super::CheckpointSettings;
+use super::metadata::{Metadata, OperatorMeta};
 use super::store::{CheckpointStore, StoreError, read_metadata};
-use crate::plan::Plan;
 use std::path::{Path, PathBuf};
+
+/// Asks a sink that commits with checkpoints which checkpoint's output it
+/// last committed (`Some(0)`: none yet; `None`: it has no record).
+pub type CommittedCheckpoint =
+    Box<dyn Fn() -> Result<Option<u64>, Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
+
+/// The pipeline a checkpoint is restored into, as far as restoring needs
+/// to know it.
+pub struct RestoreTarget<'a> {
+    /// Its checkpoint settings, if it takes checkpoints.
+    pub checkpoint: Option<&'a CheckpointSettings>,
+    /// Its sink's commit record, if the sink commits with checkpoints.
+    pub committed: Option<&'a CommittedCheckpoint>,
+    /// Its key groups (fixed for a pipeline's life).
+    pub key_groups: u32,
+    /// SHA-256 of its manifest.
+    pub manifest_hash: &'a str,
+    /// Its operators and the worlds of their plugins.
+    pub operators: Vec<OperatorMeta>,
+}
 
 /// What the user asked a run to start from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,14 +121,14 @@ pub enum RestoreError {
 }
 
 impl Restore {
-    /// The checkpoint `plan` starts from as `start` asks, checked against
-    /// the plan; `None` to start from the source's start.
-    pub fn resolve(plan: &Plan, start: &StartFrom) -> Result<Option<Restore>, RestoreError> {
+    /// The checkpoint `target` starts from as `start` asks, checked against
+    /// the pipeline; `None` to start from the source's start.
+    pub fn resolve(target: &RestoreTarget<'_>, start: &StartFrom) -> Result<Option<Restore>, RestoreError> {
         match start {
             StartFrom::Fresh => Ok(None),
-            StartFrom::Savepoint(dir) => Self::from_savepoint(plan, dir).map(Some),
+            StartFrom::Savepoint(dir) => Self::from_savepoint(target, dir).map(Some),
             StartFrom::Checkpoint(id) => {
-                let store = Self::store(plan)?.ok_or_else(|| RestoreError::NotUsable {
+                let store = Self::store(target)?.ok_or_else(|| RestoreError::NotUsable {
                     id: *id,
                     reason: "the manifest has no `[checkpoint]` section".into(),
                 })?;
@@ -119,36 +139,40 @@ impl Restore {
                     checkpoint = id,
                     "resuming from the checkpoint named by --from-checkpoint"
                 );
-                Self::checked(plan, dir, metadata).map(Some)
+                Self::checked(target, dir, metadata).map(Some)
             }
-            StartFrom::Resume => Self::resume(plan),
+            StartFrom::Resume => Self::resume(target),
         }
     }
 
-    fn store(plan: &Plan) -> Result<Option<CheckpointStore>, RestoreError> {
-        let Some(settings) = &plan.checkpoint else {
+    fn store(target: &RestoreTarget<'_>) -> Result<Option<CheckpointStore>, RestoreError> {
+        let Some(settings) = target.checkpoint else {
             return Ok(None);
         };
         Ok(Some(CheckpointStore::open(&settings.dir, settings.keep)?))
     }
 
-    fn checked(plan: &Plan, dir: PathBuf, metadata: Metadata) -> Result<Restore, RestoreError> {
+    fn checked(
+        target: &RestoreTarget<'_>,
+        dir: PathBuf,
+        metadata: Metadata,
+    ) -> Result<Restore, RestoreError> {
         let restore = Restore { dir, metadata };
-        restore.check(plan)?;
+        restore.check(target)?;
         Ok(restore)
     }
 
     /// The checkpoint a restart resumes from: the one the sink committed
     /// when it commits with checkpoints, else the newest complete one.
-    fn resume(plan: &Plan) -> Result<Option<Restore>, RestoreError> {
-        let Some(store) = Self::store(plan)? else {
+    fn resume(target: &RestoreTarget<'_>) -> Result<Option<Restore>, RestoreError> {
+        let Some(store) = Self::store(target)? else {
             return Ok(None);
         };
-        let Some(committed) = &plan.committed_checkpoint else {
+        let Some(committed) = target.committed else {
             // The sink's output is rewound to the checkpoint (or not
             // rewindable): the newest checkpoint that reads back is right.
             return match store.latest()? {
-                Some((dir, metadata)) => Self::checked(plan, dir, metadata).map(Some),
+                Some((dir, metadata)) => Self::checked(target, dir, metadata).map(Some),
                 None => {
                     tracing::info!(dir = %store.dir().display(), "no checkpoint yet: starting from the source's start");
                     Ok(None)
@@ -166,22 +190,22 @@ impl Restore {
                 Ok(None)
             }
             Some(id) => match store.read(id) {
-                Ok((path, metadata)) => Self::checked(plan, path, metadata).map(Some),
+                Ok((path, metadata)) => Self::checked(target, path, metadata).map(Some),
                 Err(reason) => Err(RestoreError::CommittedMissing { id, dir, reason }),
             },
         }
     }
 
-    /// The savepoint in `dir`, checked against `plan` and against the
+    /// The savepoint in `dir`, checked against `target` and against the
     /// checkpoint its sink committed.
-    fn from_savepoint(plan: &Plan, dir: &Path) -> Result<Restore, RestoreError> {
+    fn from_savepoint(target: &RestoreTarget<'_>, dir: &Path) -> Result<Restore, RestoreError> {
         let metadata = read_metadata(dir).map_err(|reason| RestoreError::Incompatible {
             id: 0,
             dir: dir.display().to_string(),
             reason,
         })?;
-        let restore = Self::checked(plan, dir.to_owned(), metadata)?;
-        if let Some(committed) = &plan.committed_checkpoint {
+        let restore = Self::checked(target, dir.to_owned(), metadata)?;
+        if let Some(committed) = target.committed {
             match committed().map_err(|e| RestoreError::Sink(e.to_string()))? {
                 Some(id) if id != restore.metadata.id => {
                     return Err(RestoreError::SavepointMismatch {
@@ -196,24 +220,22 @@ impl Restore {
         Ok(restore)
     }
 
-    /// Refuses a checkpoint whose state the plan cannot take over.
-    pub fn check(&self, plan: &Plan) -> Result<(), RestoreError> {
+    /// Refuses a checkpoint whose state the pipeline cannot take over.
+    pub fn check(&self, target: &RestoreTarget<'_>) -> Result<(), RestoreError> {
         let m = &self.metadata;
         let refuse = |reason: String| RestoreError::Incompatible {
             id: m.id,
             dir: self.dir.display().to_string(),
             reason,
         };
-        if m.key_groups != plan.key_groups {
+        if m.key_groups != target.key_groups {
             return Err(refuse(format!(
                 "it has {} key groups and the manifest {} (`max_parallelism` is fixed for a pipeline's life)",
-                m.key_groups, plan.key_groups
+                m.key_groups, target.key_groups
             )));
         }
-        let planned: Vec<&crate::plan::OperatorNode> =
-            plan.stages.iter().flat_map(|s| &s.operators).collect();
         for s in &m.snapshots {
-            if !planned.iter().any(|op| op.name == s.operator) {
+            if !target.operators.iter().any(|op| op.name == s.operator) {
                 return Err(refuse(format!(
                     "it holds state of operator `{}`, which the manifest no longer has",
                     s.operator
@@ -221,17 +243,11 @@ impl Restore {
             }
         }
         for before in &m.operators {
-            let Some(now) = planned.iter().find(|op| op.name == before.name) else {
+            let Some(now) = target.operators.iter().find(|op| op.name == before.name) else {
                 continue;
             };
-            let world = match &now.kind {
-                crate::plan::NodeKind::Plugin { plugin, .. } => Some(plugin.world().to_string()),
-                crate::plan::NodeKind::Window { plugin, .. } => {
-                    plugin.as_ref().map(|(p, _)| p.world().to_string())
-                }
-                crate::plan::NodeKind::Native(_) => None,
-            };
-            if before.world != world {
+            let world = &now.world;
+            if before.world != *world {
                 let ran = |w: Option<&str>| w.map_or("no plugin".to_owned(), |w| format!("a `{w}` plugin"));
                 return Err(refuse(format!(
                     "operator `{}` ran {} and now runs {}: its state cannot carry over",
@@ -241,7 +257,7 @@ impl Restore {
                 )));
             }
         }
-        if m.manifest_hash != plan.manifest_hash {
+        if m.manifest_hash != target.manifest_hash {
             tracing::info!(
                 checkpoint = m.id,
                 "the manifest changed since this checkpoint; its state carries over"

@@ -8,6 +8,24 @@ use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
+/// A request for a savepoint: a checkpoint copied to `dir`, kept until the
+/// user removes it; with `stop`, the pipeline then drains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavepointRequest {
+    /// Where the savepoint goes (a folder that does not exist yet).
+    pub dir: PathBuf,
+    /// Whether the pipeline stops once it is written.
+    pub stop: bool,
+}
+
+/// What the checkpoint coordinator may ask of the running pipeline.
+pub trait RunControl: Send + Sync {
+    /// Stops the pipeline (it drains), after a savepoint that asked for it.
+    fn stop(&self);
+    /// Carries a savepoint request over to the next checkpoint.
+    fn request_savepoint(&self, request: SavepointRequest);
+}
+
 /// Where the pipeline tells `mailer savepoint` that a savepoint failed.
 pub const SAVEPOINT_FAILED: &str = "SAVEPOINT.failed";
 

@@ -81,7 +81,7 @@ impl CheckpointStats {
 
     /// Checkpoint `id` completed after `took`, writing `bytes`.
     pub fn record_success(&self, id: u64, took: Duration, bytes: u64) {
-        let now = crate::runtime::now_ms();
+        let now = crate::clock::now_ms();
         self.completed.fetch_add(1, Ordering::Relaxed);
         self.last_success_ms.store(now, Ordering::Relaxed);
         self.last_bytes.store(bytes, Ordering::Relaxed);
@@ -104,7 +104,7 @@ impl CheckpointStats {
             ok: false,
             seconds: took.as_secs_f64(),
             bytes: 0,
-            ended_at_ms: crate::runtime::now_ms(),
+            ended_at_ms: crate::clock::now_ms(),
             reason: Some(reason.to_owned()),
         });
     }

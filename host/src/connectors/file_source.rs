@@ -178,7 +178,7 @@ impl Source for FileSource {
             return Ok(Poll::Idle);
         }
         let mut batch = Vec::with_capacity(max);
-        let now = crate::runtime::now_ms();
+        let now = crate::clock::now_ms();
         while batch.len() < max {
             self.line.clear();
             let (n, length) = read_line_capped(&mut self.reader, &mut self.line, self.max_record_bytes)

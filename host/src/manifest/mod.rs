@@ -8,11 +8,10 @@ mod spec;
 mod validate;
 mod validate_operators;
 mod validate_postgres;
-mod vars;
 
+use crate::config_string::ConfigString;
 pub use error::{ManifestError, line_column};
 pub use spec::*;
-pub use vars::ConfigString;
 
 use sha2::{Digest, Sha256};
 use std::ops::Range;

@@ -1,7 +1,7 @@
 //! The manifest as written: serde structs, every field documented, unknown
 //! fields rejected. `docs/manifest.md` is the user's version of this file.
 
-use super::vars::ConfigString;
+use crate::config_string::ConfigString;
 use crate::connectors::{FileFormat, SinkFormat};
 use crate::operator::FailurePolicy;
 use crate::plugin::CallMode;

@@ -3,8 +3,8 @@
 
 use super::spec::*;
 use super::validate_operators::check_policy;
-use super::vars::ConfigString;
 use super::{Manifest, ManifestError};
+use crate::config_string::ConfigString;
 use crate::connectors::kafka;
 use std::ops::Range;
 

@@ -7,17 +7,17 @@
 //! them. Only the per-call latency histogram adds work per plugin call (a
 //! clock read per batch), and `[metrics] enabled = false` turns it off.
 
-mod calls;
+mod flow;
 mod render;
 mod snapshot;
 
-pub use calls::CallStats;
+pub use flow::{EdgeStats, StageStats};
 pub use snapshot::{EdgeSnapshot, OperatorSnapshot, PluginInfo, Snapshot, StageSnapshot};
 
 use crate::checkpoint::{CheckpointStats, DURATION_BUCKETS, DURATION_HELP, DURATION_NAME};
 use crate::connectors::{Progress, SplitLag};
 use crate::operator::FailureStats;
-use crate::runtime::{EdgeStats, StageStats};
+use crate::plugin::CallStats;
 use prometheus::{HistogramOpts, HistogramVec, Registry};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -142,7 +142,7 @@ impl Telemetry {
                 "mailer_operator_call_seconds",
                 "Seconds per plugin call (one per batch)",
             )
-            .buckets(calls::LATENCY_BUCKETS.to_vec()),
+            .buckets(crate::plugin::LATENCY_BUCKETS.to_vec()),
             &["pipeline", "operator"],
         )
         .expect("valid histogram options");

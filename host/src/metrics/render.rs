@@ -98,7 +98,7 @@ impl Telemetry {
         .set(c.last_bytes.load(Ordering::Relaxed) as i64);
         let last = c.last_success_ms.load(Ordering::Relaxed);
         if last > 0 {
-            let since = (crate::runtime::now_ms() - last).max(0) as f64 / 1000.0;
+            let since = (crate::clock::now_ms() - last).max(0) as f64 / 1000.0;
             f.float_gauge(
                 "mailer_checkpoint_seconds_since_success",
                 "Seconds since the last checkpoint completed",

@@ -98,7 +98,7 @@ impl Telemetry {
         let graph = self.graph();
         Snapshot {
             pipeline: self.pipeline.clone(),
-            at_ms: crate::runtime::now_ms(),
+            at_ms: crate::clock::now_ms(),
             stages: graph
                 .stages
                 .iter()

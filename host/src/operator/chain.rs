@@ -4,7 +4,9 @@
 use super::{Operator, OperatorError, SideOutput};
 use crate::batch::Batch;
 use crate::checkpoint::{CheckpointEvent, SnapshotMeta, WorkerCheckpoints, file_sizes, pending_dir};
-use crate::record::{Message, Record};
+use crate::plugin::LoadedPlugin;
+use crate::record::Record;
+use std::sync::Arc;
 
 /// Operators applied one after another to every message.
 pub struct Chain {
@@ -38,7 +40,7 @@ impl Chain {
 
     /// Writes each stateful operator's snapshot for checkpoint `id` and
     /// acknowledges it; a failure fails the checkpoint, not the pipeline.
-    fn checkpoint(&mut self, id: u64) {
+    pub fn on_barrier(&mut self, id: u64) {
         let Some(c) = &self.checkpoints else { return };
         let dir = pending_dir(&c.dir, id);
         let mut snapshots = Vec::new();
@@ -79,39 +81,36 @@ impl Chain {
         }
     }
 
-    /// Runs one message through the chain and returns what leaves it, in
-    /// order: the records it produced, then the marker itself (if it was one).
-    pub fn on_message(&mut self, msg: Message) -> Result<Vec<Message>, OperatorError> {
-        let records = match &msg {
-            Message::Records(_) => {
-                let Message::Records(batch) = msg else {
-                    unreachable!("matched above")
-                };
-                let out = self.run_batch(0, batch)?;
-                return Ok(non_empty(out).into_iter().collect());
-            }
-            Message::Watermark(wm) => {
-                let wm = *wm;
-                self.each_op(|op, out| op.on_watermark(wm, out))?
-            }
-            Message::ProcessingTime(now) => {
-                let now = *now;
-                self.each_op(|op, out| op.on_processing_time(now, out))?
-            }
-            Message::EndOfStream => self.each_op(|op, out| op.on_end(out))?,
-            Message::Barrier(b) => {
-                self.checkpoint(b.id);
-                Batch::Records(Vec::new())
-            }
-            Message::Swap(swap) => {
-                for op in self.ops.iter_mut().filter(|op| op.name() == swap.operator) {
-                    op.swap_plugin(&swap.plugin)?;
-                    swap.applied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                Batch::Records(Vec::new())
-            }
-        };
-        Ok(non_empty(records).into_iter().chain([msg]).collect())
+    /// Runs a batch through the operators; returns what leaves the last.
+    pub fn on_records(&mut self, batch: Batch) -> Result<Batch, OperatorError> {
+        self.run_batch(0, batch)
+    }
+
+    /// Tells each operator that event time reached `wm`; returns what they
+    /// emit (each operator's output run through the operators after it).
+    pub fn on_watermark(&mut self, wm: i64) -> Result<Batch, OperatorError> {
+        self.each_op(|op, out| op.on_watermark(wm, out))
+    }
+
+    /// Tells each operator that the wall clock reached `now`.
+    pub fn on_processing_time(&mut self, now: i64) -> Result<Batch, OperatorError> {
+        self.each_op(|op, out| op.on_processing_time(now, out))
+    }
+
+    /// Tells each operator that the input is complete.
+    pub fn on_end(&mut self) -> Result<Batch, OperatorError> {
+        self.each_op(|op, out| op.on_end(out))
+    }
+
+    /// Switches the operators named `operator` to `plugin`; returns how
+    /// many there were.
+    pub fn on_swap(&mut self, operator: &str, plugin: &Arc<LoadedPlugin>) -> Result<usize, OperatorError> {
+        let mut swapped = 0;
+        for op in self.ops.iter_mut().filter(|op| op.name() == operator) {
+            op.swap_plugin(plugin)?;
+            swapped += 1;
+        }
+        Ok(swapped)
     }
 
     /// Runs records through the operators from index `first` on.
@@ -155,8 +154,4 @@ fn snapshot_folder(operator: &str, worker: usize) -> String {
         })
         .collect();
     format!("{safe}-w{worker}")
-}
-
-fn non_empty(records: Batch) -> Option<Message> {
-    (!records.is_empty()).then_some(Message::Records(records))
 }

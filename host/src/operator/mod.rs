@@ -4,6 +4,7 @@
 mod chain;
 mod failure;
 mod side_output;
+pub mod wasm;
 
 pub use chain::Chain;
 pub use failure::{FailureHandler, FailurePolicy, FailureStats};

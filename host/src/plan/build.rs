@@ -1,13 +1,14 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
-use super::{AdminSettings, CommittedCheckpoint, SinkCheck};
+use super::{AdminSettings, Routing, SinkCheck};
 use super::{
     Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan,
     WatermarkSettings,
 };
 use crate::builtins::{FieldFilter, KeyFromField, Reshape, ReshapeKind, RunningAggregate};
 use crate::checkpoint::CheckpointSettings;
+use crate::checkpoint::CommittedCheckpoint;
 use crate::connectors::kafka::{KafkaSink, KafkaSource, TransactionalKafkaSink};
 use crate::connectors::postgres::{self, PostgresSink, WriteMode};
 use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
@@ -19,7 +20,6 @@ use crate::manifest::{
 use crate::metrics::Telemetry;
 use crate::operator::{FailureHandler, FailurePolicy};
 use crate::plugin::{Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
-use crate::runtime::Routing;
 use crate::state::BackendKind;
 use crate::time::{Assigner, WindowSpec, millis};
 use std::sync::Arc;
@@ -145,7 +145,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         sink_check: sink_check(m),
         admin,
         telemetry,
-        plugin_store: crate::admin::store_dir(&m.dir, &p.name),
+        plugin_store: super::store_dir(&m.dir, &p.name),
         swapped_from: Default::default(),
     })
 }
@@ -157,12 +157,14 @@ fn committed_checkpoint(m: &Manifest) -> Option<CommittedCheckpoint> {
         SinkSpec::Kafka(k) if k.exactly_once => {
             let (spec, pipeline) = (k.clone(), m.spec.pipeline.get_ref().name.clone());
             Some(Box::new(move || {
-                crate::connectors::kafka::committed_checkpoint(&spec, &pipeline)
+                Ok(crate::connectors::kafka::committed_checkpoint(&spec, &pipeline)?)
             }))
         }
         SinkSpec::Postgres(p) if p.exactly_once => {
             let (spec, pipeline) = (p.clone(), m.spec.pipeline.get_ref().name.clone());
-            Some(Box::new(move || postgres::committed_checkpoint(&spec, &pipeline)))
+            Some(Box::new(move || {
+                Ok(postgres::committed_checkpoint(&spec, &pipeline)?)
+            }))
         }
         _ => None,
     }
@@ -208,7 +210,7 @@ fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> 
         metrics: spec.metrics,
         metrics_need_token: spec.metrics_need_token,
         max_plugin_bytes: usize::try_from(spec.max_plugin_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
-        allowed_hosts: crate::admin::allowed_hosts(spec.listen, &spec.allowed_hosts),
+        allowed_hosts: super::allowed_hosts(spec.listen, &spec.allowed_hosts),
     }))
 }
 

@@ -1,7 +1,6 @@
 //! The plan as text, for `mailer describe`.
 
-use super::{NodeKind, Plan};
-use crate::runtime::Routing;
+use super::{NodeKind, Plan, Routing};
 use std::fmt::Write;
 
 /// Stages, parallelism, edges and capacities, each plugin's world and digest.

@@ -8,17 +8,18 @@ mod describe;
 pub use build::build;
 pub use describe::describe;
 
-use crate::checkpoint::{CheckpointSettings, Restore};
-use crate::connectors::{ConnectorError, Sink, Source};
-use crate::operator::{FailureHandler, FailurePolicy, FailureStats, Operator, SideOutput};
-use crate::plugin::{
-    CallMode, KeyedContext, LoadedPlugin, PluginError, PluginInstance, PluginLimits, WasmAggregate,
-    WasmProcess, WasmReduce, WasmStateless, WasmWindow, World,
+use crate::checkpoint::{
+    CheckpointSettings, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore, RestoreTarget,
 };
-use crate::runtime::Routing;
+use crate::connectors::{ConnectorError, Sink, Source};
+use crate::operator::wasm::{WasmProcess, WasmReduce, WasmStateless};
+use crate::operator::{FailureHandler, FailurePolicy, FailureStats, Operator, SideOutput};
+use crate::plugin::{CallMode, KeyedContext, LoadedPlugin, PluginError, PluginInstance, PluginLimits, World};
 use crate::state::{BackendKind, SnapshotSource, StateBackend, StateError};
-use crate::time::{LatePolicy, WindowFunction, WindowOperator, WindowSpec};
+use crate::time::{LatePolicy, WasmAggregate, WasmWindow, WindowFunction, WindowOperator, WindowSpec};
 use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -129,7 +130,68 @@ pub struct AdminSettings {
     pub allowed_hosts: Vec<String>,
 }
 
+/// The host names (without port) the server answers to: `localhost`, the
+/// loopback addresses, the address it listens on, and `extra`.
+pub fn allowed_hosts(listen: SocketAddr, extra: &[String]) -> Vec<String> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"].map(str::to_owned).into();
+    hosts.push(match listen {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    });
+    hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// The plugin store of a pipeline whose manifest is in `dir`.
+pub fn store_dir(dir: &Path, pipeline: &str) -> PathBuf {
+    dir.join(".mailer").join(pipeline).join("plugins")
+}
+
 impl Plan {
+    /// Each operator with the plugin it runs now, as checkpoints record them.
+    pub fn operator_metas(&self) -> Vec<OperatorMeta> {
+        self.stages
+            .iter()
+            .flat_map(|s| &s.operators)
+            .map(|op| {
+                let plugin = op.plugin();
+                OperatorMeta {
+                    name: op.name.clone(),
+                    world: plugin.map(|p| p.world().to_string()),
+                    plugin_digest: plugin.map(|p| p.digest().to_owned()),
+                    manifest_digest: self.swapped_from.get(&op.name).cloned(),
+                }
+            })
+            .collect()
+    }
+
+    /// What a checkpoint restored into this pipeline is checked against.
+    pub fn restore_target(&self) -> RestoreTarget<'_> {
+        RestoreTarget {
+            checkpoint: self.checkpoint.as_ref(),
+            committed: self.committed_checkpoint.as_ref(),
+            key_groups: self.key_groups,
+            manifest_hash: &self.manifest_hash,
+            operators: self.operator_metas(),
+        }
+    }
+
+    /// Locks the folders the pipeline keeps its state in (the checkpoint
+    /// folder, the RocksDB state folder) for this process, for as long as
+    /// the locks live; fails when another process runs the pipeline.
+    pub fn lock_folders(&self) -> Result<Vec<FolderLock>, LockError> {
+        let mut folders: Vec<&Path> = Vec::new();
+        if let Some(c) = &self.checkpoint {
+            folders.push(&c.dir);
+        }
+        if let BackendKind::Rocks { dir, .. } = &self.state {
+            folders.push(dir);
+        }
+        crate::checkpoint::lock_all(&folders)
+    }
+
     /// The operators running a plugin that a swap may replace.
     pub fn plugin_operators(&self) -> Vec<PluginOperator> {
         self.stages
@@ -180,9 +242,6 @@ impl Plan {
         Ok(())
     }
 }
-
-/// Asks a sink which checkpoint's output it last committed.
-pub type CommittedCheckpoint = Box<dyn Fn() -> Result<Option<u64>, ConnectorError> + Send + Sync>;
 
 /// Checks, before a run, that the sink's table fits its mapping: `Err`
 /// names each mismatch.
@@ -236,6 +295,20 @@ pub struct Endpoint<F> {
     pub open: F,
 }
 
+/// How a parallel stage spreads records over its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// Same key, same worker: the key's hash picks one of `key_groups` key
+    /// groups (see [`crate::key_group`]), and each worker owns a contiguous
+    /// range of them.
+    Hash {
+        /// The pipeline's maximum parallelism: the number of key groups.
+        key_groups: u32,
+    },
+    /// Whole batches to each worker in turn (stateless operators).
+    RoundRobin,
+}
+
 /// One stage of operators.
 pub struct OperatorStage {
     /// The stage's name.
@@ -259,7 +332,7 @@ pub struct OperatorNode {
     /// Counts shared by all of its workers.
     pub failures: Arc<FailureStats>,
     /// Its plugin calls, shared by all of its workers.
-    pub calls: Arc<crate::metrics::CallStats>,
+    pub calls: Arc<crate::plugin::CallStats>,
     /// What its plugin may reach (nothing by default).
     pub grants: Arc<crate::plugin::Grants>,
 }
@@ -355,7 +428,8 @@ impl InstanceContext<'_> {
             )));
         }
         let (key_groups, parallelism, worker) = (self.key_groups, self.parallelism, self.worker);
-        let owns = move |kg: u16| Routing::worker_of_group(u32::from(kg), key_groups, parallelism) == worker;
+        let owns =
+            move |kg: u16| crate::key_group::worker_of(u32::from(kg), key_groups, parallelism) == worker;
         self.state.restore(&stage, self.worker, &sources, &owns)
     }
 }
@@ -432,7 +506,7 @@ impl OperatorNode {
                             ctx.op_index,
                             ctx.key_groups,
                             state_ttl.clone(),
-                            Arc::new(crate::runtime::now_ms),
+                            Arc::new(crate::clock::now_ms),
                         )
                         .with_call_limit(limits.memory_bytes);
                         Box::new(WasmProcess::new(&self.name, instance, keyed, *mode, failure))

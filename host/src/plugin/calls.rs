@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Bucket bounds of the call latency, seconds: 10 µs to 10 s.
-pub(super) const LATENCY_BUCKETS: [f64; 16] = [
+pub const LATENCY_BUCKETS: [f64; 16] = [
     1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.5, 1.0, 10.0,
 ];
 

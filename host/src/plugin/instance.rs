@@ -2,6 +2,7 @@
 //! calls into it. A trap or a missed deadline poisons the instance; the next
 //! call gets a fresh one from the pre-linked instance.
 
+use super::CallStats;
 use super::PluginError;
 use super::captured::CapturedOutput;
 use super::engine::HostState;
@@ -10,7 +11,6 @@ use super::keyed::KeyedContext;
 use super::loaded::{LoadedPlugin, WorldPre};
 use super::outcome::{Outcome, Outcomes, RecordOutcome};
 use super::sandbox::Grants;
-use crate::metrics::CallStats;
 use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

@@ -14,8 +14,8 @@
 //! Event-time timers are timer entries of namespace `op`, processing-time
 //! ones of `op | 0x8000`.
 
+use crate::clock::Clock;
 use crate::state::{StateBackend, StateError, keys};
-use crate::time::Clock;
 use std::collections::{BTreeMap, HashMap};
 
 const VALUE: u8 = 0;
@@ -36,7 +36,7 @@ pub enum TimeDomain {
 
 impl TimeDomain {
     /// Its slot in per-domain arrays.
-    pub(super) fn index(self) -> usize {
+    pub fn index(self) -> usize {
         self as usize
     }
 }

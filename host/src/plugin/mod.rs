@@ -2,6 +2,7 @@
 //! instantiated per worker from a pre-linked instance, called once per batch,
 //! each call under a deadline and each instance under a memory limit.
 
+mod calls;
 mod captured;
 mod engine;
 mod generated;
@@ -12,25 +13,18 @@ mod limiter;
 mod loaded;
 mod log_import;
 mod outcome;
-mod process;
-mod reduce;
-mod retry;
 mod sandbox;
-mod stateless;
 mod version;
-mod window_fns;
 mod world;
 
+pub use calls::{CallStats, LATENCY_BUCKETS};
 pub use engine::{EPOCH_TICK, PluginEngine};
 pub use instance::{AggregateStep, CallError, CallMode, PluginInstance, PluginLimits, Sandbox};
 pub use keyed::{KeyedContext, KeyedError, TimeDomain};
 pub use loaded::LoadedPlugin;
-pub use process::WasmProcess;
-pub use reduce::WasmReduce;
+pub use outcome::{Outcome, OutcomeError, Outcomes, Raw, RecordOutcome};
 pub use sandbox::{GRANTED_DIR, Grants};
-pub use stateless::WasmStateless;
 pub use version::Declared;
-pub use window_fns::{WasmAggregate, WasmWindow};
 pub use world::World;
 
 /// Why a plugin could not be loaded or instantiated.
@@ -100,25 +94,4 @@ pub enum PluginError {
     /// The wasmtime engine could not be set up.
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
-}
-
-/// Switches operator `name`'s `instance` to `plugin`, keeping its state.
-fn swap_instance(
-    name: &str,
-    instance: &mut PluginInstance,
-    plugin: &std::sync::Arc<LoadedPlugin>,
-) -> Result<(), crate::operator::OperatorError> {
-    let old = instance
-        .swap(plugin.clone())
-        .map_err(|e| crate::operator::OperatorError::Swap {
-            operator: name.to_owned(),
-            reason: e.to_string(),
-        })?;
-    tracing::debug!(
-        operator = name,
-        from = old.digest(),
-        to = plugin.digest(),
-        "plugin swapped"
-    );
-    Ok(())
 }

@@ -5,9 +5,9 @@
 //! the marker leaves once and all workers resume, so no record overtakes a
 //! pending barrier. Watermarks leave as the minimum over the workers.
 
-use super::stages::StageStats;
+use super::Message;
 use super::{EdgeReceiver, EdgeSender, Shutdown};
-use crate::record::Message;
+use crate::metrics::StageStats;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -97,8 +97,9 @@ pub fn merge_aligned(inputs: Vec<EdgeReceiver>, out: EdgeSender, shutdown: &Shut
 
 #[cfg(test)]
 mod tests {
+    use super::super::Barrier;
     use super::*;
-    use crate::record::{Barrier, Record};
+    use crate::record::Record;
     use crate::runtime::edge;
 
     fn records(v: &'static str) -> Message {

@@ -1,7 +1,8 @@
 //! Bounded edges between stages. A full edge blocks its sender: that is the
 //! backpressure, which reaches back to the source. Nothing is dropped.
 
-use crate::record::Message;
+use super::Message;
+use crate::metrics::EdgeStats;
 use crate::runtime::Shutdown;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,36 +10,6 @@ use std::time::{Duration, Instant};
 
 /// How often a blocked send or receive checks for an abort.
 const ABORT_POLL: Duration = Duration::from_millis(50);
-
-/// Observations of one edge, shared by its two ends.
-#[derive(Debug)]
-pub struct EdgeStats {
-    /// `from -> to`, for logs and metrics.
-    pub name: String,
-    /// Messages (batches or markers) the edge holds at most.
-    pub capacity: usize,
-    /// Nanoseconds senders spent blocked on a full edge.
-    pub blocked_nanos: AtomicU64,
-    /// Records that crossed the edge.
-    pub records: AtomicU64,
-    /// Messages sent into the edge.
-    pub sent: AtomicU64,
-    /// Messages taken out of it.
-    pub received: AtomicU64,
-}
-
-impl EdgeStats {
-    /// Messages waiting in the edge now.
-    pub fn queued(&self) -> u64 {
-        let received = self.received.load(Ordering::Relaxed);
-        self.sent.load(Ordering::Relaxed).saturating_sub(received)
-    }
-
-    /// Seconds senders spent blocked on a full edge.
-    pub fn blocked_seconds(&self) -> f64 {
-        self.blocked_nanos.load(Ordering::Relaxed) as f64 / 1e9
-    }
-}
 
 /// The writing end. Dropping it closes the edge (contract C2: the writer
 /// owns the close).

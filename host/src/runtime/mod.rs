@@ -4,6 +4,7 @@
 
 mod align;
 mod edge;
+mod message;
 mod parallel;
 mod pipeline;
 mod shutdown;
@@ -12,8 +13,8 @@ mod stages;
 #[cfg(debug_assertions)]
 mod test_hooks;
 
-pub use edge::{Closed, EdgeReceiver, EdgeSender, EdgeStats, edge};
-pub use parallel::Routing;
+pub use edge::{Closed, EdgeReceiver, EdgeSender, edge};
+pub use message::{Barrier, Message, SwapPoint};
 pub use pipeline::{RunError, RunReport, run};
-pub use shutdown::{SavepointRequest, Shutdown};
-pub use stages::{StageError, StageStats, now_ms};
+pub use shutdown::Shutdown;
+pub use stages::StageError;

@@ -2,37 +2,15 @@
 //! round robin), broadcasting markers to all; each worker runs its own chain;
 //! an aligning merge emits each marker once (C1).
 
+use super::Message;
 use super::align::merge_aligned;
-use super::stages::{StageError, StageHandle, StageStats, run_chain, spawn_stage};
+use super::stages::{StageError, StageHandle, run_chain, spawn_stage};
 use super::{EdgeReceiver, EdgeSender, Shutdown, edge};
+use crate::key_group;
+use crate::metrics::StageStats;
 use crate::operator::Chain;
-use crate::record::Message;
+use crate::plan::Routing;
 use std::sync::Arc;
-
-/// How a parallel stage spreads records over its workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Routing {
-    /// Same key, same worker: the key's hash picks one of `key_groups` key
-    /// groups, and each worker owns a contiguous range of key groups.
-    Hash {
-        /// The pipeline's maximum parallelism: the number of key groups.
-        key_groups: u32,
-    },
-    /// Whole batches to each worker in turn (stateless operators).
-    RoundRobin,
-}
-
-impl Routing {
-    /// The key group of a key.
-    pub fn key_group(key: &[u8], key_groups: u32) -> u32 {
-        (xxhash_rust::xxh3::xxh3_64(key) % u64::from(key_groups)) as u32
-    }
-
-    /// The worker that owns a key group, out of `workers`.
-    pub fn worker_of_group(group: u32, key_groups: u32, workers: usize) -> usize {
-        (group as usize * workers) / key_groups as usize
-    }
-}
 
 /// Spawns the router, the workers and the merge of a parallel stage; each
 /// returned thread owns its edges and closes them when done (C2).
@@ -99,7 +77,7 @@ fn route(
                     }
                     Routing::Hash { key_groups } => {
                         let parts = batch.split_by_key(n, |key| {
-                            Routing::worker_of_group(Routing::key_group(key, key_groups), key_groups, n)
+                            key_group::worker_of(key_group::of_key(key, key_groups), key_groups, n)
                         });
                         for (w, part) in workers.iter().zip(parts) {
                             if !part.is_empty() && w.send(Message::Records(part)).is_err() {
@@ -122,28 +100,12 @@ fn route(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn key_groups_cover_workers_evenly_and_contiguously() {
-        let owners: Vec<usize> = (0..128).map(|g| Routing::worker_of_group(g, 128, 3)).collect();
-        assert_eq!(owners[0], 0);
-        assert_eq!(owners[127], 2);
-        assert!(owners.windows(2).all(|w| w[0] <= w[1]));
-        for w in 0..3 {
-            let n = owners.iter().filter(|&&o| o == w).count();
-            assert!((42..=43).contains(&n), "worker {w} owns {n} groups");
-        }
-    }
-}
-
-#[cfg(test)]
 mod stage_tests {
+    use super::super::Barrier;
     use super::*;
     use crate::batch::Batch;
     use crate::operator::{Operator, OperatorError};
-    use crate::record::{Barrier, Record};
+    use crate::record::Record;
     use bytes::Bytes;
 
     /// Passes records through; the point is the stage around it.

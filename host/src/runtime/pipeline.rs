@@ -4,16 +4,15 @@
 use super::parallel::spawn_parallel;
 use super::side_stage::SideStage;
 use super::stages::{
-    SinkCheckpoints, SourceCheckpoints, SourceReport, SourceTime, StageError, StageHandle, StageStats,
-    run_chain, run_sink, run_source, spawn_stage,
+    SinkCheckpoints, SourceCheckpoints, SourceReport, SourceTime, StageError, StageHandle, run_chain,
+    run_sink, run_source, spawn_stage,
 };
 use super::{Shutdown, edge};
 use crate::checkpoint::{
-    CheckpointSettings, CheckpointStore, CoordinatorSetup, OperatorMeta, Restore, WorkerCheckpoints,
-    run_coordinator,
+    CheckpointSettings, CheckpointStore, CoordinatorSetup, Restore, WorkerCheckpoints, run_coordinator,
 };
 use crate::connectors::{ConnectorError, Sink};
-use crate::metrics::{EdgeEntry, OperatorEntry, RunGraph, StageEntry};
+use crate::metrics::{EdgeEntry, OperatorEntry, RunGraph, StageEntry, StageStats};
 use crate::operator::Chain;
 use crate::plan::Plan;
 use crate::plan::{Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink};
@@ -305,7 +304,7 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         .filter_map(|o| o.late.as_ref())
         .map(|c| c.load(Ordering::Relaxed))
         .sum();
-    let sum = |f: fn(&crate::metrics::CallStats) -> u64| operators.iter().map(|o| f(&o.calls)).sum();
+    let sum = |f: fn(&crate::plugin::CallStats) -> u64| operators.iter().map(|o| f(&o.calls)).sum();
     Ok(RunReport {
         source_records: source_stats.records_out.load(Ordering::Relaxed),
         sink_records: sink_stats.records_out.load(Ordering::Relaxed),
@@ -363,20 +362,7 @@ fn start_checkpoints(
         + 1;
     let (events, rx) = flume::bounded(1024);
     let stats = plan.telemetry.checkpoint_stats();
-    let operators = plan
-        .stages
-        .iter()
-        .flat_map(|s| &s.operators)
-        .map(|op| {
-            let plugin = op.plugin();
-            OperatorMeta {
-                name: op.name.clone(),
-                world: plugin.map(|p| p.world().to_string()),
-                plugin_digest: plugin.map(|p| p.digest().to_owned()),
-                manifest_digest: plan.swapped_from.get(&op.name).cloned(),
-            }
-        })
-        .collect();
+    let operators = plan.operator_metas();
     let setup = CoordinatorSetup {
         store: store.clone(),
         // Every operator worker, the sink, and each side output's sink.
@@ -390,7 +376,7 @@ fn start_checkpoints(
         operators,
         tolerable_failures: settings.tolerable_failures,
         stats: stats.clone(),
-        shutdown: shutdown.clone(),
+        control: Arc::new(shutdown.clone()),
         outcomes,
     };
     handles.push(spawn_stage("checkpoints".into(), move || {

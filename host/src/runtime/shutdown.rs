@@ -4,20 +4,10 @@
 //! The same handle carries requests for savepoints and plugin swaps to the
 //! source.
 
-use crate::record::SwapPoint;
-use std::path::PathBuf;
+use super::SwapPoint;
+use crate::checkpoint::{RunControl, SavepointRequest};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// A request for a savepoint: a checkpoint copied to `dir`, kept until the
-/// user removes it; with `stop`, the pipeline then drains.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SavepointRequest {
-    /// Where the savepoint goes (a folder that does not exist yet).
-    pub dir: PathBuf,
-    /// Whether the pipeline stops once it is written.
-    pub stop: bool,
-}
 
 /// Shared shutdown flags of one pipeline run.
 #[derive(Debug, Clone, Default)]
@@ -78,5 +68,16 @@ impl Shutdown {
     /// Whether blocked stages should give up.
     pub fn is_aborted(&self) -> bool {
         self.inner.aborted.load(Ordering::Relaxed)
+    }
+}
+
+/// The coordinator's requests reach the source through the same flags.
+impl RunControl for Shutdown {
+    fn stop(&self) {
+        self.cancel();
+    }
+
+    fn request_savepoint(&self, request: SavepointRequest) {
+        Shutdown::request_savepoint(self, request);
     }
 }

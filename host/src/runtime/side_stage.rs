@@ -3,9 +3,10 @@
 //! side output's sink makes its output durable and acknowledges the
 //! checkpoint (see [`crate::operator::SideOutput`]).
 
-use super::stages::{SinkCheckpoints, StageError, StageStats};
+use super::stages::{SinkCheckpoints, StageError};
 use crate::batch::Batch;
 use crate::connectors::Sink;
+use crate::metrics::StageStats;
 use crate::operator::{SideMessage, SideOutput};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -1,18 +1,21 @@
 //! The loops of the three simple stage kinds: source, operator chain, sink.
 
+use super::{Barrier, Message};
 use super::{EdgeReceiver, EdgeSender};
+use crate::batch::Batch;
+use crate::checkpoint::SavepointRequest;
 use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore};
+use crate::clock::now_ms;
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
-use crate::metrics::Telemetry;
+use crate::metrics::{StageStats, Telemetry};
 use crate::operator::{Chain, OperatorError, SideOutput};
 use crate::plan::WatermarkSettings;
-use crate::record::{Barrier, Message};
-use crate::runtime::{SavepointRequest, Shutdown};
+use crate::runtime::Shutdown;
 use crate::time::WatermarkGenerator;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Why a stage stopped the pipeline.
 #[derive(Debug, thiserror::Error)]
@@ -48,39 +51,6 @@ pub fn spawn_stage(
         .name(name.clone())
         .spawn(move || run.in_scope(f))?;
     Ok((name, handle))
-}
-
-/// Counts of one stage, shared with metrics and the run report.
-#[derive(Debug, Default)]
-pub struct StageStats {
-    /// The stage's name.
-    pub name: String,
-    /// Records that entered the stage.
-    pub records_in: AtomicU64,
-    /// Records that left the stage.
-    pub records_out: AtomicU64,
-}
-
-impl StageStats {
-    /// Fresh counters for the stage `name`.
-    pub fn new(name: impl Into<String>) -> Arc<Self> {
-        Arc::new(Self {
-            name: name.into(),
-            ..Self::default()
-        })
-    }
-
-    fn count_in(&self, msg: &Message) {
-        if let Message::Records(r) = msg {
-            self.records_in.fetch_add(r.len() as u64, Ordering::Relaxed);
-        }
-    }
-
-    fn count_out(&self, msg: &Message) {
-        if let Message::Records(r) = msg {
-            self.records_out.fetch_add(r.len() as u64, Ordering::Relaxed);
-        }
-    }
 }
 
 /// How the source starts checkpoints.
@@ -150,13 +120,6 @@ pub struct SourceReport {
 
 /// How often the source's lag and progress are read.
 const REPORT_EVERY: Duration = Duration::from_millis(500);
-
-/// The wall clock, ms since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// Pulls batches from the source until it ends (then sends `EndOfStream`) or
 /// the run is cancelled (then just closes: a drain). With watermarks on, a
@@ -238,7 +201,7 @@ pub fn run_source(
         };
         let end = msg == Some(Message::EndOfStream);
         if let Some(msg) = msg {
-            stats.count_out(&msg);
+            stats.count_out(record_count(&msg));
             if out.send(msg).is_err() {
                 connected = false;
                 break;
@@ -275,9 +238,11 @@ pub fn run_chain(
     stats: Arc<StageStats>,
 ) -> Result<(), StageError> {
     while let Some(msg) = input.recv() {
-        stats.count_in(&msg);
-        for m in chain.on_message(msg)? {
-            stats.count_out(&m);
+        stats.count_in(record_count(&msg));
+        let (produced, marker) = step(&mut chain, msg)?;
+        let produced = (!produced.is_empty()).then_some(Message::Records(produced));
+        for m in produced.into_iter().chain(marker) {
+            stats.count_out(record_count(&m));
             if out.send(m).is_err() {
                 return Ok(());
             }
@@ -353,7 +318,7 @@ pub fn run_sink(
     checkpoints: Option<SinkCheckpoints>,
 ) -> Result<(), StageError> {
     while let Some(msg) = input.recv() {
-        stats.count_in(&msg);
+        stats.count_in(record_count(&msg));
         match msg {
             Message::Records(batch) => {
                 sink.write(&batch).map_err(StageError::Sink)?;
@@ -373,4 +338,37 @@ pub fn run_sink(
         }
     }
     sink.close().map_err(StageError::Sink)
+}
+
+/// Runs one message through `chain`: what leaves it is the records it
+/// produced, then the marker itself (if the message was one).
+fn step(chain: &mut Chain, msg: Message) -> Result<(Batch, Option<Message>), OperatorError> {
+    let marker = match msg {
+        Message::Records(batch) => return Ok((chain.on_records(batch)?, None)),
+        marker => marker,
+    };
+    let produced = match &marker {
+        Message::Records(_) => unreachable!("returned above"),
+        Message::Watermark(wm) => chain.on_watermark(*wm)?,
+        Message::ProcessingTime(now) => chain.on_processing_time(*now)?,
+        Message::EndOfStream => chain.on_end()?,
+        Message::Barrier(b) => {
+            chain.on_barrier(b.id);
+            Batch::Records(Vec::new())
+        }
+        Message::Swap(swap) => {
+            let swapped = chain.on_swap(&swap.operator, &swap.plugin)?;
+            swap.applied.fetch_add(swapped, Ordering::Relaxed);
+            Batch::Records(Vec::new())
+        }
+    };
+    Ok((produced, Some(marker)))
+}
+
+/// The records a message carries (0 for markers), for the stage counts.
+fn record_count(msg: &Message) -> usize {
+    match msg {
+        Message::Records(r) => r.len(),
+        _ => 0,
+    }
 }

@@ -37,7 +37,7 @@ pub fn of_key(key_groups: u32, op: u16, key: &[u8]) -> Vec<u8> {
 
 /// The key group of `key` out of `key_groups`, as stored in entries.
 pub fn group(key: &[u8], key_groups: u32) -> u16 {
-    crate::runtime::Routing::key_group(key, key_groups) as u16
+    crate::key_group::of_key(key, key_groups) as u16
 }
 
 /// A timer entry of operator `op` at `time` for `key`, with `payload`.

@@ -62,40 +62,63 @@ pub fn millis(d: Duration) -> i64 {
 
 impl Assigner {
     /// The windows a record at `ts` belongs to (a session record's own
-    /// window, before merging), oldest first.
-    pub fn assign(&self, ts: i64) -> Vec<Window> {
-        match *self {
-            Assigner::Tumbling { size } => {
-                let start = ts - ts.rem_euclid(size);
-                vec![Window {
-                    start,
-                    end: start.saturating_add(size),
-                }]
+    /// window, before merging), oldest first; computed as iterated, with no
+    /// allocation.
+    pub fn assign(&self, ts: i64) -> Windows {
+        let (size, slide) = match *self {
+            Assigner::Tumbling { size } => (size, size),
+            Assigner::Sliding { size, slide } => (size, slide),
+            Assigner::Session { gap } => {
+                return Windows {
+                    next: Some(ts),
+                    last: ts,
+                    size: gap,
+                    slide: 1,
+                };
             }
-            Assigner::Sliding { size, slide } => {
-                let last = ts - ts.rem_euclid(slide);
-                let mut windows = Vec::with_capacity((size / slide) as usize + 1);
-                let mut start = last;
-                while start > ts.saturating_sub(size) {
-                    windows.push(Window {
-                        start,
-                        end: start.saturating_add(size),
-                    });
-                    start -= slide;
-                }
-                windows.reverse();
-                windows
-            }
-            Assigner::Session { gap } => vec![Window {
-                start: ts,
-                end: ts.saturating_add(gap),
-            }],
+        };
+        // Aligned starts in (ts - size, ts]: the last is the aligned start
+        // at or before `ts`, the first the aligned start after `ts - size`.
+        // (First after last, and no window, when `ts` falls in a gap
+        // between windows that slide further than their size.)
+        let last = ts.saturating_sub(ts.rem_euclid(slide));
+        let earliest = ts.saturating_sub(size);
+        let first = earliest
+            .saturating_sub(earliest.rem_euclid(slide))
+            .saturating_add(slide);
+        Windows {
+            next: Some(first),
+            last,
+            size,
+            slide,
         }
     }
 
     /// Whether windows of a key merge (sessions).
     pub fn is_merging(&self) -> bool {
         matches!(self, Assigner::Session { .. })
+    }
+}
+
+/// The windows of one record, oldest first (see [`Assigner::assign`]).
+#[derive(Debug, Clone)]
+pub struct Windows {
+    next: Option<i64>,
+    last: i64,
+    size: i64,
+    slide: i64,
+}
+
+impl Iterator for Windows {
+    type Item = Window;
+
+    fn next(&mut self) -> Option<Window> {
+        let start = self.next.filter(|&start| start <= self.last)?;
+        self.next = start.checked_add(self.slide);
+        Some(Window {
+            start,
+            end: start.saturating_add(self.size),
+        })
     }
 }
 
@@ -107,9 +130,10 @@ mod tests {
     #[test]
     fn tumbling_windows_align_to_the_epoch() {
         let a = Assigner::Tumbling { size: 10 };
-        assert_eq!(a.assign(0), vec![Window { start: 0, end: 10 }]);
-        assert_eq!(a.assign(19), vec![Window { start: 10, end: 20 }]);
-        assert_eq!(a.assign(-1), vec![Window { start: -10, end: 0 }]);
+        let assign = |ts| a.assign(ts).collect::<Vec<_>>();
+        assert_eq!(assign(0), vec![Window { start: 0, end: 10 }]);
+        assert_eq!(assign(19), vec![Window { start: 10, end: 20 }]);
+        assert_eq!(assign(-1), vec![Window { start: -10, end: 0 }]);
     }
 
     proptest! {
@@ -117,7 +141,7 @@ mod tests {
         fn sliding_windows_are_exactly_those_containing_the_record(ts in -1000i64..1000, slide in 1i64..20, k in 1i64..5) {
             let size = slide * k + (ts.rem_euclid(3)) ;
             let a = Assigner::Sliding { size, slide };
-            let got = a.assign(ts);
+            let got: Vec<Window> = a.assign(ts).collect();
             let expected: Vec<Window> = (-3000..3000)
                 .filter(|s: &i64| s.rem_euclid(slide) == 0)
                 .map(|start| Window { start, end: start + size })

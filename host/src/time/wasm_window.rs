@@ -2,13 +2,13 @@
 //! accumulator the plugin defines; the `window` world gets all of a
 //! window's records when it fires.
 
-use super::outcome::{Outcomes, Raw};
-use super::retry::fatal;
-use super::{AggregateStep, CallError, LoadedPlugin, PluginInstance, World};
+use super::{AccumulatorGroup, DueWindow, Window, WindowFnError, WindowFunction, corrupt, emit_each};
 use crate::batch::{Batch, write_record};
 use crate::operator::OperatorError;
+use crate::operator::wasm::fatal;
+use crate::plugin::{AggregateStep, CallError, LoadedPlugin, PluginInstance, World};
+use crate::plugin::{Outcomes, Raw};
 use crate::record::Record;
-use crate::time::{AccumulatorGroup, DueWindow, Window, WindowFnError, WindowFunction, corrupt, emit_each};
 use bytes::Bytes;
 use mailer_wire::{Reader, Writer};
 use std::sync::Arc;
@@ -49,7 +49,7 @@ impl WasmAggregate {
 
 impl WindowFunction for WasmAggregate {
     fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        super::swap_instance(&self.name, &mut self.instance, plugin)
+        crate::operator::wasm::swap_instance(&self.name, &mut self.instance, plugin)
     }
 
     fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
@@ -84,7 +84,7 @@ impl WindowFunction for WasmAggregate {
         for g in groups {
             input.option(g.accumulator);
             input.u32(g.records.len());
-            for rec in &g.records {
+            for rec in g.records {
                 write_record(&mut input, rec);
             }
         }
@@ -207,7 +207,7 @@ impl WasmWindow {
 
 impl WindowFunction for WasmWindow {
     fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        super::swap_instance(&self.name, &mut self.instance, plugin)
+        crate::operator::wasm::swap_instance(&self.name, &mut self.instance, plugin)
     }
 
     fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {

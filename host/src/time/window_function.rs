@@ -29,7 +29,7 @@ pub struct AccumulatorGroup<'a> {
     /// The stored accumulator; `None` for a window's first records.
     pub accumulator: Option<&'a [u8]>,
     /// The records, in arrival order.
-    pub records: Vec<&'a Record>,
+    pub records: &'a [&'a Record],
 }
 
 /// A window whose result is due: its key, bounds and accumulator.
@@ -80,7 +80,7 @@ pub trait WindowFunction: Send {
         for g in groups {
             let mut acc: Option<Vec<u8>> = g.accumulator.map(<[u8]>::to_vec);
             let mut failed = None;
-            for rec in &g.records {
+            for rec in g.records {
                 match self.add(acc.as_deref(), rec) {
                     Ok(next) => acc = Some(next),
                     Err(WindowFnError::Fatal(e)) => return Err(e),

@@ -12,11 +12,13 @@ use super::aggregate::AggregateKind;
 use super::assigner::{Assigner, Window};
 use super::window_function::{AccumulatorGroup, BuiltinAggregates, DueWindow, WindowFnError, WindowFunction};
 use crate::batch::Batch;
+use crate::clock::Clock;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::StateBackend;
 use crate::state::keys::{self, TIMERS};
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64;
@@ -42,9 +44,6 @@ pub struct WindowSpec {
     /// fired by the source's processing-time ticks) instead of event time.
     pub processing_time: bool,
 }
-
-/// A clock in ms since the Unix epoch.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// What happens to records too late for every window.
 #[derive(Debug, Clone)]
@@ -103,7 +102,7 @@ impl WindowOperator {
             late,
             late_records,
             failure,
-            clock: Arc::new(crate::runtime::now_ms),
+            clock: Arc::new(crate::clock::now_ms),
         }
     }
 
@@ -286,15 +285,24 @@ impl WindowOperator {
     /// record, so the failure lands on its record. The state ends as if the
     /// records were added one by one.
     fn add_grouped(&mut self, records: Vec<Record>) -> Result<(), OperatorError> {
+        /// One (key, window) of the batch; its bytes live in the shared
+        /// arenas, so a group allocates nothing of its own.
         struct Group {
             kg: u16,
             /// The group's first record (whose key is the group's).
             first: usize,
             window: Window,
-            acc_key: Vec<u8>,
-            records: Vec<usize>,
+            /// The accumulator's state key, in `key_arena`.
+            acc_key: Range<usize>,
+            /// The stored accumulator, in `stored`.
+            existing: Option<Range<usize>>,
+            /// The group's records, in `members`.
+            members: Range<usize>,
         }
         let mut groups: Vec<Group> = Vec::new();
+        let mut key_arena = Vec::new();
+        // (group, record) in arrival order; sorted by group below.
+        let mut membership: Vec<(u32, u32)> = Vec::with_capacity(records.len());
         // Groups by accumulator key, hashed once with xxh3; the key is built
         // in `scratch` and copied only for a new group.
         let mut by_acc_key = hashbrown::HashTable::<usize>::with_capacity(records.len());
@@ -312,53 +320,75 @@ impl WindowOperator {
                 accepted = true;
                 self.acc_key_into(&mut scratch, kg, key, w);
                 let hash = xxh3_64(&scratch);
-                let g = match by_acc_key.find(hash, |&g| groups[g].acc_key == scratch) {
+                let g = match by_acc_key.find(hash, |&g| key_arena[groups[g].acc_key.clone()] == scratch[..])
+                {
                     Some(&g) => g,
                     None => {
-                        by_acc_key.insert_unique(hash, groups.len(), |&g| xxh3_64(&groups[g].acc_key));
+                        let acc_key = key_arena.len()..key_arena.len() + scratch.len();
+                        key_arena.extend_from_slice(&scratch);
+                        by_acc_key.insert_unique(hash, groups.len(), |&g| {
+                            xxh3_64(&key_arena[groups[g].acc_key.clone()])
+                        });
                         groups.push(Group {
                             kg,
                             first: i,
                             window: w,
-                            acc_key: scratch.clone(),
-                            records: Vec::new(),
+                            acc_key,
+                            existing: None,
+                            members: 0..0,
                         });
                         groups.len() - 1
                     }
                 };
-                groups[g].records.push(i);
+                membership.push((g as u32, i as u32));
             }
             if !accepted {
                 late.push(i);
             }
         }
-        let existing = groups
-            .iter()
-            .map(|g| self.get(&g.acc_key))
-            .collect::<Result<Vec<_>, _>>()?;
+        // Each group's records side by side, in arrival order (a stable sort).
+        membership.sort_by_key(|&(g, _)| g);
+        let mut at = 0;
+        for (g, group) in groups.iter_mut().enumerate() {
+            let len = membership[at..].partition_point(|&(m, _)| m as usize == g);
+            group.members = at..at + len;
+            at += len;
+        }
+        let members: Vec<&Record> = membership.iter().map(|&(_, i)| &records[i as usize]).collect();
+        let mut stored = Vec::new();
+        for g in &mut groups {
+            self.state
+                .read_with(&key_arena[g.acc_key.clone()], &mut |acc| {
+                    g.existing = acc.map(|acc| {
+                        stored.extend_from_slice(acc);
+                        stored.len() - acc.len()..stored.len()
+                    });
+                })
+                .map_err(|e| OperatorError::state(&self.name, e))?;
+        }
         let inputs: Vec<AccumulatorGroup<'_>> = groups
             .iter()
-            .zip(&existing)
-            .map(|(g, acc)| AccumulatorGroup {
-                accumulator: acc.as_deref(),
-                records: g.records.iter().map(|&i| &records[i]).collect(),
+            .map(|g| AccumulatorGroup {
+                accumulator: g.existing.clone().map(|r| &stored[r]),
+                records: &members[g.members.clone()],
             })
             .collect();
         let results = self.function.add_groups(&inputs)?;
         drop(inputs);
         // A record that failed once (in a sliding window) fails no other.
         let mut failed = std::collections::HashSet::new();
-        for ((g, existing), result) in groups.iter().zip(existing).zip(results) {
+        for (g, result) in groups.iter().zip(results) {
+            let existing = g.existing.clone().map(|r| &stored[r]);
             let acc = match result {
                 Ok(acc) => Some(acc),
                 Err(_) => {
-                    let mut acc = existing.clone();
+                    let mut acc = existing.map(<[u8]>::to_vec);
                     let mut added = false;
-                    for &i in &g.records {
+                    for &(_, i) in &membership[g.members.clone()] {
                         if failed.contains(&i) {
                             continue;
                         }
-                        let rec = &records[i];
+                        let rec = &records[i as usize];
                         match self.step(rec, |f| f.add(acc.as_deref(), rec))? {
                             Some(next) => {
                                 acc = Some(next);
@@ -373,12 +403,12 @@ impl WindowOperator {
                 }
             };
             let Some(acc) = acc else { continue };
-            self.put(&g.acc_key, &acc)?;
+            self.put(&key_arena[g.acc_key.clone()], &acc)?;
             if existing.is_none() {
-                let key = records[g.first].key_bytes().to_vec();
-                self.register(g.kg, &key, g.window)?;
+                self.register(g.kg, records[g.first].key_bytes(), g.window)?;
             }
         }
+        drop(members);
         if !late.is_empty() {
             for (i, rec) in records.into_iter().enumerate() {
                 if late.binary_search(&i).is_ok() {
@@ -446,7 +476,9 @@ impl WindowOperator {
                 reason: "a session entry in the state backend is corrupt".into(),
             });
         }
-        let mut merged = self.spec.assigner.assign(rec.timestamp)[0];
+        let Some(mut merged) = self.spec.assigner.assign(rec.timestamp).next() else {
+            unreachable!("a session record has a window of its own")
+        };
         let mut absorbed = vec![false; sessions.len()];
         loop {
             let mut changed = false;

@@ -27,7 +27,7 @@ pub(super) fn is_record_refusal(e: &KafkaError) -> bool {
 /// and headers.
 pub(super) fn raw_record(msg: &impl Message) -> Record {
     let key = msg.key().map(Bytes::copy_from_slice);
-    let timestamp = msg.timestamp().to_millis().unwrap_or_else(crate::runtime::now_ms);
+    let timestamp = msg.timestamp().to_millis().unwrap_or_else(crate::clock::now_ms);
     let mut rec = Record::new(
         key,
         Bytes::copy_from_slice(msg.payload().unwrap_or_default()),

@@ -175,7 +175,7 @@ impl TransactionalKafkaSink {
             // the topic's limit (librdkafka's floor is 1000).
             spec.options
                 .entry("message.max.bytes".to_owned())
-                .or_insert_with(|| crate::manifest::ConfigString::new(max.max(1000).to_string()));
+                .or_insert_with(|| crate::config_string::ConfigString::new(max.max(1000).to_string()));
         }
         let producer = fenced_producer(&spec, pipeline)?;
         let mut sink = Self {

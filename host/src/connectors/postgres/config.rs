@@ -1,6 +1,6 @@
 //! The manifest settings of the PostgreSQL sink.
 
-use crate::manifest::ConfigString;
+use crate::config_string::ConfigString;
 use crate::operator::FailurePolicy;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -14,12 +14,12 @@
 //! callback registers at or before the time being fired waits for the next
 //! advance.
 
-use super::keyed::{KeyedContext, TimeDomain};
-use super::outcome::{Outcome, Raw};
 use super::retry::fatal;
-use super::{CallError, CallMode, PluginInstance};
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
+use crate::plugin::{CallError, CallMode, PluginInstance};
+use crate::plugin::{KeyedContext, TimeDomain};
+use crate::plugin::{Outcome, Raw};
 use crate::record::Record;
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -224,7 +224,10 @@ impl Operator for WasmProcess {
         &self.name
     }
 
-    fn swap_plugin(&mut self, plugin: &std::sync::Arc<super::LoadedPlugin>) -> Result<(), OperatorError> {
+    fn swap_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+    ) -> Result<(), OperatorError> {
         super::swap_instance(&self.name, &mut self.instance, plugin)
     }
 

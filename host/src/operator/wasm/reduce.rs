@@ -2,11 +2,11 @@
 //! to the plugin, which returns the new one; one output per input record
 //! (the key and its new accumulator).
 
-use super::outcome::{Outcome, Raw, RecordOutcome};
 use super::retry::{self, PluginCalls, fatal};
-use super::{CallMode, PluginInstance};
 use crate::batch::{Batch, write_record};
 use crate::operator::{FailureHandler, Operator, OperatorError};
+use crate::plugin::{CallMode, PluginInstance};
+use crate::plugin::{Outcome, Raw, RecordOutcome};
 use crate::record::Record;
 use crate::state::StateBackend;
 use crate::state::keys;
@@ -182,7 +182,10 @@ impl Operator for WasmReduce {
         &self.name
     }
 
-    fn swap_plugin(&mut self, plugin: &std::sync::Arc<super::LoadedPlugin>) -> Result<(), OperatorError> {
+    fn swap_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+    ) -> Result<(), OperatorError> {
         super::swap_instance(&self.name, &mut self.instance, plugin)
     }
 

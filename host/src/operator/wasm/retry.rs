@@ -3,9 +3,9 @@
 //! output), one call per record, so the failure lands on the record that
 //! caused it and the others go through.
 
-use super::{CallMode, PluginError};
 use crate::batch::Batch;
 use crate::operator::OperatorError;
+use crate::plugin::{CallMode, PluginError};
 use crate::record::Record;
 
 /// What a plugin operator provides to [`process`].
@@ -46,7 +46,7 @@ pub(super) fn process(op: &mut impl PluginCalls, input: Batch) -> Result<Batch, 
 }
 
 /// A plugin that cannot even be instantiated stops the operator.
-pub(super) fn fatal(operator: &str, e: PluginError) -> OperatorError {
+pub fn fatal(operator: &str, e: PluginError) -> OperatorError {
     OperatorError::Plugin {
         operator: operator.to_owned(),
         reason: e.to_string(),

@@ -1,10 +1,10 @@
 //! Map, filter and flat-map operators backed by a plugin.
 
-use super::outcome::{Outcome, Outcomes, Raw, RecordOutcome};
 use super::retry::{self, PluginCalls, fatal};
-use super::{CallMode, PluginInstance, World};
 use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
+use crate::plugin::{CallMode, PluginInstance, World};
+use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;
 
 /// A stateless operator whose logic is a plugin of the map, filter or
@@ -121,7 +121,10 @@ impl Operator for WasmStateless {
         &self.name
     }
 
-    fn swap_plugin(&mut self, plugin: &std::sync::Arc<super::LoadedPlugin>) -> Result<(), OperatorError> {
+    fn swap_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+    ) -> Result<(), OperatorError> {
         super::swap_instance(&self.name, &mut self.instance, plugin)
     }
 

@@ -1,0 +1,98 @@
+//! The edge protocol: what travels between stages — batches of records and
+//! the in-band markers (watermarks, barriers, swaps, end of stream) that
+//! keep their order with the records (contracts C1–C3 in
+//! docs/architecture.md).
+
+use crate::batch::Batch;
+use crate::plugin::LoadedPlugin;
+use crate::record::Record;
+use std::sync::Arc;
+
+/// A checkpoint barrier: a consistent cut of the stream with this id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Barrier {
+    /// Monotonic checkpoint id.
+    pub id: u64,
+}
+
+/// A plugin swap: from this point of the stream on, operator `operator`
+/// runs `plugin`; records before it saw the previous version. Its state is
+/// the host's and stays as it is.
+pub struct SwapPoint {
+    /// Increases with each swap of a run.
+    pub id: u64,
+    /// The operator's name.
+    pub operator: String,
+    /// The new version, compiled and checked against the operator's world.
+    pub plugin: Arc<LoadedPlugin>,
+    /// The operator's workers that switched so far.
+    pub applied: std::sync::atomic::AtomicUsize,
+}
+
+impl SwapPoint {
+    /// Swap `id`: `operator` runs `plugin` from this point on.
+    pub fn new(id: u64, operator: &str, plugin: Arc<LoadedPlugin>) -> Self {
+        Self {
+            id,
+            operator: operator.to_owned(),
+            plugin,
+            applied: Default::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for SwapPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwapPoint")
+            .field("id", &self.id)
+            .field("operator", &self.operator)
+            .field("digest", &self.plugin.digest())
+            .finish()
+    }
+}
+
+impl PartialEq for SwapPoint {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.operator == other.operator
+            && self.plugin.digest() == other.plugin.digest()
+    }
+}
+
+/// What travels on an edge: a batch of records or an in-band marker.
+///
+/// Markers are broadcast to every worker of a parallel stage and re-aligned at
+/// its exit (contract C1): each leaves the stage once, after all workers
+/// delivered it, and no record overtakes a pending barrier.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// Records in stream order.
+    Records(Batch),
+    /// No record with an event time below this (ms) will follow.
+    Watermark(i64),
+    /// The wall clock (ms) as the source saw it: processing-time timers up to
+    /// it fire. Sent periodically when an operator works on processing time.
+    ProcessingTime(i64),
+    /// A checkpoint barrier.
+    Barrier(Barrier),
+    /// A plugin swap.
+    Swap(Arc<SwapPoint>),
+    /// The input is complete (a bounded source ended). Unlike a plain close
+    /// of the edge (a drain after cancel), this lets event time run to its end.
+    EndOfStream,
+}
+
+impl Message {
+    /// A message carrying these decoded records.
+    pub fn records(records: Vec<Record>) -> Self {
+        Message::Records(Batch::Records(records))
+    }
+
+    /// Whether this message is a marker that must be aligned across workers.
+    pub fn is_aligned_marker(&self) -> bool {
+        matches!(
+            self,
+            Message::Barrier(_) | Message::Swap(_) | Message::EndOfStream
+        )
+    }
+}
