@@ -322,11 +322,17 @@ fn cut_connections_are_retried_and_nothing_is_lost() {
             assert_exactly_once(&db);
         } else {
             let got = table_rows(&db);
-            let missing = expected_rows()
+            let missing: Vec<_> = expected_rows()
                 .into_iter()
                 .filter(|e| got.binary_search(e).is_err())
-                .count();
-            assert_eq!(missing, 0, "rows lost at least once");
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "{} rows lost at least once (the table has {}), the first: {:?}; the run's log:\n{err}",
+                missing.len(),
+                got.len(),
+                &missing[..missing.len().min(20)]
+            );
         }
     }
 }

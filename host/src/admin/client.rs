@@ -68,7 +68,10 @@ impl AdminClient {
             token,
             agent: ureq::Agent::config_builder()
                 .http_status_as_error(false)
-                .timeout_global(Some(std::time::Duration::from_secs(60)))
+                .timeout_connect(Some(std::time::Duration::from_secs(5)))
+                // A swap is answered once the uploaded component compiled:
+                // tens of MB take minutes on a loaded machine.
+                .timeout_global(Some(std::time::Duration::from_secs(600)))
                 .build()
                 .into(),
         })

@@ -107,23 +107,9 @@ struct Pending {
     started: Instant,
 }
 
-/// Runs until every stage dropped its sender.
-pub fn run_coordinator(
-    setup: CoordinatorSetup,
-    events: flume::Receiver<CheckpointEvent>,
-) -> Result<(), CoordinatorError> {
-    let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
-    // The plugin each operator runs at the newest barrier.
-    let mut operators = setup.operators.clone();
-    let mut failures_in_a_row = 0u32;
-    while let Ok(event) = events.recv() {
-        let id = match &event {
-            CheckpointEvent::Started { id, .. }
-            | CheckpointEvent::Acked { id, .. }
-            | CheckpointEvent::SinkAcked { id, .. }
-            | CheckpointEvent::Failed { id, .. } => *id,
-        };
-        let p = pending.entry(id).or_insert_with(|| Pending {
+impl Pending {
+    fn new() -> Self {
+        Self {
             position: None,
             savepoint: None,
             acks: 0,
@@ -132,7 +118,58 @@ pub fn run_coordinator(
             failure: None,
             operators: Vec::new(),
             started: Instant::now(),
-        });
+        }
+    }
+}
+
+impl CheckpointEvent {
+    /// The checkpoint it is about.
+    fn id(&self) -> u64 {
+        match self {
+            CheckpointEvent::Started { id, .. }
+            | CheckpointEvent::Acked { id, .. }
+            | CheckpointEvent::SinkAcked { id, .. }
+            | CheckpointEvent::Failed { id, .. } => *id,
+        }
+    }
+}
+
+/// Runs until every stage dropped its sender.
+pub fn run_coordinator(
+    setup: CoordinatorSetup,
+    events: flume::Receiver<CheckpointEvent>,
+) -> Result<(), CoordinatorError> {
+    let mut coordinator = Coordinator {
+        operators: setup.operators.clone(),
+        setup,
+        pending: BTreeMap::new(),
+        failures_in_a_row: 0,
+    };
+    while let Ok(event) = events.recv() {
+        if let Some(id) = coordinator.on_event(event) {
+            coordinator.finish(id)?;
+        }
+    }
+    coordinator.abandon_pending();
+    Ok(())
+}
+
+/// The checkpoints in flight and what the coordinator carries from one to
+/// the next.
+struct Coordinator {
+    setup: CoordinatorSetup,
+    pending: BTreeMap<u64, Pending>,
+    /// The plugin each operator runs at the newest barrier.
+    operators: Vec<OperatorMeta>,
+    failures_in_a_row: u32,
+}
+
+impl Coordinator {
+    /// Records `event`; returns its checkpoint once every acknowledgement
+    /// and the source's position are in.
+    fn on_event(&mut self, event: CheckpointEvent) -> Option<u64> {
+        let id = event.id();
+        let p = self.pending.entry(id).or_insert_with(Pending::new);
         match event {
             CheckpointEvent::Started {
                 position,
@@ -141,13 +178,13 @@ pub fn run_coordinator(
                 ..
             } => {
                 for (name, digest) in &swaps {
-                    if let Some(op) = operators.iter_mut().find(|o| &o.name == name) {
+                    if let Some(op) = self.operators.iter_mut().find(|o| &o.name == name) {
                         op.swapped_to(digest);
                     }
                 }
                 p.position = Some(position);
                 p.savepoint = savepoint;
-                p.operators = operators.clone();
+                p.operators = self.operators.clone();
             }
             CheckpointEvent::Acked { snapshots, .. } => {
                 p.acks += 1;
@@ -164,15 +201,20 @@ pub fn run_coordinator(
                 p.failure.get_or_insert(reason);
             }
         }
-        if p.acks < setup.expected_acks || p.position.is_none() {
-            continue;
-        }
-        let p = pending.remove(&id).expect("present above");
+        (p.acks >= self.setup.expected_acks && p.position.is_some()).then_some(id)
+    }
+
+    /// Makes checkpoint `id` visible, or drops it when a worker failed on
+    /// it, and tells a committing sink which; fails after too many failures
+    /// in a row.
+    fn finish(&mut self, id: u64) -> Result<(), CoordinatorError> {
+        let p = self.pending.remove(&id).expect("reported ready by on_event");
+        let setup = &self.setup;
         let tmp = super::pending_dir(setup.store.dir(), id);
         let result = match p.failure {
             Some(reason) => Err(reason),
             None => complete(
-                &setup,
+                setup,
                 id,
                 p.position.expect("checked"),
                 p.operators,
@@ -189,43 +231,50 @@ pub fn run_coordinator(
         }
         match result {
             Ok(path) => {
-                failures_in_a_row = 0;
+                self.failures_in_a_row = 0;
                 setup
                     .stats
                     .record_success(id, p.started.elapsed(), size_of(&path));
                 tracing::info!(checkpoint = id, path = %path.display(), "checkpoint complete");
                 if let Some(request) = p.savepoint {
-                    savepoint(&setup, id, &path, &request);
+                    savepoint(setup, id, &path, &request);
                 }
+                Ok(())
             }
             Err(reason) => {
                 setup.store.abandon(&tmp);
-                failures_in_a_row += 1;
+                self.failures_in_a_row += 1;
                 setup.stats.record_failure(id, p.started.elapsed(), &reason);
-                tracing::warn!(checkpoint = id, %reason, failures_in_a_row, "checkpoint failed");
+                tracing::warn!(checkpoint = id, %reason, failures_in_a_row = self.failures_in_a_row, "checkpoint failed");
                 if let Some(request) = p.savepoint {
                     // Someone waits for it: the next checkpoint carries it.
                     tracing::info!(path = %request.dir.display(), "the savepoint is retried with the next checkpoint");
                     setup.control.request_savepoint(request);
                 }
-                if failures_in_a_row > setup.tolerable_failures {
+                if self.failures_in_a_row > setup.tolerable_failures {
                     return Err(CoordinatorError::TooManyFailures {
-                        count: failures_in_a_row,
+                        count: self.failures_in_a_row,
                         tolerated: setup.tolerable_failures,
                         reason,
                     });
                 }
+                Ok(())
             }
         }
     }
-    for id in pending.keys() {
-        tracing::debug!(
-            checkpoint = id,
-            "the pipeline stopped before this checkpoint completed"
-        );
-        setup.store.abandon(&super::pending_dir(setup.store.dir(), *id));
+
+    /// Removes the folders of the checkpoints the pipeline stopped before.
+    fn abandon_pending(&self) {
+        for id in self.pending.keys() {
+            tracing::debug!(
+                checkpoint = id,
+                "the pipeline stopped before this checkpoint completed"
+            );
+            self.setup
+                .store
+                .abandon(&super::pending_dir(self.setup.store.dir(), *id));
+        }
     }
-    Ok(())
 }
 
 /// Copies complete checkpoint `id` (in `path`) to the savepoint `request`

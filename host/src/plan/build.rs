@@ -48,73 +48,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
             });
             continue;
         }
-        let (node, parallelism) = match spec {
-            OperatorSpec::Window(w) => {
-                let plugin = match &w.plugin {
-                    None => None,
-                    Some(path) => {
-                        let plugin = engine
-                            .load_with(&m.path(path), World::Window, name, w.fuel.is_some())
-                            .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
-                        let limits = limits(w.timeout, w.memory_limit_mb, w.fuel, w.max_outputs_per_record);
-                        Some((plugin, limits))
-                    }
-                };
-                let mut node = window_node(name, w, plugin);
-                node.grants = grants(m, &w.grants);
-                (node, 1)
-            }
-            OperatorSpec::KeyBy(_) => unreachable!("handled above"),
-            OperatorSpec::FieldFilter(f) => (builtin(name, f.on_error, field_filter(name, f)), 1),
-            OperatorSpec::Project(p) => (
-                builtin(
-                    name,
-                    p.on_error,
-                    reshape(name, ReshapeKind::Project(p.fields.clone())),
-                ),
-                1,
-            ),
-            OperatorSpec::Rename(r) => {
-                let pairs = r.fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
-                (
-                    builtin(name, r.on_error, reshape(name, ReshapeKind::Rename(pairs))),
-                    1,
-                )
-            }
-            OperatorSpec::Set(st) => {
-                let pairs = st.fields.iter().map(|(a, v)| (a.clone(), from_toml(v))).collect();
-                (
-                    builtin(name, st.on_error, reshape(name, ReshapeKind::Set(pairs))),
-                    1,
-                )
-            }
-            OperatorSpec::Aggregate(a) => (builtin(name, a.on_error, aggregate(name, a)), 1),
-            plugin_op => {
-                let ps = plugin_op.plugin().expect("every other operator runs a plugin");
-                let world = plugin_op.world().expect("plugin operator");
-                let plugin = engine
-                    .load_with(&m.path(&ps.plugin), world, name, ps.fuel.is_some())
-                    .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
-                let node = OperatorNode {
-                    name: name.clone(),
-                    kind: NodeKind::Plugin {
-                        plugin,
-                        limits: limits(ps.timeout, ps.memory_limit_mb, ps.fuel, ps.max_outputs_per_record),
-                        mode: ps.call,
-                        state_ttl: ps
-                            .state_ttl
-                            .iter()
-                            .map(|(name, ttl)| (name.clone(), millis(**ttl)))
-                            .collect(),
-                    },
-                    policy: ps.on_error,
-                    failures: Default::default(),
-                    calls: Default::default(),
-                    grants: grants(m, &ps.grants),
-                };
-                (node, ps.parallelism.unwrap_or(1))
-            }
-        };
+        let (node, parallelism) = operator(m, engine, op, name)?;
         place(&mut stages, node, parallelism, keyed);
     }
     let admin = admin_settings(m)?;
@@ -147,6 +81,83 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         telemetry,
         plugin_store: super::store_dir(&m.dir, &p.name),
         swapped_from: Default::default(),
+    })
+}
+
+/// The node of operator `op` (named `name`) and its parallelism; `key_by`
+/// is placed by [`build`] itself.
+fn operator(
+    m: &Manifest,
+    engine: &PluginEngine,
+    op: &toml::Spanned<OperatorSpec>,
+    name: &str,
+) -> Result<(OperatorNode, usize), ManifestError> {
+    Ok(match op.get_ref() {
+        OperatorSpec::Window(w) => {
+            let plugin = match &w.plugin {
+                None => None,
+                Some(path) => {
+                    let plugin = engine
+                        .load_with(&m.path(path), World::Window, name, w.fuel.is_some())
+                        .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
+                    let limits = limits(w.timeout, w.memory_limit_mb, w.fuel, w.max_outputs_per_record);
+                    Some((plugin, limits))
+                }
+            };
+            let mut node = window_node(name, w, plugin);
+            node.grants = grants(m, &w.grants);
+            (node, 1)
+        }
+        OperatorSpec::KeyBy(_) => unreachable!("handled above"),
+        OperatorSpec::FieldFilter(f) => (builtin(name, f.on_error, field_filter(name, f)), 1),
+        OperatorSpec::Project(p) => (
+            builtin(
+                name,
+                p.on_error,
+                reshape(name, ReshapeKind::Project(p.fields.clone())),
+            ),
+            1,
+        ),
+        OperatorSpec::Rename(r) => {
+            let pairs = r.fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
+            (
+                builtin(name, r.on_error, reshape(name, ReshapeKind::Rename(pairs))),
+                1,
+            )
+        }
+        OperatorSpec::Set(st) => {
+            let pairs = st.fields.iter().map(|(a, v)| (a.clone(), from_toml(v))).collect();
+            (
+                builtin(name, st.on_error, reshape(name, ReshapeKind::Set(pairs))),
+                1,
+            )
+        }
+        OperatorSpec::Aggregate(a) => (builtin(name, a.on_error, aggregate(name, a)), 1),
+        plugin_op => {
+            let ps = plugin_op.plugin().expect("every other operator runs a plugin");
+            let world = plugin_op.world().expect("plugin operator");
+            let plugin = engine
+                .load_with(&m.path(&ps.plugin), world, name, ps.fuel.is_some())
+                .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
+            let node = OperatorNode {
+                name: name.to_owned(),
+                kind: NodeKind::Plugin {
+                    plugin,
+                    limits: limits(ps.timeout, ps.memory_limit_mb, ps.fuel, ps.max_outputs_per_record),
+                    mode: ps.call,
+                    state_ttl: ps
+                        .state_ttl
+                        .iter()
+                        .map(|(name, ttl)| (name.clone(), millis(**ttl)))
+                        .collect(),
+                },
+                policy: ps.on_error,
+                failures: Default::default(),
+                calls: Default::default(),
+                grants: grants(m, &ps.grants),
+            };
+            (node, ps.parallelism.unwrap_or(1))
+        }
     })
 }
 

@@ -1,6 +1,6 @@
 //! The plan as text, for `mailer describe`.
 
-use super::{NodeKind, Plan, Routing};
+use super::{NodeKind, OperatorNode, Plan, Routing};
 use std::fmt::Write;
 
 /// Stages, parallelism, edges and capacities, each plugin's world and digest.
@@ -31,62 +31,7 @@ pub fn describe(plan: &Plan) -> String {
             stage.name, stage.parallelism
         );
         for op in &stage.operators {
-            match &op.kind {
-                NodeKind::Plugin {
-                    plugin, limits, mode, ..
-                } => {
-                    let _ = writeln!(
-                        s,
-                        "  - `{}`: plugin `{}` world `{}` sha256 {} ({} bytes), calls per {}, timeout {:?}, memory {} MiB, on error {}",
-                        op.name,
-                        plugin.path().display(),
-                        plugin.world(),
-                        plugin.digest(),
-                        plugin.size(),
-                        match mode {
-                            crate::plugin::CallMode::Batch => "batch",
-                            crate::plugin::CallMode::Record => "record",
-                        },
-                        limits.timeout,
-                        limits.memory_bytes >> 20,
-                        policy_name(op.policy),
-                    );
-                }
-                NodeKind::Native(_) => {
-                    let _ = writeln!(s, "  - `{}`: native", op.name);
-                }
-                NodeKind::Window {
-                    spec,
-                    plugin,
-                    side_output,
-                    ..
-                } => {
-                    let result = match plugin {
-                        Some((p, _)) => format!(
-                            "plugin `{}` world `{}` sha256 {}",
-                            p.path().display(),
-                            p.world(),
-                            p.digest()
-                        ),
-                        None => {
-                            let names: Vec<&str> = spec.aggregates.iter().map(|a| a.name()).collect();
-                            format!("aggregates {}", names.join(", "))
-                        }
-                    };
-                    let _ = writeln!(
-                        s,
-                        "  - `{}`: window {:?}, allowed lateness {} ms, {result}, late records {}",
-                        op.name,
-                        spec.assigner,
-                        spec.allowed_lateness,
-                        if *side_output {
-                            "to the late output"
-                        } else {
-                            "dropped"
-                        },
-                    );
-                }
-            }
+            let _ = writeln!(s, "  - `{}`: {}", op.name, describe_operator(op));
         }
     }
     let _ = writeln!(s, "  | {edge}");
@@ -99,6 +44,58 @@ pub fn describe(plan: &Plan) -> String {
     }
     let _ = writeln!(s, "state: {:?}, {} key groups", plan.state, plan.key_groups);
     s
+}
+
+/// One operator: what runs it and its limits.
+fn describe_operator(op: &OperatorNode) -> String {
+    match &op.kind {
+        NodeKind::Plugin {
+            plugin, limits, mode, ..
+        } => format!(
+            "plugin `{}` world `{}` sha256 {} ({} bytes), calls per {}, timeout {:?}, memory {} MiB, on error {}",
+            plugin.path().display(),
+            plugin.world(),
+            plugin.digest(),
+            plugin.size(),
+            match mode {
+                crate::plugin::CallMode::Batch => "batch",
+                crate::plugin::CallMode::Record => "record",
+            },
+            limits.timeout,
+            limits.memory_bytes >> 20,
+            policy_name(op.policy),
+        ),
+        NodeKind::Native(_) => "native".to_owned(),
+        NodeKind::Window {
+            spec,
+            plugin,
+            side_output,
+            ..
+        } => {
+            let result = match plugin {
+                Some((p, _)) => format!(
+                    "plugin `{}` world `{}` sha256 {}",
+                    p.path().display(),
+                    p.world(),
+                    p.digest()
+                ),
+                None => {
+                    let names: Vec<&str> = spec.aggregates.iter().map(|a| a.name()).collect();
+                    format!("aggregates {}", names.join(", "))
+                }
+            };
+            format!(
+                "window {:?}, allowed lateness {} ms, {result}, late records {}",
+                spec.assigner,
+                spec.allowed_lateness,
+                if *side_output {
+                    "to the late output"
+                } else {
+                    "dropped"
+                },
+            )
+        }
+    }
 }
 
 fn policy_name(p: crate::operator::FailurePolicy) -> &'static str {

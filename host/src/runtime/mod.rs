@@ -9,12 +9,15 @@ mod parallel;
 mod pipeline;
 mod shutdown;
 mod side_stage;
-mod stages;
+mod sink;
+mod source;
+mod stage;
 #[cfg(debug_assertions)]
 mod test_hooks;
+mod worker;
 
 pub use edge::{Closed, EdgeReceiver, EdgeSender, edge};
 pub use message::{Barrier, Message, SwapPoint};
 pub use pipeline::{RunError, RunReport, run};
 pub use shutdown::Shutdown;
-pub use stages::StageError;
+pub use stage::StageError;

@@ -4,7 +4,8 @@
 
 use super::Message;
 use super::align::merge_aligned;
-use super::stages::{StageError, StageHandle, run_chain, spawn_stage};
+use super::stage::{StageError, StageHandle, spawn_stage};
+use super::worker::run_chain;
 use super::{EdgeReceiver, EdgeSender, Shutdown, edge};
 use crate::key_group;
 use crate::metrics::StageStats;

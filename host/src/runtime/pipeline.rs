@@ -3,19 +3,21 @@
 
 use super::parallel::spawn_parallel;
 use super::side_stage::SideStage;
-use super::stages::{
-    SinkCheckpoints, SourceCheckpoints, SourceReport, SourceTime, StageError, StageHandle, run_chain,
-    run_sink, run_source, spawn_stage,
-};
+use super::sink::{SinkCheckpoints, run_sink};
+use super::source::{SourceCheckpoints, SourceReport, SourceTime, run_source};
+use super::stage::{StageError, StageHandle, spawn_stage};
+use super::worker::run_chain;
 use super::{Shutdown, edge};
 use crate::checkpoint::{
-    CheckpointSettings, CheckpointStore, CoordinatorSetup, Restore, WorkerCheckpoints, run_coordinator,
+    CheckpointSettings, CheckpointStats, CheckpointStore, CoordinatorSetup, Restore, WorkerCheckpoints,
+    run_coordinator,
 };
 use crate::connectors::{ConnectorError, Sink};
 use crate::metrics::{EdgeEntry, OperatorEntry, RunGraph, StageEntry, StageStats};
 use crate::operator::Chain;
 use crate::plan::Plan;
-use crate::plan::{Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink};
+use crate::plan::{Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink, OperatorStage};
+use crate::state::BackendKind;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -117,53 +119,15 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let outcomes = sink.commits_with_checkpoints().then_some(outcomes);
     let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
 
-    // Every instance exists before any thread starts, so a plugin that
-    // cannot be instantiated stops the run before it begins.
-    let mut stage_chains = Vec::with_capacity(plan.stages.len());
-    let mut first_op = 0u16;
-    for stage in &plan.stages {
-        let mut chains = Vec::with_capacity(stage.parallelism);
-        for worker in 0..stage.parallelism {
-            let worker_dead_letter = dead_letter.as_mut().map(SideStage::channel);
-            let worker_late = late_output.as_mut().map(SideStage::channel);
-            let ops = stage
-                .operators
-                .iter()
-                .enumerate()
-                .map(|(i, node)| {
-                    let ctx = InstanceContext {
-                        dead_letter: worker_dead_letter.clone(),
-                        late_output: worker_late.clone(),
-                        state: &plan.state,
-                        stage: &stage.name,
-                        worker,
-                        op_index: first_op + i as u16,
-                        key_groups: plan.key_groups,
-                        parallelism: stage.parallelism,
-                        restore: plan.restore.as_ref(),
-                    };
-                    node.instantiate(&ctx).map_err(|cause| RunError::Instantiate {
-                        operator: node.name.clone(),
-                        cause,
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let chain = Chain::new(ops)
-                .with_side_outputs(worker_dead_letter.into_iter().chain(worker_late).collect());
-            chains.push(match &checkpoints {
-                Some(c) => chain.with_checkpoints(WorkerCheckpoints {
-                    dir: c.store.dir().to_owned(),
-                    worker,
-                    parallelism: stage.parallelism,
-                    backend: plan.state.name(),
-                    events: c.events.clone(),
-                }),
-                None => chain,
-            });
-        }
-        first_op += stage.operators.len() as u16;
-        stage_chains.push(chains);
-    }
+    let stage_chains = instantiate_stages(
+        &plan.stages,
+        &plan.state,
+        plan.key_groups,
+        restore,
+        &mut dead_letter,
+        &mut late_output,
+        checkpoints.as_ref(),
+    )?;
     let source_dead_letter = dead_letter.as_mut().map(SideStage::channel);
     let mut source = (plan.source.open)(source_dead_letter.clone()).map_err(|cause| RunError::Open {
         what: "the source",
@@ -299,26 +263,98 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     plan.telemetry.started(graph);
 
     let cancelled = supervise(handles, shutdown, plan.shutdown_timeout)?;
+    let stages = [&*source_stats, &*sink_stats, &*dead_letter_stats];
+    Ok(report(&operators, stages, &checkpoint_stats, cancelled, started))
+}
+
+/// Every worker's chain of every stage, with its side outputs and its part
+/// in checkpoints. All instances exist before any thread starts, so a
+/// plugin that cannot be instantiated stops the run before it begins.
+fn instantiate_stages(
+    stages: &[OperatorStage],
+    state: &BackendKind,
+    key_groups: u32,
+    restore: Option<&Restore>,
+    dead_letter: &mut Option<SideStage>,
+    late_output: &mut Option<SideStage>,
+    checkpoints: Option<&SourceCheckpoints>,
+) -> Result<Vec<Vec<Chain>>, RunError> {
+    let mut stage_chains = Vec::with_capacity(stages.len());
+    let mut first_op = 0u16;
+    for stage in stages {
+        let mut chains = Vec::with_capacity(stage.parallelism);
+        for worker in 0..stage.parallelism {
+            let worker_dead_letter = dead_letter.as_mut().map(SideStage::channel);
+            let worker_late = late_output.as_mut().map(SideStage::channel);
+            let ops = stage
+                .operators
+                .iter()
+                .enumerate()
+                .map(|(i, node)| {
+                    let ctx = InstanceContext {
+                        dead_letter: worker_dead_letter.clone(),
+                        late_output: worker_late.clone(),
+                        state,
+                        stage: &stage.name,
+                        worker,
+                        op_index: first_op + i as u16,
+                        key_groups,
+                        parallelism: stage.parallelism,
+                        restore,
+                    };
+                    node.instantiate(&ctx).map_err(|cause| RunError::Instantiate {
+                        operator: node.name.clone(),
+                        cause,
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let chain = Chain::new(ops)
+                .with_side_outputs(worker_dead_letter.into_iter().chain(worker_late).collect());
+            chains.push(match checkpoints {
+                Some(c) => chain.with_checkpoints(WorkerCheckpoints {
+                    dir: c.store.dir().to_owned(),
+                    worker,
+                    parallelism: stage.parallelism,
+                    backend: state.name(),
+                    events: c.events.clone(),
+                }),
+                None => chain,
+            });
+        }
+        first_op += stage.operators.len() as u16;
+        stage_chains.push(chains);
+    }
+    Ok(stage_chains)
+}
+
+/// What the run did, from its counters.
+fn report(
+    operators: &[OperatorEntry],
+    [source, sink, dead_letter]: [&StageStats; 3],
+    checkpoints: &CheckpointStats,
+    cancelled: bool,
+    started: Instant,
+) -> RunReport {
     let late_records = operators
         .iter()
         .filter_map(|o| o.late.as_ref())
         .map(|c| c.load(Ordering::Relaxed))
         .sum();
     let sum = |f: fn(&crate::plugin::CallStats) -> u64| operators.iter().map(|o| f(&o.calls)).sum();
-    Ok(RunReport {
-        source_records: source_stats.records_out.load(Ordering::Relaxed),
-        sink_records: sink_stats.records_out.load(Ordering::Relaxed),
-        dead_lettered: dead_letter_stats.records_out.load(Ordering::Relaxed),
+    RunReport {
+        source_records: source.records_out.load(Ordering::Relaxed),
+        sink_records: sink.records_out.load(Ordering::Relaxed),
+        dead_lettered: dead_letter.records_out.load(Ordering::Relaxed),
         late_records,
         plugin_traps: sum(|c| c.traps.load(Ordering::Relaxed)),
         plugin_timeouts: sum(|c| {
             c.deadline_hits.load(Ordering::Relaxed) + c.fuel_exhausted.load(Ordering::Relaxed)
         }),
-        checkpoints_completed: checkpoint_stats.completed.load(Ordering::Relaxed),
-        checkpoints_failed: checkpoint_stats.failed.load(Ordering::Relaxed),
+        checkpoints_completed: checkpoints.completed.load(Ordering::Relaxed),
+        checkpoints_failed: checkpoints.failed.load(Ordering::Relaxed),
         cancelled,
         elapsed: started.elapsed(),
-    })
+    }
 }
 
 /// Every operator of the plan with its counters, for the metrics.

@@ -3,7 +3,8 @@
 //! side output's sink makes its output durable and acknowledges the
 //! checkpoint (see [`crate::operator::SideOutput`]).
 
-use super::stages::{SinkCheckpoints, StageError};
+use super::sink::SinkCheckpoints;
+use super::stage::StageError;
 use crate::batch::Batch;
 use crate::connectors::Sink;
 use crate::metrics::StageStats;

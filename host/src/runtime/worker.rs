@@ -1,0 +1,55 @@
+//! An operator stage's worker: every message through its chain.
+
+use super::stage::{StageError, record_count};
+use super::{EdgeReceiver, EdgeSender, Message};
+use crate::batch::Batch;
+use crate::metrics::StageStats;
+use crate::operator::{Chain, OperatorError};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Runs every message of `input` through `chain` until `input` closes.
+pub fn run_chain(
+    mut chain: Chain,
+    input: EdgeReceiver,
+    out: EdgeSender,
+    stats: Arc<StageStats>,
+) -> Result<(), StageError> {
+    while let Some(msg) = input.recv() {
+        stats.count_in(record_count(&msg));
+        let (produced, marker) = step(&mut chain, msg)?;
+        let produced = (!produced.is_empty()).then_some(Message::Records(produced));
+        for m in produced.into_iter().chain(marker) {
+            stats.count_out(record_count(&m));
+            if out.send(m).is_err() {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs one message through `chain`: what leaves it is the records it
+/// produced, then the marker itself (if the message was one).
+fn step(chain: &mut Chain, msg: Message) -> Result<(Batch, Option<Message>), OperatorError> {
+    let marker = match msg {
+        Message::Records(batch) => return Ok((chain.on_records(batch)?, None)),
+        marker => marker,
+    };
+    let produced = match &marker {
+        Message::Records(_) => unreachable!("returned above"),
+        Message::Watermark(wm) => chain.on_watermark(*wm)?,
+        Message::ProcessingTime(now) => chain.on_processing_time(*now)?,
+        Message::EndOfStream => chain.on_end()?,
+        Message::Barrier(b) => {
+            chain.on_barrier(b.id);
+            Batch::Records(Vec::new())
+        }
+        Message::Swap(swap) => {
+            let swapped = chain.on_swap(&swap.operator, &swap.plugin)?;
+            swap.applied.fetch_add(swapped, Ordering::Relaxed);
+            Batch::Records(Vec::new())
+        }
+    };
+    Ok((produced, Some(marker)))
+}
