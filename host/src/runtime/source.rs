@@ -154,10 +154,8 @@ impl SourceLoop {
             if self.send_markers().is_err() {
                 return Ok(Stop::Disconnected);
             }
-            match self.poll_once()? {
-                Ok(true) => return Ok(Stop::Ended),
-                Ok(false) => {}
-                Err(Closed) => return Ok(Stop::Disconnected),
+            if let Some(stop) = self.poll_once()? {
+                return Ok(stop);
             }
         }
         Ok(Stop::Cancelled)
@@ -203,8 +201,8 @@ impl SourceLoop {
     }
 
     /// Polls the source once and sends what it gave, then the watermark if
-    /// it advanced; `Ok(true)` once the input ended.
-    fn poll_once(&mut self) -> Result<Result<bool, Closed>, StageError> {
+    /// it advanced; why the loop stops, if it does.
+    fn poll_once(&mut self) -> Result<Option<Stop>, StageError> {
         let msg = match self.source.poll(self.batch_size).map_err(StageError::Source)? {
             Poll::Records(batch) => {
                 if let Some(g) = self.generator.as_mut() {
@@ -213,20 +211,22 @@ impl SourceLoop {
                         None => batch.max_timestamp().into_iter().for_each(|ts| g.observe(0, ts)),
                     }
                 }
-                Message::Records(batch)
+                Some(Message::Records(batch))
             }
-            Poll::Idle => return Ok(self.send_watermark().map(|()| false)),
-            Poll::End => Message::EndOfStream,
+            Poll::Idle => None,
+            Poll::End => Some(Message::EndOfStream),
         };
-        let end = msg == Message::EndOfStream;
-        self.report.stats.count_out(record_count(&msg));
-        if self.out.send(msg).is_err() {
-            return Ok(Err(Closed));
+        if let Some(msg) = msg {
+            let end = msg == Message::EndOfStream;
+            self.report.stats.count_out(record_count(&msg));
+            if self.out.send(msg).is_err() {
+                return Ok(Some(Stop::Disconnected));
+            }
+            if end {
+                return Ok(Some(Stop::Ended));
+            }
         }
-        if end {
-            return Ok(Ok(true));
-        }
-        Ok(self.send_watermark().map(|()| false))
+        Ok(self.send_watermark().err().map(|Closed| Stop::Disconnected))
     }
 
     /// Sends the watermark when the generator moved it.

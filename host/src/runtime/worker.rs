@@ -32,24 +32,20 @@ pub fn run_chain(
 /// Runs one message through `chain`: what leaves it is the records it
 /// produced, then the marker itself (if the message was one).
 fn step(chain: &mut Chain, msg: Message) -> Result<(Batch, Option<Message>), OperatorError> {
-    let marker = match msg {
+    let produced = match msg {
         Message::Records(batch) => return Ok((chain.on_records(batch)?, None)),
-        marker => marker,
-    };
-    let produced = match &marker {
-        Message::Records(_) => unreachable!("returned above"),
-        Message::Watermark(wm) => chain.on_watermark(*wm)?,
-        Message::ProcessingTime(now) => chain.on_processing_time(*now)?,
+        Message::Watermark(wm) => chain.on_watermark(wm)?,
+        Message::ProcessingTime(now) => chain.on_processing_time(now)?,
         Message::EndOfStream => chain.on_end()?,
         Message::Barrier(b) => {
             chain.on_barrier(b.id);
             Batch::Records(Vec::new())
         }
-        Message::Swap(swap) => {
+        Message::Swap(ref swap) => {
             let swapped = chain.on_swap(&swap.operator, &swap.plugin)?;
             swap.applied.fetch_add(swapped, Ordering::Relaxed);
             Batch::Records(Vec::new())
         }
     };
-    Ok((produced, Some(marker)))
+    Ok((produced, Some(msg)))
 }

@@ -408,7 +408,6 @@ impl WindowOperator {
                 self.register(g.kg, records[g.first].key_bytes(), g.window)?;
             }
         }
-        drop(members);
         if !late.is_empty() {
             for (i, rec) in records.into_iter().enumerate() {
                 if late.binary_search(&i).is_ok() {
