@@ -337,6 +337,49 @@ fn cut_connections_are_retried_and_nothing_is_lost() {
     }
 }
 
+/// A connection that dies while its `COPY` commits — after the server
+/// reported the rows copied — loses nothing: the commit's failure is seen
+/// and the rows are sent again on a new connection. The table's deferred
+/// trigger terminates its own connection the first time it runs, which is
+/// inside the commit.
+#[test]
+fn a_connection_lost_while_its_copy_commits_loses_no_rows() {
+    let db = TestDb::new("commitcut");
+    db.execute(
+        "CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric);
+         CREATE SEQUENCE cut_once;
+         CREATE FUNCTION cut_once() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF nextval('cut_once') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+             RETURN NULL;
+         END $$;
+         CREATE CONSTRAINT TRIGGER cut_at_commit AFTER INSERT ON orders
+             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION cut_once();",
+    );
+    let w = Workdir::new();
+    w.write(
+        "in.jsonl",
+        "{\"id\":1,\"customer\":\"a\",\"amount\":2.5}\n{\"id\":2,\"customer\":\"b\",\"amount\":3}\n{\"id\":3,\"customer\":\"c\",\"amount\":4}\n",
+    );
+    let m = w.write(
+        "orders.toml",
+        &orders_sink(
+            "id = { field = \"id\", type = \"integer\" }\ncustomer = { field = \"customer\", type = \"text\" }\namount = { field = \"amount\", type = \"float\" }",
+        ),
+    );
+    let out = run_with_dsn(&db.dsn(), &["run", m.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("retrying on a new connection"), "{err}");
+    assert_eq!(
+        db.rows("SELECT id, customer FROM orders ORDER BY id"),
+        [(1, "a"), (2, "b"), (3, "c")]
+            .map(|(id, c)| vec![Some(id.to_string()), Some(c.to_owned())])
+            .to_vec(),
+        "{err}"
+    );
+}
+
 fn orders_sink(columns: &str) -> String {
     format!(
         r#"

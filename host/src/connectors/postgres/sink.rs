@@ -49,12 +49,12 @@ const COPY_BYTES: usize = 16 << 20;
 struct Statements {
     /// Creates the stage (on every connection for a temporary one).
     create_stage: Option<String>,
-    /// Runs before a `COPY` starts (the transaction of `upsert`).
-    begin: Option<&'static str>,
-    /// `COPY` of rows: into the table, or into the stage.
+    /// `COPY` of rows: into the table, or into the stage. It runs inside a
+    /// transaction of its own (`BEGIN` … `end`).
     copy: String,
-    /// Runs after a `COPY` ends (`upsert`: the merge, then `COMMIT`).
-    end: Option<String>,
+    /// Runs after a `COPY` ends and returns once the rows are committed:
+    /// `COMMIT` (`upsert`: the merge first).
+    end: String,
     /// Moves the stage into the table (exactly once).
     merge: Option<String>,
     /// Empties the stage (exactly once).
@@ -387,24 +387,23 @@ impl Sink for PostgresSink {
     }
 }
 
-/// Ends `copy` and runs what follows it (`upsert`: the merge, then `COMMIT`).
+/// Ends `copy` and commits it (`upsert`: the merge first); returns once the
+/// server has committed the rows.
 async fn finish_copy(
     mut copy: OpenCopy,
     client: &Client,
     sql: &Statements,
 ) -> Result<(), tokio_postgres::Error> {
     copy.as_mut().finish().await?;
-    if let Some(end) = &sql.end {
-        client.batch_execute(end).await?;
-    }
-    Ok(())
+    client.batch_execute(&sql.end).await
 }
 
-/// Starts a `COPY` (inside a transaction for `upsert`).
+/// Starts a `COPY` inside a transaction. A `COPY` in an implicit
+/// transaction commits after its `CommandComplete`, which is where
+/// `CopyInSink::finish` returns: a connection lost in between rolls the rows
+/// back unseen. Inside `BEGIN` … `COMMIT`, the `COMMIT`'s answer tells.
 async fn start_copy(client: &Client, sql: &Statements) -> Result<OpenCopy, tokio_postgres::Error> {
-    if let Some(begin) = sql.begin {
-        client.batch_execute(begin).await?;
-    }
+    client.batch_execute("BEGIN").await?;
     Ok(Box::pin(client.copy_in(&sql.copy).await?))
 }
 
@@ -543,9 +542,8 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
                  CREATE TABLE {stage} AS SELECT {cols} FROM {table} WITH NO DATA; \
                  ALTER TABLE {stage} ADD COLUMN mailer_batch bigint, ADD COLUMN mailer_ord bigserial"
             )),
-            begin: None,
             copy: format!("COPY {stage} ({cols}, mailer_batch) FROM STDIN"),
-            end: None,
+            end: "COMMIT".to_owned(),
             merge: Some(merge(&stage)),
             clear_stage: Some(format!("TRUNCATE {stage}")),
             staged: Some(format!("SELECT 1 FROM {stage} WHERE mailer_batch = $1 LIMIT 1")),
@@ -554,9 +552,8 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
     match spec.mode {
         WriteMode::Insert => Statements {
             create_stage: None,
-            begin: None,
             copy: format!("COPY {table} ({cols}) FROM STDIN"),
-            end: None,
+            end: "COMMIT".to_owned(),
             merge: None,
             clear_stage: None,
             staged: None,
@@ -566,9 +563,8 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
                 "CREATE TEMP TABLE mailer_stage ON COMMIT DELETE ROWS AS SELECT {cols} FROM {table} WITH NO DATA; \
                  ALTER TABLE mailer_stage ADD COLUMN mailer_ord bigserial"
             )),
-            begin: Some("BEGIN"),
             copy: format!("COPY mailer_stage ({cols}) FROM STDIN"),
-            end: Some(format!("{}; COMMIT", merge("mailer_stage"))),
+            end: format!("{}; COMMIT", merge("mailer_stage")),
             merge: None,
             clear_stage: None,
             staged: None,
