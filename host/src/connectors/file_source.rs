@@ -3,7 +3,7 @@
 use super::rate::RateLimit;
 use super::{ConnectorError, Poll, Progress, Source};
 use crate::batch::Batch;
-use crate::json::field;
+use crate::json::Picker;
 use crate::operator::FailureHandler;
 use crate::record::Record;
 use bytes::Bytes;
@@ -31,6 +31,8 @@ pub struct FileSource {
     format: FileFormat,
     key_field: Option<String>,
     timestamp_field: Option<String>,
+    /// Reads `key_field` and `timestamp_field` (in that order, those set).
+    fields: Picker,
     line_no: u64,
     /// Bytes read so far.
     offset: u64,
@@ -59,6 +61,7 @@ impl FileSource {
             source,
         })?;
         let size = file.metadata().map_or(0, |m| m.len());
+        let fields = Picker::new(&key_field.iter().chain(&timestamp_field).collect::<Vec<_>>());
         Ok(Self {
             path: path.to_owned(),
             size,
@@ -66,6 +69,7 @@ impl FileSource {
             format,
             key_field,
             timestamp_field,
+            fields,
             line_no: 0,
             offset: 0,
             line: Vec::new(),
@@ -114,18 +118,24 @@ impl FileSource {
     }
 
     fn json_record(&self, line: Bytes, now: i64) -> Result<Record, ConnectorError> {
-        let doc: serde_json::Value =
-            serde_json::from_slice(&line).map_err(|e| self.bad(format!("not a JSON document: {e}")))?;
+        let mut picked = self
+            .fields
+            .pick(&line)
+            .map_err(|e| self.bad(format!("not a JSON document: {e}")))?
+            .into_iter();
         let key = match &self.key_field {
-            Some(f) => Some(match field(&doc, f) {
-                Some(serde_json::Value::String(s)) => Bytes::copy_from_slice(s.as_bytes()),
+            Some(f) => Some(match picked.next().flatten() {
+                Some(serde_json::Value::String(s)) => Bytes::from(s),
                 Some(v) => Bytes::from(v.to_string()),
                 None => return Err(self.bad(format!("no field `{f}` for the key"))),
             }),
             None => None,
         };
         let timestamp = match &self.timestamp_field {
-            Some(f) => field(&doc, f)
+            Some(f) => picked
+                .next()
+                .flatten()
+                .as_ref()
                 .and_then(serde_json::Value::as_i64)
                 .ok_or_else(|| self.bad(format!("field `{f}` is missing or not an integer (ms)")))?,
             None => now,

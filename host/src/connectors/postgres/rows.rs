@@ -3,7 +3,7 @@
 //! NULL, backslash escapes).
 
 use super::config::{ColumnSpec, ColumnType, RecordPart};
-use crate::json::field;
+use crate::json::Picker;
 use crate::record::Record;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 /// Where a column's value comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum From {
-    Field(String),
+    /// The `n`th field the mapping picks from the value's JSON.
+    Field(usize),
     Part(RecordPart),
 }
 
@@ -19,26 +20,31 @@ enum From {
 #[derive(Debug, Clone)]
 pub struct RowMapping {
     columns: Vec<(String, From, ColumnType)>,
-    reads_json: bool,
+    /// The fields read from the value's JSON, when a column has one.
+    fields: Option<Picker>,
 }
 
 impl RowMapping {
     /// The mapping of the manifest's `columns` (each has a `field` or a
     /// `from`; the manifest's validation checks that).
     pub fn new(columns: &BTreeMap<String, ColumnSpec>) -> Self {
+        let mut paths = Vec::new();
         let columns: Vec<_> = columns
             .iter()
             .map(|(name, c)| {
                 let from = match (&c.field, c.from) {
-                    (Some(f), _) => From::Field(f.clone()),
+                    (Some(f), _) => {
+                        paths.push(f.as_str());
+                        From::Field(paths.len() - 1)
+                    }
                     (None, Some(part)) => From::Part(part),
                     (None, None) => From::Part(RecordPart::Value),
                 };
                 (name.clone(), from, c.kind)
             })
             .collect();
-        let reads_json = columns.iter().any(|(_, f, _)| matches!(f, From::Field(_)));
-        Self { columns, reads_json }
+        let fields = (!paths.is_empty()).then(|| Picker::new(&paths));
+        Self { columns, fields }
     }
 
     /// Appends `rec` as one row (ending in a newline), with `extra` as a last
@@ -54,26 +60,21 @@ impl RowMapping {
     }
 
     fn write_row(&self, rec: &Record, extra: &str, out: &mut Vec<u8>) -> Result<(), String> {
-        let doc = if self.reads_json {
-            Some(
-                serde_json::from_slice::<Value>(&rec.value)
-                    .map_err(|e| format!("the value is not JSON: {e}"))?,
-            )
-        } else {
-            None
+        let fields = match &self.fields {
+            Some(picker) => picker
+                .pick(&rec.value)
+                .map_err(|e| format!("the value is not JSON: {e}"))?,
+            None => Vec::new(),
         };
         for (i, (name, from, kind)) in self.columns.iter().enumerate() {
             if i > 0 {
                 out.push(b'\t');
             }
             let value = match from {
-                From::Field(path) => {
-                    let doc = doc.as_ref().expect("parsed above");
-                    match field(doc, path) {
-                        None | Some(Value::Null) => None,
-                        Some(v) => Some(json_text(v, *kind)),
-                    }
-                }
+                From::Field(n) => match &fields[*n] {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(json_text(v, *kind)),
+                },
                 From::Part(RecordPart::Timestamp) => Some(timestamp_text(rec.timestamp, *kind)),
                 From::Part(RecordPart::Key) => rec.key.as_ref().map(|k| bytes_text(k, *kind, "key")),
                 From::Part(RecordPart::Value) => Some(bytes_text(&rec.value, *kind, "value")),
