@@ -5,6 +5,7 @@
 mod align;
 mod edge;
 mod message;
+mod outlet;
 mod parallel;
 mod pipeline;
 mod shutdown;
@@ -18,6 +19,7 @@ mod worker;
 
 pub use edge::{Closed, EdgeReceiver, EdgeSender, edge};
 pub use message::{Barrier, Message, SwapPoint};
+pub use outlet::Outlet;
 pub use pipeline::{RunError, RunReport, run};
 pub use shutdown::Shutdown;
 pub use stage::StageError;

@@ -3,7 +3,7 @@
 //! an aligning merge emits each marker once (C1).
 
 use super::Message;
-use super::align::merge_aligned;
+use super::align::{Ends, merge_aligned};
 use super::stage::{StageError, StageHandle, spawn_stage};
 use super::worker::run_chain;
 use super::{EdgeReceiver, EdgeSender, Shutdown, edge};
@@ -49,7 +49,7 @@ pub fn spawn_parallel(
         route(input, to_workers, routing, &router_stats)
     })?);
     handles.push(spawn_stage(format!("{name} merge"), move || {
-        merge_aligned(from_workers, out, &merge_shutdown, &stats);
+        merge_aligned(from_workers, out, Ends::Together, &merge_shutdown, &stats);
         Ok(())
     })?);
     Ok(handles)
