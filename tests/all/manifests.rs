@@ -124,6 +124,13 @@ fn each_malformed_manifest_gets_its_own_located_error() {
             "bad.toml:15:1: cache_mb 70000 is out of range: expected 0 (no cache) to 65536",
         ),
         (
+            with(
+                "[sink]",
+                "[state]\nbackend = \"rocksdb\"\nblock_cache_mb = 0\n\n[sink]",
+            ),
+            "bad.toml:15:1: block_cache_mb 0 is out of range: expected 1 to 65536",
+        ),
+        (
             with("name = \"m\"", "name = \"my pipeline\""),
             "bad.toml:2:1: pipeline name `my pipeline` is invalid",
         ),

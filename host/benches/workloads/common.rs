@@ -158,13 +158,15 @@ pub fn measure(name: &str, n: u64, plan: Plan, expected: u64, extra: &str) {
 }
 
 /// A state folder for a RocksDB variant, removed first, with a cache of
-/// `MAILER_BENCH_CACHE_MB` (default 64; 0 for none).
+/// `MAILER_BENCH_CACHE_MB` (default 64; 0 for none) and a block cache of
+/// `MAILER_BENCH_BLOCK_CACHE_MB` (default 128).
 pub fn rocks_dir(name: &str) -> BackendKind {
     let dir = std::env::temp_dir().join(format!("mailer-bench-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     BackendKind::Rocks {
         dir,
         cache_bytes: env_or::<usize>("MAILER_BENCH_CACHE_MB", 64) << 20,
+        block_cache_bytes: env_or::<usize>("MAILER_BENCH_BLOCK_CACHE_MB", 128) << 20,
     }
 }
 

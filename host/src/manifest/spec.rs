@@ -112,6 +112,8 @@ pub struct StateSpec {
     /// The write-back cache of each keyed worker's RocksDB state, in MiB
     /// (64 when absent; 0 for none).
     pub cache_mb: Option<u32>,
+    /// RocksDB's block cache of each database, in MiB (128 when absent).
+    pub block_cache_mb: Option<u32>,
 }
 
 /// `[checkpoint]`.

@@ -45,12 +45,16 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
 
 fn check_state(m: &Manifest) -> Result<(), ManifestError> {
     let Some(s) = &m.spec.state else { return Ok(()) };
-    match s.get_ref().cache_mb {
-        Some(mb) if mb > 65_536 => Err(m.error_at(
+    let out_of_range = |field: &str, mb: u32, expected: &str| {
+        Err(m.error_at(
             &s.span(),
-            "cache_mb",
-            format!("cache_mb {mb} is out of range: expected 0 (no cache) to 65536"),
-        )),
+            field,
+            format!("{field} {mb} is out of range: expected {expected}"),
+        ))
+    };
+    match (s.get_ref().cache_mb, s.get_ref().block_cache_mb) {
+        (Some(mb), _) if mb > 65_536 => out_of_range("cache_mb", mb, "0 (no cache) to 65536"),
+        (_, Some(mb)) if !(1..=65_536).contains(&mb) => out_of_range("block_cache_mb", mb, "1 to 65536"),
         _ => Ok(()),
     }
 }

@@ -273,6 +273,9 @@ fn state_backend(m: &Manifest) -> BackendKind {
             cache_bytes: spec
                 .cache_mb
                 .map_or(crate::state::DEFAULT_CACHE_BYTES, |mb| (mb as usize) << 20),
+            block_cache_bytes: spec
+                .block_cache_mb
+                .map_or(crate::state::DEFAULT_BLOCK_CACHE_BYTES, |mb| (mb as usize) << 20),
         },
     }
 }

@@ -102,6 +102,8 @@ pub enum BackendKind {
         dir: PathBuf,
         /// The cache of each worker, in bytes.
         cache_bytes: usize,
+        /// RocksDB's block cache of each database, in bytes.
+        block_cache_bytes: usize,
     },
 }
 
@@ -109,12 +111,17 @@ pub enum BackendKind {
 /// otherwise (`[state] cache_mb`).
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
+/// RocksDB's block cache of each database unless the manifest says
+/// otherwise (`[state] block_cache_mb`); RocksDB's own default is 32 MiB.
+pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 128 << 20;
+
 impl BackendKind {
     /// RocksDB under `dir` with the default cache.
     pub fn rocks(dir: PathBuf) -> Self {
         BackendKind::Rocks {
             dir,
             cache_bytes: DEFAULT_CACHE_BYTES,
+            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
         }
     }
 
@@ -136,12 +143,20 @@ impl BackendKind {
         owns: &dyn Fn(u16) -> bool,
     ) -> Result<Box<dyn StateBackend>, StateError> {
         #[cfg(feature = "rocksdb")]
-        if let (BackendKind::Rocks { dir, cache_bytes }, [only]) = (self, sources)
+        if let (
+            BackendKind::Rocks {
+                dir,
+                cache_bytes,
+                block_cache_bytes,
+            },
+            [only],
+        ) = (self, sources)
             && only.backend == "rocksdb"
             && only.same_key_groups
         {
             let path = dir.join(format!("{stage}-worker-{worker}"));
-            return Ok(cached(RocksBackend::open_copy(&only.path, &path)?, *cache_bytes));
+            let db = RocksBackend::open_copy(&only.path, &path, *block_cache_bytes)?;
+            return Ok(cached(db, *cache_bytes));
         }
         let mut backend = self.open(stage, worker)?;
         for source in sources {
@@ -170,9 +185,16 @@ impl BackendKind {
         match self {
             BackendKind::Memory => Ok(Box::new(MemoryBackend::default())),
             #[cfg(feature = "rocksdb")]
-            BackendKind::Rocks { dir, cache_bytes } => {
+            BackendKind::Rocks {
+                dir,
+                cache_bytes,
+                block_cache_bytes,
+            } => {
                 let path = dir.join(format!("{stage}-worker-{worker}"));
-                Ok(cached(RocksBackend::open_fresh(&path)?, *cache_bytes))
+                Ok(cached(
+                    RocksBackend::open_fresh(&path, *block_cache_bytes)?,
+                    *cache_bytes,
+                ))
             }
             #[cfg(not(feature = "rocksdb"))]
             BackendKind::Rocks { .. } => {

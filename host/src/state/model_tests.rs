@@ -150,7 +150,7 @@ proptest! {
     #[test]
     fn rocksdb_backend_is_an_ordered_map(ops in proptest::collection::vec(op(), 0..60)) {
         let dir = tempfile::tempdir().unwrap();
-        let db = RocksBackend::open_fresh(&dir.path().join("db")).unwrap();
+        let db = RocksBackend::open_fresh(&dir.path().join("db"), super::DEFAULT_BLOCK_CACHE_BYTES).unwrap();
         check(db, &ops)?;
     }
 }
@@ -189,11 +189,16 @@ proptest! {
         ops in proptest::collection::vec(keyed_op_or_restore(), 0..120),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let db = RocksBackend::open_fresh(&dir.path().join("db-0")).unwrap();
+        let db = RocksBackend::open_fresh(&dir.path().join("db-0"), super::DEFAULT_BLOCK_CACHE_BYTES).unwrap();
         check_restoring(Box::new(CachedBackend::new(db, capacity)), &ops, &mut |b, n| {
             let snap = dir.path().join(format!("snap-{n}"));
             b.snapshot(&snap).unwrap();
-            let db = RocksBackend::open_copy(&snap, &dir.path().join(format!("db-{}", n + 1))).unwrap();
+            let db = RocksBackend::open_copy(
+                &snap,
+                &dir.path().join(format!("db-{}", n + 1)),
+                super::DEFAULT_BLOCK_CACHE_BYTES,
+            )
+            .unwrap();
             Box::new(CachedBackend::new(db, capacity))
         })?;
     }

@@ -18,15 +18,15 @@ pub struct RocksBackend {
 
 impl RocksBackend {
     /// Opens an empty database at `path`, removing what was there.
-    pub fn open_fresh(path: &Path) -> Result<Self, StateError> {
-        Self::open_filled(path, |_| Ok(()))
+    pub fn open_fresh(path: &Path, block_cache_bytes: usize) -> Result<Self, StateError> {
+        Self::open_filled(path, block_cache_bytes, |_| Ok(()))
     }
 
     /// Opens a copy of the RocksDB snapshot `snapshot` at `path` (what was
     /// there is removed): its files are hard-linked, not copied, where the
     /// file system allows.
-    pub fn open_copy(snapshot: &Path, path: &Path) -> Result<Self, StateError> {
-        Self::open_filled(path, |err| {
+    pub fn open_copy(snapshot: &Path, path: &Path, block_cache_bytes: usize) -> Result<Self, StateError> {
+        Self::open_filled(path, block_cache_bytes, |err| {
             let files =
                 std::fs::read_dir(snapshot).map_err(|e| err(format!("cannot read the snapshot: {e}")))?;
             for entry in files {
@@ -45,6 +45,7 @@ impl RocksBackend {
     /// database there.
     fn open_filled(
         path: &Path,
+        block_cache_bytes: usize,
         fill: impl FnOnce(&dyn Fn(String) -> StateError) -> Result<(), StateError>,
     ) -> Result<Self, StateError> {
         let err = |message: String| StateError::Storage {
@@ -57,7 +58,7 @@ impl RocksBackend {
         }
         std::fs::create_dir_all(path).map_err(|e| err(format!("cannot create the folder: {e}")))?;
         fill(&err)?;
-        let db = DB::open(&tuned_options(), path).map_err(|e| err(e.into_string()))?;
+        let db = DB::open(&tuned_options(block_cache_bytes), path).map_err(|e| err(e.into_string()))?;
         let mut write = WriteOptions::default();
         write.disable_wal(true);
         Ok(Self {
@@ -96,10 +97,12 @@ impl RocksBackend {
 /// reads of keys that are mostly absent (a window's or a key's first
 /// record), written in batches at checkpoints; see BENCHMARKS.md for what
 /// each setting measured.
-fn tuned_options() -> Options {
+fn tuned_options(block_cache_bytes: usize) -> Options {
     let mut table = BlockBasedOptions::default();
     // A read of an absent key skips the files whose filter rules it out.
     table.set_bloom_filter(10.0, false);
+    // The write-back cache's misses and the timers' scans read blocks.
+    table.set_block_cache(&rocksdb::Cache::new_lru_cache(block_cache_bytes));
     let mut options = Options::default();
     options.create_if_missing(true);
     options.set_compression_type(rocksdb::DBCompressionType::Lz4);
