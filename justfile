@@ -82,6 +82,11 @@ bench prefix="": plugins
     fi
     cargo bench -p mailer --bench workloads -- {{ prefix }}
 
+# Where a benchmark variant spends its time: a `profiling` build under
+# `perf record`, the top functions and each thread's share (scripts/profile).
+profile variant top="30": plugins
+    scripts/profile {{ variant }} {{ top }}
+
 # Apache Flink 2.3 on the workloads W1–W3 (scripts/bench-flink): its jars
 # come from PyPI, its job is bench/flink/, run on a local mini-cluster.
 # `just bench-flink w2` runs flink-w2 and flink-w2-rocksdb.
