@@ -5,7 +5,7 @@
 //! a host bug; the loops then panic, which the host sees as a trap.
 
 use crate::pool::Pool;
-use crate::{Record, Result};
+use crate::{Record, RecordView, Result};
 use mailer_wire::{Reader, Writer};
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -56,6 +56,25 @@ pub fn filter_batch(f: fn(&Record) -> Result<bool>, input: &[u8]) -> Vec<u8> {
         }
         pool.recycle(rec);
     })
+}
+
+/// Runs a filter function that takes a [`RecordView`] over a batch: each
+/// record is read where it lies in the batch, never copied.
+pub fn filter_batch_view(f: fn(RecordView<'_>) -> Result<bool>, input: &[u8]) -> Vec<u8> {
+    let mut r = Reader::new(input);
+    let n = r.count().expect(MALFORMED);
+    let mut w = Writer::with_capacity(n, 2 * n);
+    for _ in 0..n {
+        match f(r.record().expect(MALFORMED).into()) {
+            Ok(keep) => {
+                w.ok();
+                w.u8(u8::from(keep));
+            }
+            Err(e) => w.err(e.message()),
+        }
+    }
+    r.end().expect(MALFORMED);
+    w.finish()
 }
 
 /// Writes a flat-map style outcome: the records, or the error.
@@ -114,6 +133,15 @@ pub fn reduce_batch_by_ref(f: ReduceByRefFn, input: &[u8]) -> Vec<u8> {
             result
         })
     })
+}
+
+/// A reduce function that takes a [`RecordView`]: records are read where
+/// they lie in the batch, never copied.
+pub type ReduceViewFn = fn(Option<&[u8]>, RecordView<'_>) -> Result<Vec<u8>>;
+
+/// [`reduce_batch`] for a function that takes a [`RecordView`].
+pub fn reduce_batch_view(f: ReduceViewFn, input: &[u8]) -> Vec<u8> {
+    reduce_slots(input, |acc, rec| f(acc, rec.into()))
 }
 
 /// The loop of the reduce batch exports.
@@ -182,6 +210,26 @@ mod tests {
         assert_eq!(r.outcome(), Ok(Err("empty")));
         assert_eq!(r.outcome(), Ok(Ok(())));
         assert_eq!(r.record().unwrap().value, b"C");
+        assert_eq!(r.end(), Ok(()));
+    }
+
+    fn short(r: RecordView<'_>) -> Result<bool> {
+        if r.value().is_empty() {
+            return Err(Error::new("empty"));
+        }
+        Ok(r.value().len() < 2)
+    }
+
+    #[test]
+    fn filter_batch_view_reads_records_in_place_in_order() {
+        let out = filter_batch_view(short, &batch(&["ab", "", "c"]));
+        let mut r = Reader::new(&out);
+        assert_eq!(r.count(), Ok(3));
+        assert_eq!(r.outcome(), Ok(Ok(())));
+        assert_eq!(r.u8(), Ok(0));
+        assert_eq!(r.outcome(), Ok(Err("empty")));
+        assert_eq!(r.outcome(), Ok(Ok(())));
+        assert_eq!(r.u8(), Ok(1));
         assert_eq!(r.end(), Ok(()));
     }
 

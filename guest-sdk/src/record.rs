@@ -43,18 +43,13 @@ impl Record {
 
     /// The value as UTF-8 text, or an error naming the problem.
     pub fn value_str(&self) -> crate::Result<&str> {
-        std::str::from_utf8(&self.value).map_err(|e| crate::Error::new(format!("value is not UTF-8: {e}")))
+        self.view().value_str()
     }
 
     /// The value as a decimal integer (ASCII digits with an optional sign),
     /// parsed straight from the bytes.
     pub fn value_i64(&self) -> crate::Result<i64> {
-        parse_i64(&self.value).ok_or_else(|| {
-            crate::Error::new(format!(
-                "value {:?} is not a 64-bit integer",
-                String::from_utf8_lossy(&self.value)
-            ))
-        })
+        self.view().value_i64()
     }
 
     /// Replaces the value with `v` as decimal text, reusing the value's buffer.
@@ -65,10 +60,7 @@ impl Record {
 
     /// The first header with this name.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_slice())
+        self.view().header(name)
     }
 
     pub(crate) fn from_ref(r: RecordRef<'_>) -> Self {

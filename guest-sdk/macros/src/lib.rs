@@ -28,7 +28,7 @@ const KINDS: [Kind; 4] = [
     Kind {
         name: "filter",
         arity: 1,
-        signature: "fn(&Record) -> Result<bool>",
+        signature: "fn(&Record) -> Result<bool> (or `RecordView`)",
     },
     Kind {
         name: "flat_map",
@@ -38,7 +38,7 @@ const KINDS: [Kind; 4] = [
     Kind {
         name: "reduce",
         arity: 2,
-        signature: "fn(Option<&[u8]>, Record) -> Result<Vec<u8>> (or `&Record`)",
+        signature: "fn(Option<&[u8]>, Record) -> Result<Vec<u8>> (or `&Record`, or `RecordView`)",
     },
 ];
 
@@ -125,19 +125,26 @@ fn expand(kind_ident: &Ident, func: &ItemFn) -> syn::Result<Tokens> {
     let export = Ident::new(&format!("export_{}", kind.name), Span::call_site());
     // The call is spanned on the user's function so that a wrong signature is
     // reported there.
-    // A reduce function taking `&Record` gets records the SDK reuses.
-    let by_ref = kind.name == "reduce"
-        && matches!(sig.inputs.last(), Some(syn::FnArg::Typed(arg)) if matches!(*arg.ty, syn::Type::Reference(_)));
-    let batch_loop = if by_ref {
-        Ident::new("reduce_batch_by_ref", Span::call_site())
-    } else {
-        batch.clone()
+    // How the function takes its record: a filter or reduce function taking
+    // a `RecordView` reads records in place; a reduce function taking
+    // `&Record` gets records the SDK reuses.
+    let record_ty = match sig.inputs.last() {
+        Some(syn::FnArg::Typed(arg)) => Some(&*arg.ty),
+        _ => None,
+    };
+    let by_view = matches!(kind.name, "filter" | "reduce")
+        && matches!(record_ty, Some(syn::Type::Path(p)) if p.path.segments.last().is_some_and(|s| s.ident == "RecordView"));
+    let by_ref = kind.name == "reduce" && matches!(record_ty, Some(syn::Type::Reference(_)));
+    let batch_loop = match (by_view, by_ref) {
+        (true, _) => Ident::new(&format!("{}_batch_view", kind.name), Span::call_site()),
+        (false, true) => Ident::new("reduce_batch_by_ref", Span::call_site()),
+        (false, false) => batch.clone(),
     };
     let checked = quote_spanned!(f.span()=> #p::#batch_loop(#f, &input));
-    let record_arg = if by_ref {
-        quote!(&input.into())
-    } else {
-        quote!(input.into())
+    let record_arg = match (by_view, by_ref || kind.name == "filter") {
+        (true, _) => quote!(::mailer_sdk::Record::from(input).view()),
+        (false, true) => quote!(&input.into()),
+        (false, false) => quote!(input.into()),
     };
     let one = match kind.name {
         "map" => quote! {
@@ -147,7 +154,7 @@ fn expand(kind_ident: &Ident, func: &ItemFn) -> syn::Result<Tokens> {
         },
         "filter" => quote! {
             fn filter(input: #t::Record) -> ::core::result::Result<bool, #t::Error> {
-                #f(&input.into()).map_err(Into::into)
+                #f(#record_arg).map_err(Into::into)
             }
         },
         "flat_map" => quote! {

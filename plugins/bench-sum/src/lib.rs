@@ -1,11 +1,11 @@
 //! Benchmark W2 (reduce): the running sum of each key's values. The
 //! accumulator, held by the host per key, is the sum as decimal text.
 
-use mailer_sdk::{Error, Record, Result, operator, parse_i64, write_i64};
+use mailer_sdk::{Error, RecordView, Result, operator, parse_i64, write_i64};
 
-/// acc := acc + value
+/// acc := acc + value, each record read where it lies in its batch.
 #[operator(reduce)]
-fn running_sum(accumulator: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>> {
+fn running_sum(accumulator: Option<&[u8]>, rec: RecordView<'_>) -> Result<Vec<u8>> {
     let sum = match accumulator {
         None => 0,
         Some(acc) => parse_i64(acc).ok_or_else(|| Error::new("the accumulator is not a 64-bit integer"))?,
@@ -22,12 +22,13 @@ fn running_sum(accumulator: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mailer_sdk::Record;
 
     #[test]
     fn sums() {
-        let a = running_sum(None, &Record::new("5")).unwrap();
+        let a = running_sum(None, Record::new("5").view()).unwrap();
         assert_eq!(a, b"5");
-        assert_eq!(running_sum(Some(&a), &Record::new("-7")).unwrap(), b"-2");
-        assert!(running_sum(Some(b"x"), &Record::new("1")).is_err());
+        assert_eq!(running_sum(Some(&a), Record::new("-7").view()).unwrap(), b"-2");
+        assert!(running_sum(Some(b"x"), Record::new("1").view()).is_err());
     }
 }
