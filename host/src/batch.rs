@@ -174,6 +174,40 @@ impl Batch {
         }
     }
 
+    /// The key of record `i` (empty when it has none), without decoding
+    /// the rest.
+    pub fn key_at(&self, i: usize) -> &[u8] {
+        match self {
+            Batch::Records(r) => r[i].key_bytes(),
+            Batch::Encoded(e) => e.key(i),
+        }
+    }
+
+    /// The key and event time of record `i`, without its value.
+    pub fn key_and_time_at(&self, i: usize) -> (Option<Bytes>, i64) {
+        match self {
+            Batch::Records(r) => (r[i].key.clone(), r[i].timestamp),
+            Batch::Encoded(e) => {
+                let r = Reader::at(&e.buf, e.spans[i].0 as usize)
+                    .record()
+                    .expect("spans point at checked records");
+                (r.key.map(|k| e.buf.slice_ref(k)), r.timestamp)
+            }
+        }
+    }
+
+    /// Appends record `i` to a batch being written; an encoded record is
+    /// copied as it is.
+    pub fn write_at(&self, i: usize, w: &mut Writer) {
+        match self {
+            Batch::Records(r) => write_record(w, &r[i]),
+            Batch::Encoded(e) => {
+                let (start, end) = e.spans[i];
+                w.raw(&e.buf[start as usize..end as usize]);
+            }
+        }
+    }
+
     /// The batch in the flat encoding, as a plugin's input: borrowed when
     /// the batch is one already.
     pub fn encode(&self) -> std::borrow::Cow<'_, [u8]> {
@@ -295,6 +329,17 @@ mod tests {
         let enc = Batch::Encoded(encoded(&recs));
         assert_eq!(enc.encode(), Batch::Records(recs.clone()).encode());
         assert_eq!(enc.record(1), recs[1]);
+        let decoded = Batch::Records(recs.clone());
+        for b in [&enc, &decoded] {
+            assert_eq!(b.key_at(2), b"k2");
+            assert_eq!(b.key_and_time_at(1), (recs[1].key.clone(), 1));
+            let mut w = Writer::batch(1);
+            b.write_at(0, &mut w);
+            assert_eq!(
+                w.finish(),
+                Batch::Records(recs[..1].to_vec()).encode().into_owned()
+            );
+        }
         assert_eq!(enc.clone().into_records(), recs);
         let kept = enc.clone().select(&[true, false, true]).into_records();
         assert_eq!(kept, vec![recs[0].clone(), recs[2].clone()]);

@@ -3,13 +3,14 @@
 //! (the key and its new accumulator).
 
 use super::retry::{self, PluginCalls, fatal};
-use crate::batch::{Batch, write_record};
+use crate::batch::Batch;
 use crate::operator::{FailureHandler, Operator, OperatorError};
 use crate::plugin::{CallMode, PluginInstance};
 use crate::plugin::{Outcome, Raw, RecordOutcome};
 use crate::record::Record;
 use crate::state::StateBackend;
 use crate::state::keys;
+use bytes::Bytes;
 use hashbrown::HashTable;
 use mailer_wire::Writer;
 use xxhash_rust::xxh3::xxh3_64;
@@ -65,14 +66,16 @@ impl WasmReduce {
             .map_err(|e| OperatorError::state(&self.name, e))
     }
 
-    /// Encodes records with their keys' accumulators: each distinct key is a
-    /// slot carrying its accumulator once, read from the state in place.
-    fn encode(&mut self, records: &[Record]) -> Result<Vec<u8>, OperatorError> {
-        let mut slot_of = HashTable::<usize>::with_capacity(records.len());
+    /// Encodes the batch's records with their keys' accumulators: each
+    /// distinct key is a slot carrying its accumulator once, read from the
+    /// state in place; encoded records are copied as they are.
+    fn encode(&mut self, batch: &Batch) -> Result<Vec<u8>, OperatorError> {
+        let n = batch.len();
+        let mut slot_of = HashTable::<usize>::with_capacity(n);
         let mut slots: Vec<&[u8]> = Vec::new();
-        let mut record_slots = Vec::with_capacity(records.len());
-        for r in records {
-            let key = r.key_bytes();
+        let mut record_slots = Vec::with_capacity(n);
+        for i in 0..n {
+            let key = batch.key_at(i);
             let hash = xxh3_64(key);
             let slot = match slot_of.find(hash, |&s| slots[s] == key) {
                 Some(&s) => s,
@@ -84,7 +87,7 @@ impl WasmReduce {
             };
             record_slots.push(slot);
         }
-        let mut w = Writer::with_capacity(slots.len(), records.len() * 48);
+        let mut w = Writer::with_capacity(slots.len(), n * 48);
         for key in &slots {
             self.fill_state_key(key);
             self.state
@@ -97,10 +100,10 @@ impl WasmReduce {
                 })
                 .map_err(|e| OperatorError::state(&self.name, e))?;
         }
-        w.u32(records.len());
-        for (r, slot) in records.iter().zip(record_slots) {
+        w.u32(n);
+        for (i, slot) in record_slots.into_iter().enumerate() {
             w.u32(slot);
-            write_record(&mut w, r);
+            batch.write_at(i, &mut w);
         }
         Ok(w.finish())
     }
@@ -112,7 +115,7 @@ impl WasmReduce {
                 self.instance.one_outcome(rec, acc.as_deref())
             }
             CallMode::Batch => {
-                let input = self.encode(std::slice::from_ref(rec))?;
+                let input = self.encode(&Batch::Records(vec![rec.clone()]))?;
                 self.instance
                     .batch_outcomes(&input, 1)
                     .map(|r| r.and_then(|o| o.owned(0)))
@@ -121,23 +124,19 @@ impl WasmReduce {
         res.map_err(|e| fatal(&self.name, e))
     }
 
-    fn apply(
+    /// Stores `acc` as the accumulator of `key` and emits it.
+    fn store(
         &mut self,
-        rec: Record,
-        outcome: RecordOutcome,
+        key: Option<Bytes>,
+        timestamp: i64,
+        acc: Bytes,
         out: &mut Vec<Record>,
     ) -> Result<(), OperatorError> {
-        match outcome {
-            Ok(Outcome::Accumulator(acc)) => {
-                self.fill_state_key(rec.key_bytes());
-                self.state
-                    .put(&self.key_buf, &acc)
-                    .map_err(|e| OperatorError::state(&self.name, e))?;
-                out.push(Record::new(rec.key, acc, rec.timestamp));
-            }
-            Ok(_) => unreachable!("decoded by the reduce world"),
-            Err(reason) => self.failure.fail(rec, &reason)?,
-        }
+        self.fill_state_key(key.as_deref().unwrap_or_default());
+        self.state
+            .put(&self.key_buf, &acc)
+            .map_err(|e| OperatorError::state(&self.name, e))?;
+        out.push(Record::new(key, acc, timestamp));
         Ok(())
     }
 }
@@ -152,28 +151,32 @@ impl PluginCalls for WasmReduce {
     }
 
     fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
-        let input = input.into_records();
         let encoded = self.encode(&input)?;
         let outcomes = match self.instance.batch_outcomes(&encoded, input.len()) {
             Err(e) => return Err(fatal(&self.name, e)),
-            Ok(Err(reason)) => return Ok(Err((reason, Batch::Records(input)))),
+            Ok(Err(reason)) => return Ok(Err((reason, input))),
             Ok(Ok(outcomes)) => outcomes,
         };
         let mut out = Vec::with_capacity(input.len());
-        for (rec, raw) in input.into_iter().zip(outcomes.items()) {
-            let outcome = match *raw {
-                Raw::Accumulator(s) => Ok(Outcome::Accumulator(outcomes.bytes(s))),
-                Raw::Failed(m) => Err(outcomes.message(m)),
+        for (i, raw) in outcomes.items().iter().enumerate() {
+            match *raw {
+                Raw::Accumulator(s) => {
+                    let (key, timestamp) = input.key_and_time_at(i);
+                    self.store(key, timestamp, outcomes.bytes(s), &mut out)?;
+                }
+                Raw::Failed(m) => self.failure.fail(input.record(i), &outcomes.message(m))?,
                 _ => unreachable!("parsed as a reduce output"),
-            };
-            self.apply(rec, outcome, &mut out)?;
+            }
         }
         Ok(Ok(Batch::Records(out)))
     }
 
     fn single(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        let outcome = self.one(&rec)?;
-        self.apply(rec, outcome, out)
+        match self.one(&rec)? {
+            Ok(Outcome::Accumulator(acc)) => self.store(rec.key, rec.timestamp, acc, out),
+            Ok(_) => unreachable!("decoded by the reduce world"),
+            Err(reason) => self.failure.fail(rec, &reason),
+        }
     }
 }
 
