@@ -1,6 +1,6 @@
 //! Small JSON helpers shared by sources and operators.
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::fmt;
 
@@ -84,6 +84,15 @@ impl Node {
     }
 }
 
+/// A value no path goes into. It is read through [`Seed`] all the same, not
+/// skipped with `IgnoredAny`: that checks the value's grammar but not its
+/// strings' UTF-8 and escapes, its numbers' range or its depth, which a
+/// parse into a [`Value`] refuses.
+static UNWANTED: Node = Node {
+    ends: Vec::new(),
+    members: Vec::new(),
+};
+
 /// Reads the value under `node`, writing the wanted ones into `out`.
 struct Seed<'a> {
     node: &'a Node,
@@ -165,16 +174,23 @@ impl<'de> Visitor<'de> for Seed<'_> {
                         out: &mut *self.out,
                     })?;
                 }
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                None => map.next_value_seed(Seed {
+                    node: &UNWANTED,
+                    out: &mut *self.out,
+                })?,
             }
         }
         Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        while seq
+            .next_element_seed(Seed {
+                node: &UNWANTED,
+                out: &mut *self.out,
+            })?
+            .is_some()
+        {}
         Ok(())
     }
 
@@ -249,8 +265,24 @@ mod tests {
     #[test]
     fn text_that_is_not_one_document_is_refused() {
         let p = Picker::new(&["a"]);
-        for bad in [&b"{\"a\":1"[..], b"{\"a\":1} x", b"nope", b"", b"{\"b\":[1,}"] {
-            assert!(p.pick(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        let deep = format!("{{\"a\":1,\"x\":{}{}}}", "[".repeat(200), "]".repeat(200));
+        let bad: [&[u8]; 9] = [
+            b"{\"a\":1",
+            b"{\"a\":1} x",
+            b"nope",
+            b"",
+            b"{\"b\":[1,}",
+            b"{\"a\":1,\"x\":\"\xff\"}",
+            br#"{"a":1,"x":["\ud800"]}"#,
+            br#"{"a":1,"x":1e400}"#,
+            deep.as_bytes(),
+        ];
+        for text in bad {
+            assert!(
+                serde_json::from_slice::<Value>(text).is_err(),
+                "a parse refuses it too"
+            );
+            assert!(p.pick(text).is_err(), "{}", String::from_utf8_lossy(text));
         }
         assert_eq!(p.pick(b" 7 ").unwrap(), vec![None]);
     }
