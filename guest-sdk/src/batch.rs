@@ -6,7 +6,7 @@
 
 use crate::pool::Pool;
 use crate::{Record, RecordView, Result};
-use mailer_wire::{Reader, Writer};
+use mailer_wire::{Reader, RecordRef, Writer};
 use std::borrow::Cow;
 use std::cell::RefCell;
 
@@ -16,20 +16,38 @@ thread_local! {
     pub(crate) static POOL: RefCell<Pool> = RefCell::default();
 }
 
+/// Reads each record of the batch where it lies and lets `f` write its
+/// outcome into an output of about `bytes_per_record` bytes a record.
+fn each_in_place(
+    input: &[u8],
+    bytes_per_record: impl Fn(usize) -> usize,
+    mut f: impl FnMut(RecordRef<'_>, &mut Writer),
+) -> Vec<u8> {
+    let mut r = Reader::new(input);
+    let n = r.count().expect(MALFORMED);
+    let mut w = Writer::with_capacity(n, bytes_per_record(n));
+    for _ in 0..n {
+        f(r.record().expect(MALFORMED), &mut w);
+    }
+    r.end().expect(MALFORMED);
+    w.finish()
+}
+
 /// Decodes each record of the batch into a pooled [`Record`] and lets `f`
 /// write its outcome; `f` hands the records it is done with back to the pool.
 fn each_record(input: &[u8], mut f: impl FnMut(Record, &mut Writer, &mut Pool)) -> Vec<u8> {
-    POOL.with_borrow_mut(|pool| {
-        let mut r = Reader::new(input);
-        let n = r.count().expect(MALFORMED);
-        let mut w = Writer::with_capacity(n, input.len() + n);
-        for _ in 0..n {
-            let rec = pool.record(r.record().expect(MALFORMED));
-            f(rec, &mut w, pool);
+    POOL.with_borrow_mut(|pool| each_in_place(input, |n| input.len() + n, |r, w| f(pool.record(r), w, pool)))
+}
+
+/// Writes a filter's outcome: whether the record is kept, or the error.
+fn write_kept(result: Result<bool>, w: &mut Writer) {
+    match result {
+        Ok(keep) => {
+            w.ok();
+            w.u8(u8::from(keep));
         }
-        r.end().expect(MALFORMED);
-        w.finish()
-    })
+        Err(e) => w.err(e.message()),
+    }
 }
 
 /// Runs a map function over a batch.
@@ -47,13 +65,7 @@ pub fn map_batch(f: fn(Record) -> Result<Record>, input: &[u8]) -> Vec<u8> {
 /// Runs a filter function over a batch.
 pub fn filter_batch(f: fn(&Record) -> Result<bool>, input: &[u8]) -> Vec<u8> {
     each_record(input, |rec, w, pool| {
-        match f(&rec) {
-            Ok(keep) => {
-                w.ok();
-                w.u8(u8::from(keep));
-            }
-            Err(e) => w.err(e.message()),
-        }
+        write_kept(f(&rec), w);
         pool.recycle(rec);
     })
 }
@@ -61,20 +73,7 @@ pub fn filter_batch(f: fn(&Record) -> Result<bool>, input: &[u8]) -> Vec<u8> {
 /// Runs a filter function that takes a [`RecordView`] over a batch: each
 /// record is read where it lies in the batch, never copied.
 pub fn filter_batch_view(f: fn(RecordView<'_>) -> Result<bool>, input: &[u8]) -> Vec<u8> {
-    let mut r = Reader::new(input);
-    let n = r.count().expect(MALFORMED);
-    let mut w = Writer::with_capacity(n, 2 * n);
-    for _ in 0..n {
-        match f(r.record().expect(MALFORMED).into()) {
-            Ok(keep) => {
-                w.ok();
-                w.u8(u8::from(keep));
-            }
-            Err(e) => w.err(e.message()),
-        }
-    }
-    r.end().expect(MALFORMED);
-    w.finish()
+    each_in_place(input, |n| 2 * n, |rec, w| write_kept(f(rec.into()), w))
 }
 
 /// Writes a flat-map style outcome: the records, or the error.

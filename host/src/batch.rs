@@ -39,11 +39,17 @@ impl EncodedRecords {
         decode_at(&self.buf, self.spans[i].0)
     }
 
+    /// Record `i` read where it lies.
+    fn view(&self, i: usize) -> RecordRef<'_> {
+        Reader::at(&self.buf, self.spans[i].0 as usize)
+            .record()
+            .expect("spans point at checked records")
+    }
+
     /// The key of record `i` (empty when it has none), without decoding the
     /// rest.
     fn key(&self, i: usize) -> &[u8] {
-        let r = Reader::at(&self.buf, self.spans[i].0 as usize).record();
-        r.expect("spans point at checked records").key.unwrap_or_default()
+        self.view(i).key.unwrap_or_default()
     }
 
     /// Whether the buffer is exactly `count` followed by the records, in
@@ -188,9 +194,7 @@ impl Batch {
         match self {
             Batch::Records(r) => (r[i].key.clone(), r[i].timestamp),
             Batch::Encoded(e) => {
-                let r = Reader::at(&e.buf, e.spans[i].0 as usize)
-                    .record()
-                    .expect("spans point at checked records");
+                let r = e.view(i);
                 (r.key.map(|k| e.buf.slice_ref(k)), r.timestamp)
             }
         }
@@ -220,27 +224,18 @@ impl Batch {
     }
 
     fn encode_owned(&self) -> Vec<u8> {
-        match self {
-            Batch::Records(records) => {
-                let bytes: usize = records
-                    .iter()
-                    .map(|r| 21 + r.value.len() + r.key.as_ref().map_or(0, |k| 4 + k.len()))
-                    .sum();
-                let mut w = Writer::with_capacity(records.len(), bytes);
-                for r in records {
-                    write_record(&mut w, r);
-                }
-                w.finish()
-            }
-            Batch::Encoded(e) => {
-                let bytes: usize = e.spans.iter().map(|&(s, t)| (t - s) as usize).sum();
-                let mut w = Writer::with_capacity(e.spans.len(), bytes);
-                for &(start, end) in &e.spans {
-                    w.raw(&e.buf[start as usize..end as usize]);
-                }
-                w.finish()
-            }
+        let bytes: usize = match self {
+            Batch::Records(records) => records
+                .iter()
+                .map(|r| 21 + r.value.len() + r.key.as_ref().map_or(0, |k| 4 + k.len()))
+                .sum(),
+            Batch::Encoded(e) => e.spans.iter().map(|&(s, t)| (t - s) as usize).sum(),
+        };
+        let mut w = Writer::with_capacity(self.len(), bytes);
+        for i in 0..self.len() {
+            self.write_at(i, &mut w);
         }
+        w.finish()
     }
 
     /// Calls `f` with each record in order (decoding encoded ones one by one).

@@ -163,22 +163,14 @@ impl<'de> Visitor<'de> for Seed<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(member) = map.next_key_seed(Member(self.node))? {
-            match member {
-                Some(at) => {
-                    let node = &self.node.members[at].1;
-                    // A repeated member replaces the earlier one, as in a
-                    // parsed document.
-                    node.clear(self.out);
-                    map.next_value_seed(Seed {
-                        node,
-                        out: &mut *self.out,
-                    })?;
-                }
-                None => map.next_value_seed(Seed {
-                    node: &UNWANTED,
-                    out: &mut *self.out,
-                })?,
-            }
+            let node = member.map_or(&UNWANTED, |at| &self.node.members[at].1);
+            // A repeated member replaces the earlier one, as in a parsed
+            // document.
+            node.clear(self.out);
+            map.next_value_seed(Seed {
+                node,
+                out: &mut *self.out,
+            })?;
         }
         Ok(())
     }
