@@ -1,10 +1,11 @@
 //! mailer: a stream processing engine whose operators are sandboxed
 //! WebAssembly components.
 //!
-//! A pipeline is a TOML manifest ([`manifest`]) planned into stages
-//! ([`plan`]) and run by the stage engine ([`runtime`]): sources and sinks
-//! ([`connectors`]) at the ends, operators ([`operator`]) in between, the
-//! user's logic in plugins ([`plugin`]).
+//! A pipeline is a TOML manifest ([`manifest`]) or built in Rust
+//! ([`Pipeline`]), planned into stages ([`plan`]) and run by the stage
+//! engine ([`runtime`]): sources and sinks ([`connectors`]) at the ends,
+//! operators ([`operator`]) in between, the user's logic in plugins
+//! ([`plugin`]) or native closures. See [`pipeline`] for an example.
 
 pub mod admin;
 #[cfg(feature = "jemalloc")]
@@ -20,6 +21,7 @@ pub mod key_group;
 pub mod manifest;
 pub mod metrics;
 pub mod operator;
+pub mod pipeline;
 pub mod plan;
 pub mod plugin;
 pub mod progress;
@@ -28,3 +30,5 @@ pub mod runtime;
 pub mod scaffold;
 pub mod state;
 pub mod time;
+
+pub use pipeline::Pipeline;

@@ -2,19 +2,18 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mailer::admin::{AdminClient, AdminServer, AdminState, Probation, Swaps};
-use mailer::checkpoint::{Restore, StartFrom};
+use mailer::admin::AdminClient;
+use mailer::checkpoint::StartFrom;
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
 use mailer::plugin::PluginEngine;
 use mailer::progress::ProgressDisplay;
-use mailer::runtime::{self, Shutdown};
+use mailer::runtime::Shutdown;
 use mailer::scaffold::{self, Language};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 mod savepoint;
 
@@ -69,6 +68,15 @@ enum LogFormat {
     Json,
 }
 
+/// How `describe` prints the plan.
+#[derive(Clone, Copy, ValueEnum)]
+enum DescribeFormat {
+    /// Lines of text.
+    Text,
+    /// Graphviz's DOT language.
+    Dot,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Runs a pipeline until its source ends or SIGINT/SIGTERM drains it.
@@ -114,10 +122,14 @@ enum Command {
         /// The pipeline manifest (TOML).
         manifest: PathBuf,
     },
-    /// Prints the stage plan: stages, parallelism, edges, plugins.
+    /// Prints the stage plan: sources, stages, parallelism, edges, sinks,
+    /// plugins.
     Describe {
         /// The pipeline manifest (TOML).
         manifest: PathBuf,
+        /// `text`, or `dot` for Graphviz (`mailer describe --format dot p.toml | dot -Tsvg`).
+        #[arg(long, value_enum, default_value_t = DescribeFormat::Text)]
+        format: DescribeFormat,
     },
     /// Makes a plugin project (a map to start from) that builds to a
     /// component and passes its own test: Rust (`cargo test`), Python
@@ -186,7 +198,7 @@ fn run(command: Command) -> Result<()> {
         Command::Plugin { command } => plugin_command(command),
         Command::Validate { manifest } => {
             let (plan, _engine) = plan_of(&manifest)?;
-            if let Some(check) = &plan.sink_check {
+            for check in &plan.sink_checks {
                 match check()? {
                     TableCheck::Fits => {}
                     TableCheck::Unreachable(e) => {
@@ -199,9 +211,12 @@ fn run(command: Command) -> Result<()> {
             println!("{}: ok (pipeline `{}`)", manifest.display(), plan.name);
             Ok(())
         }
-        Command::Describe { manifest } => {
+        Command::Describe { manifest, format } => {
             let (plan, _engine) = plan_of(&manifest)?;
-            print!("{}", plan::describe(&plan));
+            match format {
+                DescribeFormat::Text => print!("{}", plan::describe(&plan)),
+                DescribeFormat::Dot => print!("{}", plan::describe_dot(&plan)),
+            }
             Ok(())
         }
         Command::NewPlugin { lang, name, dir, sdk } => {
@@ -228,56 +243,20 @@ fn run(command: Command) -> Result<()> {
             from_savepoint,
             from_checkpoint,
         } => {
-            let (mut plan, engine) = plan_of(&manifest)?;
-            // Held for the whole run: nothing else may touch the state.
-            let _locks = plan
-                .lock_folders()
-                .with_context(|| format!("pipeline `{}`", plan.name))?;
+            let (plan, engine) = plan_of(&manifest)?;
             let start = match (from_savepoint, from_checkpoint) {
                 (Some(dir), _) => StartFrom::Savepoint(dir),
                 (None, Some(id)) => StartFrom::Checkpoint(id),
                 (None, None) if fresh => StartFrom::Fresh,
                 (None, None) => StartFrom::Resume,
             };
-            plan.restore = Restore::resolve(&plan.restore_target(), &start)?;
-            plan.use_swapped_plugins(&engine)?;
             let name = plan.name.clone();
             let shutdown = Shutdown::new();
             watch_signals(&shutdown, plan.checkpoint.as_ref().map(|c| c.dir.clone()))?;
-            let _admin = match &plan.admin {
-                Some(admin) => {
-                    let probation = Probation {
-                        records: admin.probation_records,
-                        share: admin.rollback_failure_share,
-                    };
-                    let swaps = Swaps::new(
-                        &name,
-                        Arc::new(engine),
-                        shutdown.clone(),
-                        plan.plugin_store.clone(),
-                        probation,
-                        plan.plugin_operators(),
-                    );
-                    let state = AdminState {
-                        token: Arc::from(admin.token.as_str()),
-                        swaps: Arc::new(swaps),
-                        telemetry: plan.telemetry.clone(),
-                        metrics: admin.metrics,
-                        metrics_need_token: admin.metrics_need_token,
-                        max_plugin_bytes: admin.max_plugin_bytes,
-                        allowed_hosts: admin.allowed_hosts.clone().into(),
-                    };
-                    let server = AdminServer::start(admin.listen, state)
-                        .with_context(|| format!("starting the admin API on {}", admin.listen))?;
-                    Some(server)
-                }
-                None => None,
-            };
-            tracing::info!(pipeline = %name, "pipeline started");
             let progress = ProgressDisplay::start(plan.telemetry.clone());
-            let report = runtime::run(plan, &shutdown);
+            let report = mailer::pipeline::launch(plan, engine, &start, &shutdown);
             drop(progress);
-            let report = report.with_context(|| format!("pipeline `{name}` failed"))?;
+            let report = report?;
             tracing::info!(
                 pipeline = %name,
                 source_records = report.source_records,

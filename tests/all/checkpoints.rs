@@ -197,7 +197,12 @@ fn restoring_at_keyed_parallelism_1_then_3_then_2_counts_as_one_run_does() {
 
 /// Starts `mailer <args>`, waits until its pipeline runs and has worked a
 /// while, then takes a savepoint in `savepoint` and stops it.
-fn run_until_savepoint(w: &Workdir, args: &[&str], manifest: &std::path::Path, savepoint: &std::path::Path) {
+pub(crate) fn run_until_savepoint(
+    w: &Workdir,
+    args: &[&str],
+    manifest: &std::path::Path,
+    savepoint: &std::path::Path,
+) {
     let mut child = mailer()
         .args(args)
         .stdout(std::process::Stdio::null())

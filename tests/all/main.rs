@@ -8,6 +8,7 @@ mod checkpoints;
 mod dashboard;
 mod failure_policies;
 mod golden;
+mod graph;
 mod kafka;
 mod kafka_recovery;
 mod languages;

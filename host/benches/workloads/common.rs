@@ -6,7 +6,7 @@ use mailer::manifest::defaults;
 use mailer::operator::{FailurePolicy, Operator};
 use mailer::plan::Routing;
 use mailer::plan::{
-    Endpoint, InstanceContext, InstantiateError, NodeKind, OperatorNode, OperatorStage, Plan,
+    Endpoint, InstanceContext, InstantiateError, NodeKind, OperatorNode, OperatorStage, Plan, SinkNode,
     WatermarkSettings,
 };
 use mailer::plugin::{CallMode, PluginEngine, PluginLimits, World};
@@ -86,6 +86,7 @@ pub fn wasm_at(engine: &PluginEngine, path: &Path, name: &str, world: World, mod
 pub fn stage(name: &str, parallelism: usize, keyed: bool, operators: Vec<OperatorNode>) -> OperatorStage {
     OperatorStage {
         name: name.into(),
+        inputs: Vec::new(),
         parallelism,
         routing: if keyed {
             Routing::Hash {
@@ -104,27 +105,33 @@ pub fn plan(
     n: u64,
     keys: Option<u64>,
     time_divisor: u64,
-    stages: Vec<OperatorStage>,
+    mut stages: Vec<OperatorStage>,
     watermark: bool,
     state: BackendKind,
 ) -> Plan {
+    let sink_inputs = Plan::chain(&mut stages);
     Plan {
         name: name.to_owned(),
         manifest_hash: String::new(),
         batch_size: env_or("MAILER_BENCH_BATCH", defaults::batch_size()),
         edge_capacity: env_or("MAILER_BENCH_EDGE", defaults::edge_capacity()),
         shutdown_timeout: Duration::from_secs(30),
-        source: Endpoint {
+        sources: vec![Endpoint {
+            name: "source".into(),
             description: "generator".into(),
             open: Box::new(move |_| {
                 Ok(Box::new(GeneratorSource::new(Some(n), keys, 0, time_divisor, None)) as _)
             }),
-        },
+        }],
         stages,
-        sink: Endpoint {
-            description: "blackhole".into(),
-            open: Box::new(|_| Ok(Box::new(BlackholeSink) as _)),
-        },
+        sinks: vec![SinkNode {
+            end: Endpoint {
+                name: "sink".into(),
+                description: "blackhole".into(),
+                open: Box::new(|_| Ok(Box::new(BlackholeSink) as _)),
+            },
+            inputs: sink_inputs,
+        }],
         dead_letter: None,
         late_output: None,
         watermark: watermark.then_some(WatermarkSettings {
@@ -136,7 +143,7 @@ pub fn plan(
         checkpoint: None,
         restore: None,
         committed_checkpoint: None,
-        sink_check: None,
+        sink_checks: Vec::new(),
         admin: None,
         telemetry: mailer::metrics::Telemetry::new(name, true),
         plugin_store: std::path::PathBuf::new(),

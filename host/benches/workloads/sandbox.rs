@@ -85,7 +85,7 @@ fn w1(engine: &PluginEngine, name: &str, n: Option<u64>) -> mailer::plan::Plan {
         BackendKind::Memory,
     );
     if n.is_none() {
-        p.source.open =
+        p.sources[0].open =
             Box::new(|_| Ok(Box::new(mailer::connectors::GeneratorSource::new(None, None, 0, 1, None)) as _));
     }
     p
@@ -110,7 +110,8 @@ fn misbehaving(mut operators: Vec<mailer::plan::OperatorNode>, values: Vec<Strin
         false,
         BackendKind::Memory,
     );
-    p.source = Endpoint {
+    p.sources[0] = Endpoint {
+        name: "source".into(),
         description: "misdeeds".into(),
         open: Box::new(move |_| {
             Ok(Box::new(Misdeeds {

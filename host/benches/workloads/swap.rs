@@ -93,7 +93,8 @@ type = "blackhole"
     let (switches_tx, switches) = flume::unbounded();
     {
         let records = records.clone();
-        plan.sink = Endpoint {
+        plan.sinks[0].end = Endpoint {
+            name: "sink".into(),
             description: "switch sink".into(),
             open: Box::new(move |_| {
                 Ok(Box::new(SwitchSink {

@@ -18,12 +18,13 @@ use std::time::Instant;
 /// What the stages tell the coordinator.
 #[derive(Debug)]
 pub enum CheckpointEvent {
-    /// The source sent barrier `id`; everything before `position` precedes it.
+    /// The source stage sent barrier `id`; everything before `positions`
+    /// precedes it.
     Started {
         /// The checkpoint.
         id: u64,
-        /// The source's position at the barrier.
-        position: serde_json::Value,
+        /// Each source's position at the barrier, by name.
+        positions: BTreeMap<String, serde_json::Value>,
         /// Whether it is a savepoint too, and where that goes.
         savepoint: Option<SavepointRequest>,
         /// The plugin swaps (operator, digest) the source sent since the
@@ -41,8 +42,8 @@ pub enum CheckpointEvent {
     SinkAcked {
         /// The checkpoint.
         id: u64,
-        /// Which sink (`sink`, `dead-letter`, `late-output`).
-        sink: &'static str,
+        /// Which sink (its name; `dead-letter`, `late-output`).
+        sink: String,
         /// Where its output ends, for a sink that rewinds to it on restore.
         position: Option<serde_json::Value>,
     },
@@ -95,7 +96,7 @@ pub struct CoordinatorSetup {
 }
 
 struct Pending {
-    position: Option<serde_json::Value>,
+    positions: Option<BTreeMap<String, serde_json::Value>>,
     savepoint: Option<SavepointRequest>,
     acks: usize,
     snapshots: Vec<SnapshotMeta>,
@@ -110,7 +111,7 @@ struct Pending {
 impl Pending {
     fn new() -> Self {
         Self {
-            position: None,
+            positions: None,
             savepoint: None,
             acks: 0,
             snapshots: Vec::new(),
@@ -172,7 +173,7 @@ impl Coordinator {
         let p = self.pending.entry(id).or_insert_with(Pending::new);
         match event {
             CheckpointEvent::Started {
-                position,
+                positions,
                 savepoint,
                 swaps,
                 ..
@@ -182,7 +183,7 @@ impl Coordinator {
                         op.swapped_to(digest);
                     }
                 }
-                p.position = Some(position);
+                p.positions = Some(positions);
                 p.savepoint = savepoint;
                 p.operators = self.operators.clone();
             }
@@ -193,7 +194,7 @@ impl Coordinator {
             CheckpointEvent::SinkAcked { sink, position, .. } => {
                 p.acks += 1;
                 if let Some(position) = position {
-                    p.sinks.insert(sink.to_owned(), position);
+                    p.sinks.insert(sink, position);
                 }
             }
             CheckpointEvent::Failed { reason, .. } => {
@@ -201,7 +202,7 @@ impl Coordinator {
                 p.failure.get_or_insert(reason);
             }
         }
-        (p.acks >= self.setup.expected_acks && p.position.is_some()).then_some(id)
+        (p.acks >= self.setup.expected_acks && p.positions.is_some()).then_some(id)
     }
 
     /// Makes checkpoint `id` visible, or drops it when a worker failed on
@@ -216,7 +217,7 @@ impl Coordinator {
             None => complete(
                 setup,
                 id,
-                p.position.expect("checked"),
+                p.positions.expect("checked"),
                 p.operators,
                 p.snapshots,
                 p.sinks,
@@ -300,24 +301,26 @@ fn savepoint(setup: &CoordinatorSetup, id: u64, path: &std::path::Path, request:
 fn complete(
     setup: &CoordinatorSetup,
     id: u64,
-    position: serde_json::Value,
+    positions: BTreeMap<String, serde_json::Value>,
     operators: Vec<OperatorMeta>,
     mut snapshots: Vec<SnapshotMeta>,
     sinks: BTreeMap<String, serde_json::Value>,
     tmp: &std::path::Path,
 ) -> Result<PathBuf, StoreError> {
     snapshots.sort_by(|a, b| (&a.operator, a.worker).cmp(&(&b.operator, b.worker)));
-    let metadata = Metadata {
+    let mut metadata = Metadata {
         id,
         pipeline: setup.pipeline.clone(),
         manifest_hash: setup.manifest_hash.clone(),
         created_ms: crate::clock::now_ms(),
         key_groups: setup.key_groups,
-        source: position,
+        source: serde_json::Value::Null,
+        sources: BTreeMap::new(),
         operators,
         snapshots,
         sinks,
     };
+    metadata.set_positions(positions);
     setup.store.complete(tmp, &metadata)
 }
 
@@ -358,7 +361,7 @@ mod tests {
     fn started(id: u64) -> CheckpointEvent {
         CheckpointEvent::Started {
             id,
-            position: serde_json::json!({ "next": id }),
+            positions: [("source".to_owned(), serde_json::json!({ "next": id }))].into(),
             savepoint: None,
             swaps: Vec::new(),
         }

@@ -16,8 +16,13 @@ pub struct Metadata {
     pub created_ms: i64,
     /// The pipeline's key groups (`max_parallelism`).
     pub key_groups: u32,
-    /// The source's position: everything before it is in the state.
+    /// The position of the pipeline's one source: everything before it is
+    /// in the state (`null` for a pipeline of several sources).
+    #[serde(default)]
     pub source: serde_json::Value,
+    /// The position of each source, by name, for a pipeline of several.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sources: std::collections::BTreeMap<String, serde_json::Value>,
     /// The stateful operators, with the plugin each ran.
     pub operators: Vec<OperatorMeta>,
     /// One snapshot per stateful operator and worker.
@@ -106,6 +111,43 @@ pub fn file_sizes(dir: &std::path::Path) -> std::io::Result<std::collections::BT
 }
 
 impl Metadata {
+    /// Records the sources' positions: the one source's as `source` (as
+    /// linear pipelines always had it), several by name as `sources`.
+    pub fn set_positions(&mut self, mut positions: std::collections::BTreeMap<String, serde_json::Value>) {
+        if positions.len() == 1 {
+            self.source = positions.pop_first().expect("one").1;
+        } else {
+            self.sources = positions;
+        }
+    }
+
+    /// Where each of `sources` (the pipeline's, by name, in order) resumes;
+    /// `Err` says why the checkpoint does not fit them.
+    pub fn positions_of(&self, sources: &[&str]) -> Result<Vec<serde_json::Value>, String> {
+        if self.sources.is_empty() {
+            return match sources {
+                [_] => Ok(vec![self.source.clone()]),
+                _ => Err(format!(
+                    "it was taken with one source and the pipeline now has {} ({}): every source resumes where the checkpoint left it, so the sources must be the same",
+                    sources.len(),
+                    sources.join(", ")
+                )),
+            };
+        }
+        let mut theirs: Vec<&str> = self.sources.keys().map(String::as_str).collect();
+        let mut ours = sources.to_vec();
+        theirs.sort_unstable();
+        ours.sort_unstable();
+        if theirs != ours {
+            return Err(format!(
+                "it was taken with sources {} and the pipeline now has {}: every source resumes where the checkpoint left it, so the sources must be the same",
+                theirs.join(", "),
+                ours.join(", ")
+            ));
+        }
+        Ok(sources.iter().map(|s| self.sources[*s].clone()).collect())
+    }
+
     /// The snapshots of operator `name`.
     pub fn of_operator<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a SnapshotMeta> + 'a {
         self.snapshots.iter().filter(move |s| s.operator == name)

@@ -27,6 +27,8 @@ pub struct RestoreTarget<'a> {
     pub manifest_hash: &'a str,
     /// Its operators and the worlds of their plugins.
     pub operators: Vec<OperatorMeta>,
+    /// Its sources' names, in order.
+    pub sources: Vec<&'a str>,
 }
 
 /// What the user asked a run to start from.
@@ -234,6 +236,7 @@ impl Restore {
                 m.key_groups, target.key_groups
             )));
         }
+        m.positions_of(&target.sources).map_err(refuse)?;
         for s in &m.snapshots {
             if !target.operators.iter().any(|op| op.name == s.operator) {
                 return Err(refuse(format!(

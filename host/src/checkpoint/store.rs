@@ -288,6 +288,7 @@ mod tests {
             created_ms: 0,
             key_groups: 128,
             source: serde_json::Value::Null,
+            sources: Default::default(),
             operators: Vec::new(),
             snapshots: Vec::new(),
             sinks: Default::default(),

@@ -2,6 +2,9 @@
 //! reported with its file, line and column.
 
 mod error;
+mod graph;
+#[cfg(test)]
+mod graph_tests;
 #[cfg(test)]
 mod parse_tests;
 mod spec;
@@ -11,6 +14,7 @@ mod validate_postgres;
 
 use crate::config_string::ConfigString;
 pub use error::{ManifestError, line_column};
+pub use graph::{Declared, Graph, Stream};
 pub use spec::*;
 
 use sha2::{Digest, Sha256};
@@ -32,6 +36,8 @@ pub struct Manifest {
     pub spec: ManifestSpec,
     /// Each operator's name, in order.
     pub operator_names: Vec<String>,
+    /// What each operator and sink reads.
+    pub graph: Graph,
 }
 
 impl Manifest {
@@ -72,6 +78,7 @@ impl Manifest {
             hash,
             spec,
             operator_names: Vec::new(),
+            graph: Graph::default(),
         };
         validate::validate(&mut manifest, &env)?;
         Ok(manifest)

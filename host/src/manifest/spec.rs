@@ -15,13 +15,22 @@ use toml::Spanned;
 pub struct ManifestSpec {
     /// Pipeline-wide settings.
     pub pipeline: Spanned<PipelineSpec>,
-    /// Where records come from.
-    pub source: Spanned<SourceSpec>,
+    /// Where records come from (a linear pipeline's one source, named
+    /// `source`).
+    pub source: Option<Spanned<SourceSpec>>,
+    /// `[[sources]]`: the named sources of a graph pipeline (instead of
+    /// `[source]`).
+    #[serde(default)]
+    pub sources: Vec<Spanned<NamedSource>>,
     /// The operators, in order.
     #[serde(default)]
     pub operators: Vec<Spanned<OperatorSpec>>,
-    /// Where results go.
-    pub sink: Spanned<SinkSpec>,
+    /// Where results go (a linear pipeline's one sink, named `sink`).
+    pub sink: Option<Spanned<SinkSpec>>,
+    /// `[[sinks]]`: the named sinks of a graph pipeline (instead of
+    /// `[sink]`).
+    #[serde(default)]
+    pub sinks: Vec<Spanned<NamedSink>>,
     /// Where records go that an operator with `on_error = "dead-letter"`
     /// fails on, with the reason in the `mailer.error` header.
     pub dead_letter: Option<Spanned<SinkSpec>>,
@@ -169,6 +178,31 @@ pub struct PipelineSpec {
     pub max_parallelism: u32,
 }
 
+/// One of `[[sources]]`: a source with its name.
+#[derive(Debug, Deserialize)]
+pub struct NamedSource {
+    /// Its name, unique among sources, operators and sinks.
+    pub name: String,
+    /// The source.
+    #[serde(flatten)]
+    pub spec: SourceSpec,
+}
+
+/// One of `[[sinks]]`: a sink with its name and the streams it reads.
+#[derive(Debug, Deserialize)]
+pub struct NamedSink {
+    /// Its name, unique among sources, operators and sinks.
+    pub name: String,
+    /// The stream it reads (a source's or an operator's name); the last
+    /// operator (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
+    /// The sink.
+    #[serde(flatten)]
+    pub spec: SinkSpec,
+}
+
 /// Where records come from.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -311,6 +345,11 @@ pub enum OperatorSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldFilterSpec {
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
     /// The operator's name; `field_filter` when absent.
     pub name: Option<String>,
     /// The JSON field (dotted path) to compare.
@@ -329,6 +368,11 @@ pub struct FieldFilterSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectSpec {
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
     /// The operator's name; `project` when absent.
     pub name: Option<String>,
     /// The fields (dotted paths) to keep.
@@ -342,6 +386,11 @@ pub struct ProjectSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RenameSpec {
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
     /// The operator's name; `rename` when absent.
     pub name: Option<String>,
     /// `old = "new"` for each field (dotted paths).
@@ -355,6 +404,11 @@ pub struct RenameSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetSpec {
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
     /// The operator's name; `set` when absent.
     pub name: Option<String>,
     /// `field = value` for each field (dotted paths; any TOML value).
@@ -368,6 +422,11 @@ pub struct SetSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AggregateSpec {
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
     /// The operator's name; `aggregate` when absent.
     pub name: Option<String>,
     /// Any of `count`, `sum`, `min`, `max`, `avg`.
@@ -385,6 +444,11 @@ pub struct AggregateSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WindowOperatorSpec {
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
     /// The operator's name; `window` when absent.
     pub name: Option<String>,
     /// `tumbling`, `sliding` or `session`.
@@ -477,6 +541,23 @@ pub enum LateSpec {
 }
 
 impl OperatorSpec {
+    /// The `input` and `inputs` it names (neither: the operator before it).
+    pub fn wiring(&self) -> (Option<&String>, Option<&Vec<String>>) {
+        let (input, inputs) = match self {
+            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) | Self::Process(p) => {
+                (&p.input, &p.inputs)
+            }
+            Self::KeyBy(k) => (&k.input, &k.inputs),
+            Self::Window(w) => (&w.input, &w.inputs),
+            Self::FieldFilter(f) => (&f.input, &f.inputs),
+            Self::Project(p) => (&p.input, &p.inputs),
+            Self::Rename(r) => (&r.input, &r.inputs),
+            Self::Set(s) => (&s.input, &s.inputs),
+            Self::Aggregate(a) => (&a.input, &a.inputs),
+        };
+        (input.as_ref(), inputs.as_ref())
+    }
+
     /// The plugin settings, for operators that run a plugin.
     pub fn plugin(&self) -> Option<&PluginOperatorSpec> {
         match self {
@@ -511,6 +592,11 @@ impl OperatorSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginOperatorSpec {
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
     /// The operator's name (unique in the pipeline); the plugin file's stem
     /// when absent.
     pub name: Option<String>,
@@ -573,6 +659,14 @@ pub struct GrantsSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyBySpec {
+    /// The operator's name (what others name as their `input`); `key_by`
+    /// when absent.
+    pub name: Option<String>,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
     /// The number of keyed workers (default 1).
     #[serde(default = "defaults::one_usize")]
     pub parallelism: usize,

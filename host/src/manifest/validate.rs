@@ -12,8 +12,11 @@ type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
     check_pipeline(m)?;
+    super::graph::check_ends(m)?;
     resolve_all(m, env)?;
-    check_source(m)?;
+    for source in m.sources() {
+        check_source(m, source.spec, &source.span)?;
+    }
     super::validate_operators::check_operators(m)?;
     let dead_letters_to_itself = |policy| policy == crate::operator::FailurePolicy::DeadLetter;
     if let Some(d) = &m.spec.dead_letter
@@ -30,7 +33,7 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
         ));
     }
     for side in [&m.spec.dead_letter, &m.spec.late_output].into_iter().flatten() {
-        check_sink(m, side.get_ref(), &side.span())?;
+        check_sink(m, side.get_ref(), &side.span(), false)?;
     }
     if let Some(w) = &m.spec.watermark
         && w.get_ref().idle_timeout.is_some_and(|t| t.is_zero())
@@ -40,7 +43,10 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
     check_admin(m)?;
     check_checkpoint(m)?;
     check_state(m)?;
-    check_sink(m, m.spec.sink.get_ref(), &m.spec.sink.span())
+    for sink in m.sinks() {
+        check_sink(m, sink.spec, &sink.span, true)?;
+    }
+    Ok(())
 }
 
 fn check_state(m: &Manifest) -> Result<(), ManifestError> {
@@ -164,15 +170,22 @@ fn check_pipeline(m: &Manifest) -> Result<(), ManifestError> {
 /// Fills every `${VAR}` of the manifest.
 fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
     let mut fields: Vec<(Range<usize>, &'static str, &mut ConfigString)> = Vec::new();
-    let span = m.spec.source.span();
-    match m.spec.source.get_mut() {
-        SourceSpec::File(f) => fields.push((span, "path", &mut f.path)),
-        SourceSpec::Kafka(k) => {
-            let strings =
-                kafka::config_strings(&mut k.bootstrap_servers, k.security.as_mut(), &mut k.options);
-            fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
+    let linear = m.spec.source.iter_mut().map(|s| (s.span(), s.get_mut()));
+    let named = m
+        .spec
+        .sources
+        .iter_mut()
+        .map(|s| (s.span(), &mut s.get_mut().spec));
+    for (span, source) in linear.chain(named) {
+        match source {
+            SourceSpec::File(f) => fields.push((span, "path", &mut f.path)),
+            SourceSpec::Kafka(k) => {
+                let strings =
+                    kafka::config_strings(&mut k.bootstrap_servers, k.security.as_mut(), &mut k.options);
+                fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
+            }
+            SourceSpec::Generator(_) => {}
         }
-        SourceSpec::Generator(_) => {}
     }
     for op in &mut m.spec.operators {
         let span = op.span();
@@ -189,16 +202,17 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
             }
         }
     }
-    for sink in [
-        Some(&mut m.spec.sink),
+    let linear = [
+        m.spec.sink.as_mut(),
         m.spec.dead_letter.as_mut(),
         m.spec.late_output.as_mut(),
     ]
     .into_iter()
     .flatten()
-    {
-        let span = sink.span();
-        match sink.get_mut() {
+    .map(|s| (s.span(), s.get_mut()));
+    let named = m.spec.sinks.iter_mut().map(|s| (s.span(), &mut s.get_mut().spec));
+    for (span, sink) in linear.chain(named) {
+        match sink {
             SinkSpec::File(f) => fields.push((span, "path", &mut f.path)),
             SinkSpec::Kafka(k) => {
                 let strings =
@@ -248,9 +262,9 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
     }
 }
 
-fn check_source(m: &Manifest) -> Result<(), ManifestError> {
-    let span = m.spec.source.span();
-    match m.spec.source.get_ref() {
+fn check_source(m: &Manifest, source: &SourceSpec, span: &Range<usize>) -> Result<(), ManifestError> {
+    let span = span.clone();
+    match source {
         SourceSpec::Generator(g) => {
             for (key, value) in [
                 ("keys", g.keys),
@@ -317,7 +331,13 @@ fn check_source(m: &Manifest) -> Result<(), ManifestError> {
     Ok(())
 }
 
-pub(super) fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> Result<(), ManifestError> {
+/// Checks a sink; `main` is false for the side outputs' sinks.
+pub(super) fn check_sink(
+    m: &Manifest,
+    sink: &SinkSpec,
+    span: &Range<usize>,
+    main: bool,
+) -> Result<(), ManifestError> {
     if let SinkSpec::Kafka(k) = sink {
         check_policy(m, k.on_error, span)?;
     }
@@ -325,16 +345,12 @@ pub(super) fn check_sink(m: &Manifest, sink: &SinkSpec, span: &Range<usize>) -> 
         check_policy(m, p.on_error, span)?;
         super::validate_postgres::check(m, p, span)?;
     }
-    let exactly_once = match sink {
-        SinkSpec::Kafka(k) => k.exactly_once,
-        SinkSpec::Postgres(p) => p.exactly_once,
-        _ => false,
-    };
-    if exactly_once && !std::ptr::eq(sink, m.spec.sink.get_ref()) {
+    let exactly_once = super::graph::commits_with_checkpoints(sink);
+    if exactly_once && !main {
         return Err(m.error_at(
             span,
             "exactly_once",
-            "`exactly_once` is for the pipeline's `[sink]`: dead-letter and late-record sinks write at least once",
+            "`exactly_once` is for the pipeline's sinks: dead-letter and late-record sinks write at least once",
         ));
     }
     if exactly_once && m.spec.checkpoint.is_none() {

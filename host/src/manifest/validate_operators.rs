@@ -12,16 +12,25 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
     let count = m.spec.operators.len();
     let mut names = Vec::with_capacity(count);
     let mut seen = HashSet::new();
-    let mut keyed = false;
+    // Whether each operator's output is keyed: a `key_by`'s is, and so is
+    // that of an operator reading one keyed stream (a union's is not).
+    let mut keyed_outputs: Vec<bool> = Vec::with_capacity(count);
+    let mut inputs = Vec::with_capacity(count);
     for (i, op) in m.spec.operators.iter().enumerate() {
         let span = op.span();
+        let reads = super::graph::operator_inputs(m, i, op.get_ref(), &span, &names)?;
+        let keyed = match reads.as_slice() {
+            [super::graph::Stream::Operator(o)] => keyed_outputs[*o],
+            _ => false,
+        };
+        keyed_outputs.push(keyed || matches!(op.get_ref(), OperatorSpec::KeyBy(_)));
+        inputs.push(reads);
         // An explicit name must be unique; a default one gets the operator's
         // position when taken.
         let (explicit, default) = match op.get_ref() {
             OperatorSpec::KeyBy(k) => {
                 check_key_by(m, k, &span, i + 1 == count)?;
-                keyed = true;
-                (None, "key_by".to_owned())
+                (k.name.clone(), "key_by".to_owned())
             }
             OperatorSpec::Window(w) => {
                 needs_keyed(m, &span, "window", keyed)?;
@@ -77,6 +86,7 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
         names.push(name);
     }
     m.operator_names = names;
+    m.graph = super::graph::finish(m, inputs)?;
     Ok(())
 }
 

@@ -1,11 +1,9 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
-use super::{AdminSettings, Routing, SinkCheck};
-use super::{
-    Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, OperatorStage, Plan,
-    WatermarkSettings,
-};
+use super::draft::{Draft, Placed, Step};
+use super::{AdminSettings, SinkCheck};
+use super::{Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, Plan, WatermarkSettings};
 use crate::builtins::{FieldFilter, KeyFromField, Reshape, ReshapeKind, RunningAggregate};
 use crate::checkpoint::CheckpointSettings;
 use crate::checkpoint::CommittedCheckpoint;
@@ -30,27 +28,35 @@ use std::sync::Arc;
 pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError> {
     let p = m.spec.pipeline.get_ref();
     let key_groups = p.max_parallelism;
-    let mut stages: Vec<OperatorStage> = Vec::new();
-    let mut keyed = false;
-    for (op, name) in m.spec.operators.iter().zip(&m.operator_names) {
-        let spec = op.get_ref();
-        if let OperatorSpec::KeyBy(k) = spec {
-            if let Some(f) = &k.field {
-                let node = builtin(name, k.on_error, key_from_field(name, f));
-                place(&mut stages, node, 1, keyed);
-            }
-            keyed = true;
-            stages.push(OperatorStage {
-                name: format!("keyed-{}", stages.len() + 1),
+    let mut draft = Draft {
+        sources: m.sources().iter().map(|s| source(m, s.name, s.spec)).collect(),
+        ..Draft::default()
+    };
+    let steps = m.spec.operators.iter().zip(&m.operator_names);
+    for ((op, name), inputs) in steps.zip(&m.graph.operator_inputs) {
+        let step = match op.get_ref() {
+            OperatorSpec::KeyBy(k) => Step::KeyBy {
+                key: k
+                    .field
+                    .as_ref()
+                    .map(|f| builtin(name, k.on_error, key_from_field(name, f))),
                 parallelism: k.parallelism,
-                routing: Routing::Hash { key_groups },
-                operators: Vec::new(),
-            });
-            continue;
-        }
-        let (node, parallelism) = operator(m, engine, op, name)?;
-        place(&mut stages, node, parallelism, keyed);
+            },
+            _ => {
+                let (node, parallelism) = operator(m, engine, op, name)?;
+                Step::Operator { node, parallelism }
+            }
+        };
+        draft.steps.push((inputs.clone(), step));
     }
+    for (s, inputs) in m.sinks().iter().zip(&m.graph.sink_inputs) {
+        draft.sinks.push((sink(m, s.name, s.spec), inputs.clone()));
+    }
+    let Placed {
+        sources,
+        mut stages,
+        sinks,
+    } = draft.place(key_groups);
     let admin = admin_settings(m)?;
     let telemetry = Telemetry::new(&p.name, admin.as_ref().is_some_and(|a| a.metrics));
     for op in stages.iter_mut().flat_map(|s| &mut s.operators) {
@@ -62,11 +68,19 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         batch_size: p.batch_size(),
         edge_capacity: p.edge_capacity,
         shutdown_timeout: p.shutdown_timeout,
-        source: source(m),
+        sources,
         stages,
-        sink: sink(m, m.spec.sink.get_ref()),
-        dead_letter: m.spec.dead_letter.as_ref().map(|d| sink(m, d.get_ref())),
-        late_output: m.spec.late_output.as_ref().map(|d| sink(m, d.get_ref())),
+        sinks,
+        dead_letter: m
+            .spec
+            .dead_letter
+            .as_ref()
+            .map(|d| sink(m, "dead-letter", d.get_ref())),
+        late_output: m
+            .spec
+            .late_output
+            .as_ref()
+            .map(|d| sink(m, "late-output", d.get_ref())),
         watermark: m.spec.watermark.as_ref().map(|w| WatermarkSettings {
             delay: w.get_ref().max_out_of_orderness,
             idle_timeout: w.get_ref().idle_timeout,
@@ -76,7 +90,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         checkpoint: checkpoint_settings(m),
         restore: None,
         committed_checkpoint: committed_checkpoint(m),
-        sink_check: sink_check(m),
+        sink_checks: m.sinks().iter().filter_map(|s| sink_check(s.spec)).collect(),
         admin,
         telemetry,
         plugin_store: super::store_dir(&m.dir, &p.name),
@@ -164,7 +178,11 @@ fn operator(
 /// For a sink that commits with checkpoints: how to ask it which
 /// checkpoint's output it last committed.
 fn committed_checkpoint(m: &Manifest) -> Option<CommittedCheckpoint> {
-    match m.spec.sink.get_ref() {
+    m.sinks().iter().find_map(|s| committed_checkpoint_of(m, s.spec))
+}
+
+fn committed_checkpoint_of(m: &Manifest, sink: &SinkSpec) -> Option<CommittedCheckpoint> {
+    match sink {
         SinkSpec::Kafka(k) if k.exactly_once => {
             let (spec, pipeline) = (k.clone(), m.spec.pipeline.get_ref().name.clone());
             Some(Box::new(move || {
@@ -227,8 +245,8 @@ fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> 
 
 /// For a sink writing to a database: how to check, before a run, that its
 /// table fits the mapping.
-fn sink_check(m: &Manifest) -> Option<SinkCheck> {
-    match m.spec.sink.get_ref() {
+fn sink_check(sink: &SinkSpec) -> Option<SinkCheck> {
+    match sink {
         SinkSpec::Postgres(p) => {
             let spec = p.clone();
             Some(Box::new(move || postgres::check_table(&spec)))
@@ -347,13 +365,16 @@ fn window_node(
     }
 }
 
-fn source(m: &Manifest) -> Endpoint<OpenSource> {
-    match m.spec.source.get_ref() {
+fn source(m: &Manifest, name: &str, spec: &SourceSpec) -> Endpoint<OpenSource> {
+    let operator = name.to_owned();
+    let name = name.to_owned();
+    match spec {
         SourceSpec::Generator(g) => {
             let (count, keys, seed, div, rate) = (g.count, g.keys, g.seed, g.time_divisor, g.rate);
             let prefix = g.value_prefix.clone();
             let bound = count.map_or("unbounded".to_owned(), |c| format!("{c} records"));
             Endpoint {
+                name,
                 description: format!("generator ({bound})"),
                 open: Box::new(move |_| {
                     let source =
@@ -366,10 +387,11 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
             let description = format!("kafka topics {} (group `{}`)", k.topics.join(", "), k.group_id);
             let spec = k.clone();
             Endpoint {
+                name,
                 description,
                 open: Box::new(move |dead_letter| {
                     let rejects =
-                        FailureHandler::new("source", spec.on_error, dead_letter, Default::default());
+                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
                     Ok(Box::new(KafkaSource::open(&spec, rejects)?) as _)
                 }),
             }
@@ -378,6 +400,7 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
             let path = m.path(&f.path);
             let (format, key, ts, rate) = (f.format, f.key_field.clone(), f.timestamp_field.clone(), f.rate);
             Endpoint {
+                name,
                 description: format!("file `{}` ({})", f.path, serde_plain(&format)),
                 open: Box::new(move |_| {
                     Ok(Box::new(FileSource::open(&path, format, key, ts)?.with_rate(rate)) as _)
@@ -387,11 +410,15 @@ fn source(m: &Manifest) -> Endpoint<OpenSource> {
     }
 }
 
-fn sink(m: &Manifest, spec: &SinkSpec) -> Endpoint<OpenSink> {
+fn sink(m: &Manifest, name: &str, spec: &SinkSpec) -> Endpoint<OpenSink> {
+    // What its dead letters' `mailer.operator` header names.
+    let operator = name.to_owned();
+    let name = name.to_owned();
     match spec {
         SinkSpec::Stdout(s) => {
             let format = s.format;
             Endpoint {
+                name,
                 description: format!("stdout ({})", serde_plain(&format)),
                 open: Box::new(move |_| Ok(Box::new(StdoutSink::new(format)) as _)),
             }
@@ -399,6 +426,7 @@ fn sink(m: &Manifest, spec: &SinkSpec) -> Endpoint<OpenSink> {
         SinkSpec::File(f) => {
             let (path, format, append) = (m.path(&f.path), f.format, f.append);
             Endpoint {
+                name,
                 description: format!("file `{}` ({})", f.path, serde_plain(&format)),
                 open: Box::new(move |_| Ok(Box::new(FileSink::create(&path, format, append)?) as _)),
             }
@@ -406,9 +434,11 @@ fn sink(m: &Manifest, spec: &SinkSpec) -> Endpoint<OpenSink> {
         SinkSpec::Kafka(k) if k.exactly_once => {
             let (spec, pipeline) = (k.clone(), m.spec.pipeline.get_ref().name.clone());
             Endpoint {
+                name,
                 description: format!("kafka topic `{}` (exactly once, transactional)", k.topic),
                 open: Box::new(move |dead_letter| {
-                    let rejects = FailureHandler::new("sink", spec.on_error, dead_letter, Default::default());
+                    let rejects =
+                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
                     Ok(Box::new(TransactionalKafkaSink::open(&spec, &pipeline, rejects)?) as _)
                 }),
             }
@@ -416,9 +446,11 @@ fn sink(m: &Manifest, spec: &SinkSpec) -> Endpoint<OpenSink> {
         SinkSpec::Kafka(k) => {
             let spec = k.clone();
             Endpoint {
+                name,
                 description: format!("kafka topic `{}`", k.topic),
                 open: Box::new(move |dead_letter| {
-                    let rejects = FailureHandler::new("sink", spec.on_error, dead_letter, Default::default());
+                    let rejects =
+                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
                     Ok(Box::new(KafkaSink::open(&spec, rejects)?) as _)
                 }),
             }
@@ -432,14 +464,17 @@ fn sink(m: &Manifest, spec: &SinkSpec) -> Endpoint<OpenSink> {
                 (WriteMode::Upsert, true) => "upsert, exactly once",
             };
             Endpoint {
+                name,
                 description: format!("postgres table `{}` ({mode})", p.table),
                 open: Box::new(move |dead_letter| {
-                    let rejects = FailureHandler::new("sink", spec.on_error, dead_letter, Default::default());
+                    let rejects =
+                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
                     Ok(Box::new(PostgresSink::open(&spec, &pipeline, rejects)?) as _)
                 }),
             }
         }
         SinkSpec::Blackhole(_) => Endpoint {
+            name,
             description: "blackhole".to_owned(),
             open: Box::new(|_| Ok(Box::new(BlackholeSink) as _)),
         },
@@ -452,21 +487,6 @@ fn serde_plain(v: &impl serde::Serialize) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
-}
-
-/// Puts an operator into the last stage when it can run there (a keyed
-/// stage takes everything after its `key_by`; a stateless one, operators of
-/// its parallelism), or into a new stage.
-fn place(stages: &mut Vec<OperatorStage>, node: OperatorNode, parallelism: usize, keyed: bool) {
-    match stages.last_mut() {
-        Some(s) if keyed || s.parallelism == parallelism => s.operators.push(node),
-        _ => stages.push(OperatorStage {
-            name: format!("stage-{}", stages.len() + 1),
-            parallelism,
-            routing: Routing::RoundRobin,
-            operators: vec![node],
-        }),
-    }
 }
 
 fn builtin(name: &str, policy: FailurePolicy, factory: NativeFactory) -> OperatorNode {
@@ -501,7 +521,17 @@ fn reshape(name: &str, kind: ReshapeKind) -> NativeFactory {
 }
 
 fn aggregate(name: &str, a: &AggregateSpec) -> NativeFactory {
-    let (name, aggregates, field) = (name.to_owned(), a.aggregates.clone(), a.field.clone());
+    aggregate_factory(name, a.aggregates.clone(), a.field.clone())
+}
+
+/// Makes the running `aggregates` of each key over the JSON `field` of the
+/// values, for operator `name`.
+pub fn aggregate_factory(
+    name: &str,
+    aggregates: Vec<crate::time::AggregateKind>,
+    field: Option<String>,
+) -> NativeFactory {
+    let name = name.to_owned();
     Arc::new(move |ctx, failure| {
         let state = ctx.open_state(&name)?;
         Ok(Box::new(RunningAggregate::new(

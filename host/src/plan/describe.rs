@@ -1,9 +1,10 @@
 //! The plan as text, for `mailer describe`.
 
-use super::{NodeKind, OperatorNode, Plan, Routing};
+use super::{NodeKind, OperatorNode, Plan, Producer, Routing};
 use std::fmt::Write;
 
-/// Stages, parallelism, edges and capacities, each plugin's world and digest.
+/// Sources, stages (parallelism, routing, what each reads), edges and
+/// capacities, sinks, each plugin's world and digest.
 pub fn describe(plan: &Plan) -> String {
     let mut s = String::new();
     let edge = format!(
@@ -17,25 +18,52 @@ pub fn describe(plan: &Plan) -> String {
         "pipeline `{}` (manifest sha256 {})",
         plan.name, plan.manifest_hash
     );
-    let _ = writeln!(s, "source: {}", plan.source.description);
+    let linear = is_linear(plan);
+    for source in &plan.sources {
+        match linear {
+            true => writeln!(s, "source: {}", source.description),
+            false => writeln!(s, "source `{}`: {}", source.name, source.description),
+        }
+        .expect("a String takes any text");
+    }
+    if !linear {
+        let _ = writeln!(s, "every {edge}");
+    }
     for stage in &plan.stages {
-        let _ = writeln!(s, "  | {edge}");
+        if linear {
+            let _ = writeln!(s, "  | {edge}");
+        }
         let routing = match (stage.routing, stage.parallelism) {
             (Routing::Hash { key_groups }, _) => format!("keyed by hash over {key_groups} key groups"),
             (Routing::RoundRobin, 1) => "one worker".to_owned(),
             (Routing::RoundRobin, _) => "round robin".to_owned(),
         };
+        let reads = match linear {
+            true => String::new(),
+            false => format!(", reads {}", reads(plan, &stage.inputs)),
+        };
         let _ = writeln!(
             s,
-            "stage `{}`: parallelism {}, {routing}",
+            "stage `{}`: parallelism {}, {routing}{reads}",
             stage.name, stage.parallelism
         );
         for op in &stage.operators {
             let _ = writeln!(s, "  - `{}`: {}", op.name, describe_operator(op));
         }
     }
-    let _ = writeln!(s, "  | {edge}");
-    let _ = writeln!(s, "sink: {}", plan.sink.description);
+    for sink in &plan.sinks {
+        match linear {
+            true => writeln!(s, "  | {edge}\nsink: {}", sink.end.description),
+            false => writeln!(
+                s,
+                "sink `{}`: {}, reads {}",
+                sink.end.name,
+                sink.end.description,
+                reads(plan, &sink.inputs)
+            ),
+        }
+        .expect("a String takes any text");
+    }
     if let Some(dl) = &plan.dead_letter {
         let _ = writeln!(s, "dead letter: {}", dl.description);
     }
@@ -44,6 +72,94 @@ pub fn describe(plan: &Plan) -> String {
     }
     let _ = writeln!(s, "state: {:?}, {} key groups", plan.state, plan.key_groups);
     s
+}
+
+/// The graph in Graphviz's DOT language: sources, stages and sinks as
+/// nodes, one arrow per edge.
+pub fn describe_dot(plan: &Plan) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "digraph {} {{\n  rankdir=LR;", quoted(&plan.name));
+    for source in &plan.sources {
+        let label = format!("{}\n{}", source.name, source.description);
+        let _ = writeln!(
+            s,
+            "  {} [shape=cds, label={}];",
+            quoted(&source.name),
+            quoted(&label)
+        );
+    }
+    for stage in &plan.stages {
+        let ops: Vec<&str> = stage.operators.iter().map(|o| o.name.as_str()).collect();
+        let label = format!("{} ×{}\n{}", stage.name, stage.parallelism, ops.join(" → "));
+        let _ = writeln!(
+            s,
+            "  {} [shape=box, label={}];",
+            quoted(&stage.name),
+            quoted(&label)
+        );
+        for &input in &stage.inputs {
+            let _ = writeln!(
+                s,
+                "  {} -> {};",
+                quoted(plan.producer_name(input)),
+                quoted(&stage.name)
+            );
+        }
+    }
+    for sink in &plan.sinks {
+        let label = format!("{}\n{}", sink.end.name, sink.end.description);
+        let _ = writeln!(
+            s,
+            "  {} [shape=folder, label={}];",
+            quoted(&sink.end.name),
+            quoted(&label)
+        );
+        for &input in &sink.inputs {
+            let _ = writeln!(
+                s,
+                "  {} -> {};",
+                quoted(plan.producer_name(input)),
+                quoted(&sink.end.name)
+            );
+        }
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// A DOT string literal.
+fn quoted(text: &str) -> String {
+    format!(
+        "\"{}\"",
+        text.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    )
+}
+
+/// What a stage or sink reads, as text.
+fn reads(plan: &Plan, inputs: &[Producer]) -> String {
+    let names: Vec<String> = inputs
+        .iter()
+        .map(|&p| format!("`{}`", plan.producer_name(p)))
+        .collect();
+    match names.as_slice() {
+        [one] => one.clone(),
+        many => format!("the union of {}", many.join(", ")),
+    }
+}
+
+/// Whether the plan is a chain: one source, each stage reading the one
+/// before it, one sink reading the last.
+fn is_linear(plan: &Plan) -> bool {
+    let mut previous = Producer::Source(0);
+    for (i, stage) in plan.stages.iter().enumerate() {
+        if stage.inputs != [previous] {
+            return false;
+        }
+        previous = Producer::Stage(i);
+    }
+    plan.sources.len() == 1 && matches!(plan.sinks.as_slice(), [sink] if sink.inputs == [previous])
 }
 
 /// One operator: what runs it and its limits.

@@ -4,9 +4,12 @@
 
 mod build;
 mod describe;
+mod draft;
+mod place;
 
-pub use build::build;
-pub use describe::describe;
+pub use build::{aggregate_factory, build};
+pub use describe::{describe, describe_dot};
+pub use draft::{Draft, Placed, Step};
 
 use crate::checkpoint::{
     CheckpointSettings, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore, RestoreTarget,
@@ -58,12 +61,13 @@ pub struct Plan {
     pub edge_capacity: usize,
     /// Graceful drain limit.
     pub shutdown_timeout: Duration,
-    /// The source.
-    pub source: Endpoint<OpenSource>,
-    /// The operator stages, in order.
+    /// The sources, each named (a linear pipeline's one is `source`).
+    pub sources: Vec<Endpoint<OpenSource>>,
+    /// The operator stages, each after the stages and sources it reads.
     pub stages: Vec<OperatorStage>,
-    /// The sink.
-    pub sink: Endpoint<OpenSink>,
+    /// The sinks, each named (a linear pipeline's one is `sink`), with the
+    /// streams each reads.
+    pub sinks: Vec<SinkNode>,
     /// The dead-letter sink, if any operator may need it.
     pub dead_letter: Option<Endpoint<OpenSink>>,
     /// The sink of records too late for their windows, if any.
@@ -78,11 +82,12 @@ pub struct Plan {
     pub checkpoint: Option<CheckpointSettings>,
     /// The checkpoint to resume from, if any (set before the run).
     pub restore: Option<Restore>,
-    /// For a sink that commits with checkpoints: which checkpoint's output
-    /// it last committed (a restart resumes from that one).
+    /// For a sink that commits with checkpoints (a pipeline has at most
+    /// one): which checkpoint's output it last committed (a restart resumes
+    /// from that one).
     pub committed_checkpoint: Option<CommittedCheckpoint>,
-    /// For a sink writing to a database: checks its table before a run.
-    pub sink_check: Option<SinkCheck>,
+    /// For each sink writing to a database: checks its table before a run.
+    pub sink_checks: Vec<SinkCheck>,
     /// The admin API, when `[admin]` asks for it.
     pub admin: Option<AdminSettings>,
     /// What the run measures (served by the admin API).
@@ -175,6 +180,7 @@ impl Plan {
             key_groups: self.key_groups,
             manifest_hash: &self.manifest_hash,
             operators: self.operator_metas(),
+            sources: self.sources.iter().map(|s| s.name.as_str()).collect(),
         }
     }
 
@@ -280,6 +286,26 @@ pub struct InstanceContext<'a> {
 }
 
 impl Plan {
+    /// The name of what `producer` stands for.
+    pub fn producer_name(&self, producer: Producer) -> &str {
+        match producer {
+            Producer::Source(i) => &self.sources[i].name,
+            Producer::Stage(i) => &self.stages[i].name,
+        }
+    }
+
+    /// Links `stages` into a chain from the one source to the one sink: each
+    /// stage reads the one before it (the first reads the source), and the
+    /// sink reads the last.
+    pub fn chain(stages: &mut [OperatorStage]) -> Vec<Producer> {
+        let mut previous = Producer::Source(0);
+        for (i, stage) in stages.iter_mut().enumerate() {
+            stage.inputs = vec![previous];
+            previous = Producer::Stage(i);
+        }
+        vec![previous]
+    }
+
     /// Messages an edge holds: `edge_capacity` records in batches of
     /// `batch_size`.
     pub fn edge_messages(&self) -> usize {
@@ -287,12 +313,32 @@ impl Plan {
     }
 }
 
-/// A source or sink: what it is, and how to open it.
+/// A source or sink: its name, what it is, and how to open it.
 pub struct Endpoint<F> {
+    /// Its unique name in the pipeline (`source`, `sink`, `dead-letter`
+    /// and `late-output` in a linear one).
+    pub name: String,
     /// A one-line description (never holding a secret).
     pub description: String,
     /// Opens it.
     pub open: F,
+}
+
+/// Where a stage or sink reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Producer {
+    /// Source `i` of [`Plan::sources`].
+    Source(usize),
+    /// The last operator of stage `i` of [`Plan::stages`] (an earlier one).
+    Stage(usize),
+}
+
+/// A sink and the streams it reads (several: their union).
+pub struct SinkNode {
+    /// The sink.
+    pub end: Endpoint<OpenSink>,
+    /// What it reads.
+    pub inputs: Vec<Producer>,
 }
 
 /// How a parallel stage spreads records over its workers.
@@ -313,6 +359,8 @@ pub enum Routing {
 pub struct OperatorStage {
     /// The stage's name.
     pub name: String,
+    /// What it reads (several: their union, aligned as contract C1 says).
+    pub inputs: Vec<Producer>,
     /// Workers.
     pub parallelism: usize,
     /// How records are spread over the workers.

@@ -14,7 +14,7 @@
 //! finished stream no longer holds back markers, watermarks or the end.
 
 use super::Message;
-use super::{EdgeReceiver, EdgeSender, Shutdown};
+use super::{EdgeReceiver, Outlet, Shutdown};
 use crate::metrics::StageStats;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -54,7 +54,7 @@ struct Aligner<'a> {
     emitted_watermark: i64,
     clocks: Vec<i64>,
     emitted_clock: i64,
-    out: EdgeSender,
+    out: Outlet,
     stats: &'a StageStats,
 }
 
@@ -64,7 +64,7 @@ struct Stopped;
 /// Merges `inputs` into `out` until every input is closed.
 pub fn merge_aligned(
     inputs: Vec<EdgeReceiver>,
-    out: EdgeSender,
+    out: Outlet,
     ends: Ends,
     shutdown: &Shutdown,
     stats: &StageStats,
@@ -233,7 +233,7 @@ mod tests {
                 rx
             })
             .collect();
-        merge_aligned(inputs, out_tx, ends, &shutdown, &StageStats::new("s"));
+        merge_aligned(inputs, out_tx.into(), ends, &shutdown, &StageStats::new("s"));
         std::iter::from_fn(|| out_rx.recv()).collect()
     }
 
@@ -258,7 +258,7 @@ mod tests {
         tx1.send(barrier(1)).unwrap();
         drop((tx0, tx1));
         let stats = StageStats::new("s");
-        merge_aligned(vec![rx0, rx1], out_tx, Ends::Together, &shutdown, &stats);
+        merge_aligned(vec![rx0, rx1], out_tx.into(), Ends::Together, &shutdown, &stats);
         let got: Vec<Message> = std::iter::from_fn(|| out_rx.recv()).collect();
         assert_eq!(got.iter().filter(|m| **m == barrier(1)).count(), 1);
         assert!(position(&got, &records("before")) < position(&got, &barrier(1)));

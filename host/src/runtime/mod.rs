@@ -15,6 +15,7 @@ mod source;
 mod stage;
 #[cfg(debug_assertions)]
 mod test_hooks;
+mod wiring;
 mod worker;
 
 pub use edge::{Closed, EdgeReceiver, EdgeSender, edge};

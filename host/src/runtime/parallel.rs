@@ -6,7 +6,7 @@ use super::Message;
 use super::align::{Ends, merge_aligned};
 use super::stage::{StageError, StageHandle, spawn_stage};
 use super::worker::run_chain;
-use super::{EdgeReceiver, EdgeSender, Shutdown, edge};
+use super::{EdgeReceiver, EdgeSender, Outlet, Shutdown, edge};
 use crate::key_group;
 use crate::metrics::StageStats;
 use crate::operator::Chain;
@@ -20,7 +20,7 @@ pub fn spawn_parallel(
     chains: Vec<Chain>,
     routing: Routing,
     input: EdgeReceiver,
-    out: EdgeSender,
+    out: Outlet,
     internal_capacity: usize,
     shutdown: &Shutdown,
 ) -> std::io::Result<Vec<StageHandle>> {
@@ -40,7 +40,7 @@ pub fn spawn_parallel(
         from_workers.push(out_rx);
         let worker_stats = StageStats::new(format!("{name}[{i}]"));
         handles.push(spawn_stage(format!("{name}[{i}]"), move || {
-            run_chain(chain, in_rx, out_tx, worker_stats)
+            run_chain(chain, in_rx, out_tx.into(), worker_stats)
         })?);
     }
     let router_stats = stats.clone();
@@ -144,7 +144,7 @@ mod stage_tests {
             chains,
             Routing::Hash { key_groups: 128 },
             in_rx,
-            out_tx,
+            out_tx.into(),
             2,
             &shutdown,
         )

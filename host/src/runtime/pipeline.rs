@@ -1,22 +1,25 @@
 //! Runs a plan: opens the ends, instantiates every operator, wires the
 //! stages with bounded edges, and supervises the run to its end.
 
+use super::Shutdown;
 use super::parallel::spawn_parallel;
 use super::side_stage::SideStage;
 use super::sink::{SinkCheckpoints, run_sink};
-use super::source::{SourceCheckpoints, SourceReport, SourceTime, run_source};
+use super::source::{SourceCheckpoints, SourceSlot, SourceTime, run_sources};
 use super::stage::{StageError, StageHandle, spawn_stage};
+use super::wiring::Wiring;
 use super::worker::run_chain;
-use super::{Shutdown, edge};
 use crate::checkpoint::{
     CheckpointSettings, CheckpointStats, CheckpointStore, CoordinatorSetup, Restore, WorkerCheckpoints,
     run_coordinator,
 };
-use crate::connectors::{ConnectorError, Sink};
-use crate::metrics::{EdgeEntry, OperatorEntry, RunGraph, StageEntry, StageStats};
-use crate::operator::Chain;
-use crate::plan::Plan;
-use crate::plan::{Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink, OperatorStage};
+use crate::connectors::{ConnectorError, Sink, Source};
+use crate::metrics::{OperatorEntry, RunGraph, StageEntry, StageStats};
+use crate::operator::{Chain, SideOutput};
+use crate::plan::{
+    Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink, OpenSource, OperatorStage, Plan,
+    Producer, SinkNode,
+};
 use crate::state::BackendKind;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -57,7 +60,7 @@ pub enum RunError {
     #[error("cannot open {what}: {cause}")]
     Open {
         /// Which end.
-        what: &'static str,
+        what: String,
         /// Why (in the message, not a chained source, so it shows once).
         cause: ConnectorError,
     },
@@ -83,18 +86,17 @@ pub enum RunError {
     Aborted(Duration),
 }
 
-/// Runs `plan` until its source ends, `shutdown` is cancelled, or a stage
+/// Runs `plan` until its sources end, `shutdown` is cancelled, or a stage
 /// fails; returns what it did.
-pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
+pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
     let span = tracing::info_span!("run", pipeline = %plan.name);
     let _run = span.enter();
     let started = Instant::now();
-    let messages = plan.edge_messages();
     let operators = operator_entries(&plan);
     let mut handles: Vec<StageHandle> = Vec::new();
 
     // How each checkpoint ended, for a sink that commits with them (the
-    // receiver is dropped for any other sink, and the coordinator's sends
+    // receiver is dropped when no sink does, and the coordinator's sends
     // then fail at once).
     let (outcomes_tx, outcomes) = flume::bounded(64);
     let mut checkpoints = match &plan.checkpoint {
@@ -107,18 +109,20 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         )?),
         None => None,
     };
+    let messages = plan.edge_messages();
+    let mut wiring = Wiring::new(&plan, messages, shutdown, &mut handles)?;
     let restore = plan.restore.as_ref();
-    let mut dead_letter = side_stage(plan.dead_letter, "dead-letter", plan.edge_capacity, restore)?;
-    let mut late_output = side_stage(plan.late_output, "late-output", plan.edge_capacity, restore)?;
-    let sink_dead_letter = dead_letter.as_mut().map(SideStage::channel);
-    let mut sink = (plan.sink.open)(sink_dead_letter.clone()).map_err(|cause| RunError::Open {
-        what: "the sink",
-        cause,
-    })?;
-    resume(sink.as_mut(), "sink", restore)?;
-    let outcomes = sink.commits_with_checkpoints().then_some(outcomes);
+    let mut dead_letter = side_stage(plan.dead_letter.take(), plan.edge_capacity, restore)?;
+    let mut late_output = side_stage(plan.late_output.take(), plan.edge_capacity, restore)?;
+    let sinks = open_sinks(
+        std::mem::take(&mut plan.sinks),
+        &mut dead_letter,
+        outcomes,
+        checkpoints.as_ref(),
+        shutdown,
+        restore,
+    )?;
     let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
-
     let stage_chains = instantiate_stages(
         &plan.stages,
         &plan.state,
@@ -129,39 +133,21 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         checkpoints.as_ref(),
     )?;
     let source_dead_letter = dead_letter.as_mut().map(SideStage::channel);
-    let mut source = (plan.source.open)(source_dead_letter.clone()).map_err(|cause| RunError::Open {
-        what: "the source",
-        cause,
-    })?;
-    if let Some(r) = &plan.restore {
-        source.seek(&r.metadata.source).map_err(|cause| RunError::Open {
-            what: "the source at the checkpoint's position",
-            cause,
-        })?;
-        tracing::info!(checkpoint = r.metadata.id, position = %r.metadata.source, "resuming from a checkpoint");
-    }
+    let sources = open_sources(
+        std::mem::take(&mut plan.sources),
+        source_dead_letter.clone(),
+        restore,
+    )?;
     match checkpoints.as_mut() {
         Some(c) => c.side_outputs = source_dead_letter.into_iter().collect(),
         // Held by nobody else, it would keep the side output's stage open.
         None => drop(source_dead_letter),
     }
-    // How each sink stage takes part in checkpoints.
-    let acks = |name: &'static str, outcomes, side_outputs| {
-        checkpoints.as_ref().map(|c| SinkCheckpoints {
-            name,
-            events: c.events.clone(),
-            store: c.store.clone(),
-            outcomes,
-            side_outputs,
-            shutdown: shutdown.clone(),
-        })
-    };
-    let sink_acks = acks("sink", outcomes, sink_dead_letter.into_iter().collect());
     let side_stages: Vec<(SideStage, Option<SinkCheckpoints>)> = [dead_letter, late_output]
         .into_iter()
         .flatten()
         .map(|stage| {
-            let acks = acks(stage.name, None, Vec::new());
+            let acks = sink_checkpoints(checkpoints.as_ref(), stage.name, None, Vec::new(), shutdown);
             (stage, acks)
         })
         .collect();
@@ -178,74 +164,63 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
             operators,
         });
     };
-    let names: Vec<&str> = std::iter::once("source")
-        .chain(plan.stages.iter().map(|s| s.name.as_str()))
-        .chain(["sink"])
-        .collect();
-    let mut edges = Vec::new();
-    let mut next_edge = |i: usize| {
-        let (tx, rx) = edge(format!("{} -> {}", names[i], names[i + 1]), messages, shutdown);
-        edges.push(EdgeEntry {
-            from: names[i].to_owned(),
-            to: names[i + 1].to_owned(),
-            stats: tx.stats().clone(),
-        });
-        (tx, rx)
-    };
 
-    let source_stats = StageStats::new("source");
-    add_stage(&source_stats, 1, Vec::new());
-    let (tx, mut rx) = next_edge(0);
+    let mut slots = Vec::with_capacity(sources.len());
+    for (i, (name, source)) in sources.into_iter().enumerate() {
+        let stats = StageStats::new(name.clone());
+        add_stage(&stats, 1, Vec::new());
+        slots.push(SourceSlot {
+            name,
+            source,
+            out: wiring.outlet(Producer::Source(i)),
+            stats,
+        });
+    }
+    let source_stats: Vec<Arc<StageStats>> = slots.iter().map(|s| s.stats.clone()).collect();
     {
-        let processing_time = plan
-            .stages
-            .iter()
-            .flat_map(|s| &s.operators)
-            .any(|op| matches!(&op.kind, NodeKind::Window { spec, .. } if spec.processing_time));
         let time = SourceTime {
             watermarks: plan.watermark,
-            ticks: processing_time.then_some(PROCESSING_TICK),
+            ticks: plan
+                .stages
+                .iter()
+                .flat_map(|s| &s.operators)
+                .any(|op| matches!(&op.kind, NodeKind::Window { spec, .. } if spec.processing_time))
+                .then_some(PROCESSING_TICK),
         };
-        let report = SourceReport {
-            stats: source_stats.clone(),
-            telemetry: plan.telemetry.clone(),
-        };
-        let (shutdown, batch) = (shutdown.clone(), plan.batch_size);
+        let (shutdown, batch, telemetry) = (shutdown.clone(), plan.batch_size, plan.telemetry.clone());
         handles.push(spawn_stage("source".into(), move || {
-            run_source(source, tx, batch, time, checkpoints, shutdown, report)
+            run_sources(slots, batch, time, checkpoints, shutdown, telemetry)
         })?);
     }
     for (i, (stage, chains)) in plan.stages.iter().zip(stage_chains).enumerate() {
-        let (next_tx, next_rx) = next_edge(i + 1);
         let stats = StageStats::new(stage.name.clone());
         let operators = stage.operators.iter().map(|o| o.name.clone()).collect();
         add_stage(&stats, chains.len(), operators);
+        let (input, out) = (wiring.stage_input(i), wiring.outlet(Producer::Stage(i)));
         if chains.len() == 1 {
             let chain = chains.into_iter().next().expect("one chain");
-            let input = rx;
             handles.push(spawn_stage(stage.name.clone(), move || {
-                run_chain(chain, input, next_tx, stats)
+                run_chain(chain, input, out, stats)
             })?);
         } else {
             handles.extend(spawn_parallel(
                 stats,
                 chains,
                 stage.routing,
-                rx,
-                next_tx,
+                input,
+                out,
                 messages,
                 shutdown,
             )?);
         }
-        rx = next_rx;
     }
-    let sink_stats = StageStats::new("sink");
-    add_stage(&sink_stats, 1, Vec::new());
-    {
-        let stats = sink_stats.clone();
-        handles.push(spawn_stage("sink".into(), move || {
-            run_sink(sink, rx, stats, sink_acks)
-        })?);
+    let mut sink_stats = Vec::with_capacity(sinks.len());
+    for (i, (name, sink, acks)) in sinks.into_iter().enumerate() {
+        let stats = StageStats::new(name.clone());
+        add_stage(&stats, 1, Vec::new());
+        sink_stats.push(stats.clone());
+        let input = wiring.sink_input(plan.stages.len(), i);
+        handles.push(spawn_stage(name, move || run_sink(sink, input, stats, acks))?);
     }
     let dead_letter_stats = StageStats::new("dead-letter");
     for (stage, acks) in side_stages {
@@ -259,12 +234,124 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
             stage.run(batch, &stats, acks)
         })?);
     }
-    graph.edges = edges;
+    graph.edges = wiring.edges;
     plan.telemetry.started(graph);
 
     let cancelled = supervise(handles, shutdown, plan.shutdown_timeout)?;
-    let stages = [&*source_stats, &*sink_stats, &*dead_letter_stats];
-    Ok(report(&operators, stages, &checkpoint_stats, cancelled, started))
+    let counts = Counts {
+        sources: &source_stats,
+        sinks: &sink_stats,
+        dead_letter: &dead_letter_stats,
+    };
+    Ok(report(&operators, counts, &checkpoint_stats, cancelled, started))
+}
+
+/// A sink opened, named, with its part in checkpoints.
+type OpenedSink = (String, Box<dyn Sink>, Option<SinkCheckpoints>);
+
+/// Opens every sink, each resumed where the checkpoint `restore` says its
+/// output ended; the one that commits with checkpoints (at most one) gets
+/// their `outcomes`.
+fn open_sinks(
+    sinks: Vec<SinkNode>,
+    dead_letter: &mut Option<SideStage>,
+    outcomes: flume::Receiver<(u64, bool)>,
+    checkpoints: Option<&SourceCheckpoints>,
+    shutdown: &Shutdown,
+    restore: Option<&Restore>,
+) -> Result<Vec<OpenedSink>, RunError> {
+    let mut outcomes = Some(outcomes);
+    let mut opened = Vec::with_capacity(sinks.len());
+    for node in sinks {
+        let name = node.end.name;
+        let channel = dead_letter.as_mut().map(SideStage::channel);
+        let mut sink = (node.end.open)(channel.clone()).map_err(|cause| RunError::Open {
+            what: end_name("sink", &name),
+            cause,
+        })?;
+        resume(sink.as_mut(), &name, restore)?;
+        let commits = match sink.commits_with_checkpoints() {
+            false => None,
+            true => Some(outcomes.take().ok_or_else(|| RunError::Open {
+                what: end_name("sink", &name),
+                cause: ConnectorError::Unsupported(
+                    "only one sink of a pipeline can commit with the checkpoints".into(),
+                ),
+            })?),
+        };
+        let acks = sink_checkpoints(
+            checkpoints,
+            &name,
+            commits,
+            channel.into_iter().collect(),
+            shutdown,
+        );
+        opened.push((name, sink, acks));
+    }
+    Ok(opened)
+}
+
+/// A source opened, with its name.
+type OpenedSource = (String, Box<dyn Source>);
+
+/// Opens every source, each at the position the checkpoint `restore` holds
+/// for it; they may send what they cannot read to `dead_letter`.
+fn open_sources(
+    sources: Vec<Endpoint<OpenSource>>,
+    dead_letter: Option<SideOutput>,
+    restore: Option<&Restore>,
+) -> Result<Vec<OpenedSource>, RunError> {
+    let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+    let positions = match restore {
+        Some(r) => Some(r.metadata.positions_of(&names).map_err(|reason| RunError::Open {
+            what: "the sources at the checkpoint's positions".into(),
+            cause: ConnectorError::Unsupported(reason),
+        })?),
+        None => None,
+    };
+    let mut opened = Vec::with_capacity(sources.len());
+    for (i, end) in sources.into_iter().enumerate() {
+        let mut source = (end.open)(dead_letter.clone()).map_err(|cause| RunError::Open {
+            what: end_name("source", &end.name),
+            cause,
+        })?;
+        if let (Some(positions), Some(r)) = (&positions, restore) {
+            source.seek(&positions[i]).map_err(|cause| RunError::Open {
+                what: format!("{} at the checkpoint's position", end_name("source", &end.name)),
+                cause,
+            })?;
+            tracing::info!(checkpoint = r.metadata.id, source = %end.name, position = %positions[i], "resuming from a checkpoint");
+        }
+        opened.push((end.name, source));
+    }
+    Ok(opened)
+}
+
+/// How a source or sink is named in errors: `the sink` for a linear
+/// pipeline's, else by its name.
+fn end_name(kind: &str, name: &str) -> String {
+    match name == kind {
+        true => format!("the {kind}"),
+        false => format!("{kind} `{name}`"),
+    }
+}
+
+/// How sink `name` takes part in checkpoints, when they are on.
+fn sink_checkpoints(
+    checkpoints: Option<&SourceCheckpoints>,
+    name: &str,
+    outcomes: Option<flume::Receiver<(u64, bool)>>,
+    side_outputs: Vec<SideOutput>,
+    shutdown: &Shutdown,
+) -> Option<SinkCheckpoints> {
+    checkpoints.map(|c| SinkCheckpoints {
+        name: name.to_owned(),
+        events: c.events.clone(),
+        store: c.store.clone(),
+        outcomes,
+        side_outputs,
+        shutdown: shutdown.clone(),
+    })
 }
 
 /// Every worker's chain of every stage, with its side outputs and its part
@@ -327,10 +414,17 @@ fn instantiate_stages(
     Ok(stage_chains)
 }
 
+/// The counters of the ends of a run.
+struct Counts<'a> {
+    sources: &'a [Arc<StageStats>],
+    sinks: &'a [Arc<StageStats>],
+    dead_letter: &'a StageStats,
+}
+
 /// What the run did, from its counters.
 fn report(
     operators: &[OperatorEntry],
-    [source, sink, dead_letter]: [&StageStats; 3],
+    counts: Counts<'_>,
     checkpoints: &CheckpointStats,
     cancelled: bool,
     started: Instant,
@@ -342,9 +436,9 @@ fn report(
         .sum();
     let sum = |f: fn(&crate::plugin::CallStats) -> u64| operators.iter().map(|o| f(&o.calls)).sum();
     RunReport {
-        source_records: source.records_out.load(Ordering::Relaxed),
-        sink_records: sink.records_out.load(Ordering::Relaxed),
-        dead_lettered: dead_letter.records_out.load(Ordering::Relaxed),
+        source_records: out_of(counts.sources),
+        sink_records: out_of(counts.sinks),
+        dead_lettered: counts.dead_letter.records_out.load(Ordering::Relaxed),
         late_records,
         plugin_traps: sum(|c| c.traps.load(Ordering::Relaxed)),
         plugin_timeouts: sum(|c| {
@@ -355,6 +449,11 @@ fn report(
         cancelled,
         elapsed: started.elapsed(),
     }
+}
+
+/// The records out of `stages`, summed.
+fn out_of(stages: &[Arc<StageStats>]) -> u64 {
+    stages.iter().map(|s| s.records_out.load(Ordering::Relaxed)).sum()
 }
 
 /// Every operator of the plan with its counters, for the metrics.
@@ -401,9 +500,9 @@ fn start_checkpoints(
     let operators = plan.operator_metas();
     let setup = CoordinatorSetup {
         store: store.clone(),
-        // Every operator worker, the sink, and each side output's sink.
+        // Every operator worker, every sink, and each side output's sink.
         expected_acks: plan.stages.iter().map(|s| s.parallelism).sum::<usize>()
-            + 1
+            + plan.sinks.len()
             + usize::from(plan.dead_letter.is_some())
             + usize::from(plan.late_output.is_some()),
         pipeline: plan.name.clone(),
@@ -472,10 +571,10 @@ fn supervise(
 
 /// Lets a sink continue from where the checkpoint `restore` says its
 /// output ended (or start fresh without one).
-fn resume(sink: &mut dyn Sink, name: &'static str, restore: Option<&Restore>) -> Result<(), RunError> {
+fn resume(sink: &mut dyn Sink, name: &str, restore: Option<&Restore>) -> Result<(), RunError> {
     let position = restore.and_then(|r| r.metadata.sinks.get(name));
     sink.resume(position).map_err(|cause| RunError::Open {
-        what: "the sink at the checkpoint's position",
+        what: format!("{} at the checkpoint's position", end_name("sink", name)),
         cause,
     })
 }
@@ -484,18 +583,20 @@ fn resume(sink: &mut dyn Sink, name: &'static str, restore: Option<&Restore>) ->
 /// resumed where the checkpoint `restore` says its output ended.
 fn side_stage(
     end: Option<Endpoint<OpenSink>>,
-    name: &'static str,
     capacity: usize,
     restore: Option<&Restore>,
 ) -> Result<Option<SideStage>, RunError> {
     let Some(end) = end else {
         return Ok(None);
     };
-    let what = match name {
-        "dead-letter" => "the dead-letter sink",
-        _ => "the late-record sink",
+    let (name, what) = match end.name.as_str() {
+        "dead-letter" => ("dead-letter", "the dead-letter sink"),
+        _ => ("late-output", "the late-record sink"),
     };
-    let sink = (end.open)(None).map_err(|cause| RunError::Open { what, cause })?;
+    let sink = (end.open)(None).map_err(|cause| RunError::Open {
+        what: what.into(),
+        cause,
+    })?;
     let mut stage = SideStage::new(name, sink, capacity);
     resume(stage.sink_mut(), name, restore)?;
     Ok(Some(stage))

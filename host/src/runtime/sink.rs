@@ -14,8 +14,8 @@ use std::time::Duration;
 
 /// How the sink takes part in checkpoints.
 pub struct SinkCheckpoints {
-    /// Which sink it is (`sink`, `dead-letter`, `late-output`).
-    pub name: &'static str,
+    /// Which sink it is (its name; `dead-letter`, `late-output`).
+    pub name: String,
     /// Where it acknowledges barriers.
     pub events: flume::Sender<CheckpointEvent>,
     /// The checkpoints, told which one's output the sink committed.
@@ -35,7 +35,7 @@ impl SinkCheckpoints {
     pub(super) fn acknowledge(&self, sink: &mut dyn Sink, id: u64) -> Result<(), StageError> {
         let _ = self.events.send(CheckpointEvent::SinkAcked {
             id,
-            sink: self.name,
+            sink: self.name.clone(),
             position: sink.position(),
         });
         for side in &self.side_outputs {

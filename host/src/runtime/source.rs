@@ -2,15 +2,16 @@
 //! source adds to the stream — watermarks, processing-time ticks, swap
 //! points and checkpoint barriers — in their place between the batches.
 
-use super::stage::{StageError, record_count};
-use super::{Barrier, Closed, EdgeSender, Message, Shutdown};
+use super::stage::StageError;
+use super::{Barrier, Closed, Message, Outlet, Shutdown};
 use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore, SavepointRequest};
 use crate::clock::now_ms;
-use crate::connectors::{Poll, Source};
+use crate::connectors::{Poll, Progress, Source};
 use crate::metrics::{StageStats, Telemetry};
 use crate::operator::SideOutput;
 use crate::plan::WatermarkSettings;
 use crate::time::WatermarkGenerator;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -32,12 +33,12 @@ pub struct SourceCheckpoints {
 }
 
 impl SourceCheckpoints {
-    /// Announces checkpoint `next_id` at `source`'s position (a savepoint
-    /// too, when `savepoint` asks) and returns its barrier; `None` when its
-    /// folder cannot be made (logged; the next interval tries again).
+    /// Announces checkpoint `next_id` at the sources' `positions` (a
+    /// savepoint too, when `savepoint` asks) and returns its barrier; `None`
+    /// when its folder cannot be made (logged; the next interval tries again).
     pub(super) fn barrier(
         &mut self,
-        source: &dyn Source,
+        positions: BTreeMap<String, serde_json::Value>,
         savepoint: Option<SavepointRequest>,
         swaps: &mut Vec<(String, String)>,
     ) -> Option<Message> {
@@ -49,10 +50,9 @@ impl SourceCheckpoints {
             return None;
         }
         self.stats.in_flight.store(true, Ordering::Release);
-        let position = source.position();
         let _ = self.events.send(CheckpointEvent::Started {
             id,
-            position,
+            positions,
             savepoint,
             swaps: std::mem::take(swaps),
         });
@@ -72,15 +72,19 @@ pub struct SourceTime {
     pub ticks: Option<Duration>,
 }
 
-/// Where the source stage reports what it did.
-pub struct SourceReport {
-    /// Records out.
+/// One source of the source stage, with the stream it feeds.
+pub struct SourceSlot {
+    /// Its name (keys its position in checkpoints).
+    pub name: String,
+    /// The source.
+    pub source: Box<dyn Source>,
+    /// Where its records go.
+    pub out: Outlet,
+    /// Its records out.
     pub stats: Arc<StageStats>,
-    /// Watermark, lag and progress.
-    pub telemetry: Arc<Telemetry>,
 }
 
-/// How often the source's lag and progress are read.
+/// How often the sources' lag and progress are read.
 const REPORT_EVERY: Duration = Duration::from_millis(500);
 
 /// Why the source loop ended.
@@ -88,39 +92,52 @@ const REPORT_EVERY: Duration = Duration::from_millis(500);
 enum Stop {
     /// The run was cancelled (a drain).
     Cancelled,
-    /// The input ended (`EndOfStream` sent).
+    /// Every input ended (`EndOfStream` sent).
     Ended,
-    /// The next stage is gone: the run is failing.
+    /// A next stage is gone: the run is failing.
     Disconnected,
 }
 
-/// Pulls batches from the source until it ends (then sends `EndOfStream`) or
-/// the run is cancelled (then just closes: a drain). With watermarks on, a
-/// watermark follows every batch that advanced it. With checkpoints on, a
-/// barrier follows the batch after each interval (once the previous
-/// checkpoint ended), and a last one the end of the input or a graceful
+/// Polls every source in turn, one batch each, until all of them ended
+/// (then sends `EndOfStream` into every stream) or the run is cancelled
+/// (then just closes: a drain).
+///
+/// Every marker goes into every stream at one point of the loop, so each
+/// stream sees the markers in one order, and a checkpoint's positions are
+/// read at one instant: its barrier follows exactly the records before them
+/// in every stream. With watermarks on, a watermark follows every batch
+/// that advanced its source's; a source that ended before the others then
+/// sends the highest watermark, so it holds back no window, and takes part
+/// in barriers (at its final position) until all ended. With checkpoints
+/// on, a barrier follows the batches after each interval (once the previous
+/// checkpoint ended), and a last one the end of the inputs or a graceful
 /// stop (C3).
-pub fn run_source(
-    source: Box<dyn Source>,
-    out: EdgeSender,
+pub fn run_sources(
+    slots: Vec<SourceSlot>,
     batch_size: usize,
     time: SourceTime,
     checkpoints: Option<SourceCheckpoints>,
     shutdown: Shutdown,
-    report: SourceReport,
+    telemetry: Arc<Telemetry>,
 ) -> Result<(), StageError> {
-    let generator = time
-        .watermarks
-        .map(|w| WatermarkGenerator::new(source.splits(), w.delay, w.idle_timeout));
+    let slots = slots
+        .into_iter()
+        .map(|slot| Running {
+            generator: time
+                .watermarks
+                .map(|w| WatermarkGenerator::new(slot.source.splits(), w.delay, w.idle_timeout)),
+            watermark: i64::MIN,
+            ended: false,
+            slot,
+        })
+        .collect();
     let mut stage = SourceLoop {
-        source,
-        out,
+        slots,
         batch_size,
         ticks: time.ticks,
-        generator,
         checkpoints,
         shutdown,
-        report,
+        telemetry,
         last_report: None,
         last_tick: Instant::now(),
         last_barrier: Instant::now(),
@@ -130,16 +147,24 @@ pub fn run_source(
     stage.finish(stop)
 }
 
+/// A source and where it is.
+struct Running {
+    slot: SourceSlot,
+    generator: Option<WatermarkGenerator>,
+    /// The newest watermark sent.
+    watermark: i64,
+    /// Whether its input ended.
+    ended: bool,
+}
+
 /// The source stage's state between batches.
 struct SourceLoop {
-    source: Box<dyn Source>,
-    out: EdgeSender,
+    slots: Vec<Running>,
     batch_size: usize,
     ticks: Option<Duration>,
-    generator: Option<WatermarkGenerator>,
     checkpoints: Option<SourceCheckpoints>,
     shutdown: Shutdown,
-    report: SourceReport,
+    telemetry: Arc<Telemetry>,
     last_report: Option<Instant>,
     last_tick: Instant,
     last_barrier: Instant,
@@ -150,111 +175,150 @@ struct SourceLoop {
 impl SourceLoop {
     fn run(&mut self) -> Result<Stop, StageError> {
         while !self.shutdown.is_cancelled() {
-            self.report_progress();
+            self.report_progress(false);
             if self.send_markers().is_err() {
                 return Ok(Stop::Disconnected);
             }
-            if let Some(stop) = self.poll_once()? {
-                return Ok(stop);
+            for i in 0..self.slots.len() {
+                if !self.slots[i].ended && self.poll_once(i)?.is_err() {
+                    return Ok(Stop::Disconnected);
+                }
+            }
+            if self.slots.iter().all(|s| s.ended) {
+                return Ok(match self.send_to_all(Message::EndOfStream) {
+                    Ok(()) => Stop::Ended,
+                    Err(Closed) => Stop::Disconnected,
+                });
             }
         }
         Ok(Stop::Cancelled)
     }
 
-    /// Reads the source's lag and progress into the gauges, every
-    /// [`REPORT_EVERY`].
-    fn report_progress(&mut self) {
-        if self.last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+    /// Reads the sources' lag and progress into the gauges, every
+    /// [`REPORT_EVERY`] (now, when `now`).
+    fn report_progress(&mut self, now: bool) {
+        if now || self.last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
             self.last_report = Some(Instant::now());
-            let gauges = &self.report.telemetry.source;
-            gauges.set_lag(self.source.lag());
-            gauges.set_progress(self.source.progress());
+            let gauges = &self.telemetry.source;
+            gauges.set_lag(self.slots.iter().flat_map(|s| s.slot.source.lag()).collect());
+            gauges.set_progress(combined(self.slots.iter().map(|s| s.slot.source.progress())));
         }
     }
 
-    /// Sends what is due before the next batch: a barrier (interval or
+    /// Sends what is due before the next batches: a barrier (interval or
     /// savepoint), the swap points asked for, a processing-time tick.
     fn send_markers(&mut self) -> Result<(), Closed> {
-        if let Some(c) = self.checkpoints.as_mut() {
+        if let Some(c) = self.checkpoints.as_ref() {
             let savepoint = self.shutdown.take_savepoint_request();
             let due = self.last_barrier.elapsed() >= c.interval && !c.stats.in_flight.load(Ordering::Acquire);
             if savepoint.is_some() || due {
                 self.last_barrier = Instant::now();
-                if let Some(barrier) = c.barrier(self.source.as_ref(), savepoint, &mut self.swaps) {
-                    self.out.send(barrier)?;
-                }
+                self.send_barrier(savepoint)?;
             }
         }
         for swap in self.shutdown.take_swaps() {
             tracing::info!(operator = %swap.operator, digest = %swap.plugin.digest(), "swap point sent");
             self.swaps
                 .push((swap.operator.clone(), swap.plugin.digest().to_owned()));
-            self.out.send(Message::Swap(swap))?;
+            self.send_to_all(Message::Swap(swap))?;
         }
         if let Some(every) = self.ticks
             && self.last_tick.elapsed() >= every
         {
             self.last_tick = Instant::now();
-            self.out.send(Message::ProcessingTime(now_ms()))?;
+            self.send_to_all(Message::ProcessingTime(now_ms()))?;
         }
         Ok(())
     }
 
-    /// Polls the source once and sends what it gave, then the watermark if
-    /// it advanced; why the loop stops, if it does.
-    fn poll_once(&mut self) -> Result<Option<Stop>, StageError> {
-        let msg = match self.source.poll(self.batch_size).map_err(StageError::Source)? {
+    /// Starts a checkpoint at the sources' positions now and sends its
+    /// barrier into every stream.
+    fn send_barrier(&mut self, savepoint: Option<SavepointRequest>) -> Result<(), Closed> {
+        let positions = self
+            .slots
+            .iter()
+            .map(|s| (s.slot.name.clone(), s.slot.source.position()))
+            .collect();
+        let Some(c) = self.checkpoints.as_mut() else {
+            return Ok(());
+        };
+        match c.barrier(positions, savepoint, &mut self.swaps) {
+            Some(barrier) => self.send_to_all(barrier),
+            None => Ok(()),
+        }
+    }
+
+    fn send_to_all(&self, msg: Message) -> Result<(), Closed> {
+        for s in &self.slots {
+            s.slot.out.send(msg.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Polls source `i` once and sends what it gave, then its watermark if
+    /// it advanced.
+    fn poll_once(&mut self, i: usize) -> Result<Result<(), Closed>, StageError> {
+        let several = self.slots.len() > 1;
+        let s = &mut self.slots[i];
+        let watermark = match s.slot.source.poll(self.batch_size).map_err(StageError::Source)? {
             Poll::Records(batch) => {
-                if let Some(g) = self.generator.as_mut() {
-                    match self.source.split_times() {
+                if let Some(g) = s.generator.as_mut() {
+                    match s.slot.source.split_times() {
                         Some(times) => times.iter().for_each(|&(split, ts)| g.observe(split, ts)),
                         None => batch.max_timestamp().into_iter().for_each(|ts| g.observe(0, ts)),
                     }
                 }
-                Some(Message::Records(batch))
+                s.slot.stats.count_out(batch.len());
+                if s.slot.out.send(Message::Records(batch)).is_err() {
+                    return Ok(Err(Closed));
+                }
+                s.generator.as_mut().and_then(WatermarkGenerator::advance)
             }
-            Poll::Idle => None,
-            Poll::End => Some(Message::EndOfStream),
+            Poll::Idle => s.generator.as_mut().and_then(WatermarkGenerator::advance),
+            Poll::End => {
+                s.ended = true;
+                (several && s.generator.is_some()).then_some(i64::MAX)
+            }
         };
-        if let Some(msg) = msg {
-            let end = msg == Message::EndOfStream;
-            self.report.stats.count_out(record_count(&msg));
-            if self.out.send(msg).is_err() {
-                return Ok(Some(Stop::Disconnected));
+        if let Some(wm) = watermark {
+            s.watermark = wm;
+            if s.slot.out.send(Message::Watermark(wm)).is_err() {
+                return Ok(Err(Closed));
             }
-            if end {
-                return Ok(Some(Stop::Ended));
-            }
+            self.report_watermark();
         }
-        Ok(self.send_watermark().err().map(|Closed| Stop::Disconnected))
+        Ok(Ok(()))
     }
 
-    /// Sends the watermark when the generator moved it.
-    fn send_watermark(&mut self) -> Result<(), Closed> {
-        if let Some(wm) = self.generator.as_mut().and_then(WatermarkGenerator::advance) {
-            self.report
-                .telemetry
-                .source
-                .watermark
-                .store(wm, Ordering::Relaxed);
-            self.out.send(Message::Watermark(wm))?;
-        }
-        Ok(())
+    /// The watermark gauge: the lowest of the sources'.
+    fn report_watermark(&self) {
+        let lowest = self.slots.iter().map(|s| s.watermark).min().unwrap_or(i64::MIN);
+        self.telemetry.source.watermark.store(lowest, Ordering::Relaxed);
     }
 
     /// After the loop: the last progress, the last barrier (unless the run
-    /// is failing), and the source closed.
+    /// is failing), and the sources closed.
     fn finish(mut self, stop: Stop) -> Result<(), StageError> {
-        self.report.telemetry.source.set_progress(self.source.progress());
-        if stop != Stop::Disconnected
-            && !self.shutdown.is_aborted()
-            && let Some(barrier) = self
-                .checkpoints
-                .as_mut()
-                .and_then(|c| c.barrier(self.source.as_ref(), None, &mut self.swaps))
-        {
-            let _ = self.out.send(barrier);
+        self.report_progress(true);
+        if stop != Stop::Disconnected && !self.shutdown.is_aborted() {
+            let _ = self.send_barrier(None);
         }
-        self.source.close().map_err(StageError::Source)
+        for s in &mut self.slots {
+            s.slot.source.close().map_err(StageError::Source)?;
+        }
+        Ok(())
     }
+}
+
+/// The progress of several sources as one: records summed, totals where
+/// every source knows its own.
+fn combined(progress: impl Iterator<Item = Option<Progress>>) -> Option<Progress> {
+    let all: Vec<Progress> = progress.collect::<Option<_>>()?;
+    let sum = |f: fn(&Progress) -> Option<u64>| all.iter().map(f).sum::<Option<u64>>();
+    Some(Progress {
+        records: all.iter().map(|p| p.records).sum(),
+        records_total: sum(|p| p.records_total),
+        bytes: sum(|p| p.bytes),
+        bytes_total: sum(|p| p.bytes_total),
+    })
 }

@@ -1,7 +1,7 @@
 //! An operator stage's worker: every message through its chain.
 
 use super::stage::{StageError, record_count};
-use super::{EdgeReceiver, EdgeSender, Message};
+use super::{EdgeReceiver, Message, Outlet};
 use crate::batch::Batch;
 use crate::metrics::StageStats;
 use crate::operator::{Chain, OperatorError};
@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 pub fn run_chain(
     mut chain: Chain,
     input: EdgeReceiver,
-    out: EdgeSender,
+    out: Outlet,
     stats: Arc<StageStats>,
 ) -> Result<(), StageError> {
     while let Some(msg) = input.recv() {

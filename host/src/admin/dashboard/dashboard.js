@@ -50,15 +50,34 @@ function drawGraph(snap, rates) {
   const svg = $("graph");
   svg.replaceChildren();
   const width = svg.clientWidth || 1000;
-  const main = snap.edges.length ? [snap.edges[0].from, ...snap.edges.map(e => e.to)] : [];
-  const side = snap.stages.map(s => s.name).filter(n => !main.includes(n));
+  // The graph in columns: a stage's column is the longest path to it from
+  // a source; the side outputs (no edges) get a row of their own below.
+  const column = {};
+  for (const s of snap.stages) {
+    if (snap.edges.some(e => e.from === s.name || e.to === s.name)) column[s.name] = 0;
+  }
+  for (let moved = true; moved;) {
+    moved = false;
+    for (const e of snap.edges) {
+      if (column[e.to] < column[e.from] + 1) { column[e.to] = column[e.from] + 1; moved = true; }
+    }
+  }
+  const main = snap.stages.map(s => s.name).filter(n => n in column);
+  const side = snap.stages.map(s => s.name).filter(n => !(n in column));
   const byName = Object.fromEntries(snap.stages.map(s => [s.name, s]));
+  const columns = Math.max(side.length, 1 + Math.max(0, ...Object.values(column)));
+  const rows = [];
   const gap = 40;
-  const w = Math.min(170, (width - gap * (main.length + 1)) / Math.max(1, main.length));
-  svg.style.height = side.length ? "190px" : "100px";
+  const w = Math.min(170, (width - gap * (columns + 1)) / Math.max(1, columns));
   const pos = {};
-  main.forEach((name, i) => { pos[name] = { x: gap + i * (w + gap), y: 20 }; });
-  side.forEach((name, i) => { pos[name] = { x: gap + i * (w + gap), y: 120 }; });
+  for (const name of main) {
+    const c = column[name];
+    rows[c] = (rows[c] || 0) + 1;
+    pos[name] = { x: gap + c * (w + gap), y: 20 + (rows[c] - 1) * 80 };
+  }
+  const sideY = 20 + Math.max(1, ...rows.filter(Boolean)) * 80 + 20;
+  side.forEach((name, i) => { pos[name] = { x: gap + i * (w + gap), y: sideY }; });
+  svg.style.height = `${(side.length ? sideY + 60 : sideY - 20) + 10}px`;
   for (const e of snap.edges) {
     const a = pos[e.from], b = pos[e.to];
     if (!a || !b) continue;
@@ -122,7 +141,8 @@ function fillTable(id, rows) {
 function render(snap) {
   $("pipeline").textContent = snap.pipeline;
   const rates = {};
-  const sink = snap.stages.find(s => s.name === "sink");
+  // The sinks: stages an edge enters and none leaves.
+  const sinks = snap.stages.filter(s => snap.edges.some(e => e.to === s.name) && !snap.edges.some(e => e.from === s.name));
   if (previous) {
     const dt = (snap.at_ms - previous.at_ms) / 1000;
     if (dt > 0) {
@@ -130,7 +150,7 @@ function render(snap) {
         const before = previous.stages.find(p => p.name === s.name);
         if (before) rates[s.name] = (s.records_out - before.records_out) / dt;
       }
-      push(series.throughput, rates.sink || 0);
+      push(series.throughput, sinks.reduce((a, s) => a + (rates[s.name] || 0), 0));
       const calls = snap.operators.reduce((a, o) => a + o.calls, 0) - previous.operators.reduce((a, o) => a + o.calls, 0);
       const secs = snap.operators.reduce((a, o) => a + o.call_seconds, 0) - previous.operators.reduce((a, o) => a + o.call_seconds, 0);
       push(series.latency, calls > 0 ? (secs / calls) * 1000 : 0);
@@ -139,7 +159,7 @@ function render(snap) {
   previous = snap;
   drawGraph(snap, rates);
   const tp = $("throughput");
-  tp.setAttribute("data-records", sink ? sink.records_out : 0);
+  tp.setAttribute("data-records", sinks.reduce((a, s) => a + s.records_out, 0));
   $("throughput-value").textContent = series.throughput.length ? `${number(series.throughput.at(-1))} rec/s` : "–";
   drawChart("throughput", series.throughput, "rec/s");
   $("latency-value").textContent = series.latency.length ? `${series.latency.at(-1).toFixed(3)} ms/call` : "–";

@@ -1,0 +1,317 @@
+//! The pipeline's graph as the manifest draws it: named sources, operators
+//! reading the streams they name (by default the operator before them),
+//! and sinks reading the streams they name (by default the last operator).
+//!
+//! Checked here: every name unique and well formed, every `input` known,
+//! every stream read by something. An operator reads only sources and
+//! operators written before it, so the graph cannot have a cycle.
+
+use super::spec::{OperatorSpec, SinkSpec, SourceSpec};
+use super::{Manifest, ManifestError};
+use std::collections::HashSet;
+use std::ops::Range;
+
+/// A stream an operator or sink reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// The output of source `i` (in the manifest's order).
+    Source(usize),
+    /// The output of operator `i` (in the manifest's order).
+    Operator(usize),
+}
+
+/// The graph of a validated manifest.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Graph {
+    /// The streams each operator reads, by operator (several: their union).
+    pub operator_inputs: Vec<Vec<Stream>>,
+    /// The streams each sink reads, by sink (several: their union).
+    pub sink_inputs: Vec<Vec<Stream>>,
+}
+
+/// A source or sink as declared: its name, its table, what it is.
+#[derive(Debug)]
+pub struct Declared<'a, T> {
+    /// Its name (`source` or `sink` for the linear form's one).
+    pub name: &'a str,
+    /// The span of its table in the manifest.
+    pub span: Range<usize>,
+    /// What it is.
+    pub spec: &'a T,
+}
+
+impl Manifest {
+    /// The sources, in order: `[source]` (named `source`) or `[[sources]]`.
+    pub fn sources(&self) -> Vec<Declared<'_, SourceSpec>> {
+        let linear = self.spec.source.iter().map(|s| Declared {
+            name: "source",
+            span: s.span(),
+            spec: s.get_ref(),
+        });
+        let named = self.spec.sources.iter().map(|s| Declared {
+            name: &s.get_ref().name,
+            span: s.span(),
+            spec: &s.get_ref().spec,
+        });
+        linear.chain(named).collect()
+    }
+
+    /// The sinks, in order: `[sink]` (named `sink`) or `[[sinks]]`.
+    pub fn sinks(&self) -> Vec<Declared<'_, SinkSpec>> {
+        let linear = self.spec.sink.iter().map(|s| Declared {
+            name: "sink",
+            span: s.span(),
+            spec: s.get_ref(),
+        });
+        let named = self.spec.sinks.iter().map(|s| Declared {
+            name: &s.get_ref().name,
+            span: s.span(),
+            spec: &s.get_ref().spec,
+        });
+        linear.chain(named).collect()
+    }
+}
+
+/// Names the side outputs' sinks take in checkpoints.
+const RESERVED: [&str; 2] = ["dead-letter", "late-output"];
+
+/// Checks the sources' and sinks' sections: one form of each, names well
+/// formed and unique among them.
+pub(super) fn check_ends(m: &Manifest) -> Result<(), ManifestError> {
+    let at_top = |message: &str| ManifestError::at(&m.file, &m.text, 0, message.to_owned());
+    match (&m.spec.source, m.spec.sources.first()) {
+        (None, None) => {
+            return Err(at_top(
+                "the pipeline has no source: add `[source]` (or named `[[sources]]`)",
+            ));
+        }
+        (Some(s), Some(_)) => {
+            return Err(m.error_at(&s.span(), "type", "give `[source]` or `[[sources]]`, not both"));
+        }
+        _ => {}
+    }
+    match (&m.spec.sink, m.spec.sinks.first()) {
+        (None, None) => {
+            return Err(at_top(
+                "the pipeline has no sink: add `[sink]` (or named `[[sinks]]`)",
+            ));
+        }
+        (Some(s), Some(_)) => {
+            return Err(m.error_at(&s.span(), "type", "give `[sink]` or `[[sinks]]`, not both"));
+        }
+        _ => {}
+    }
+    let mut seen = HashSet::new();
+    for end in m
+        .sources()
+        .iter()
+        .map(|s| (s.name, &s.span))
+        .chain(m.sinks().iter().map(|s| (s.name, &s.span)))
+    {
+        let (name, span) = end;
+        check_name(m, name, span)?;
+        if !seen.insert(name) {
+            return Err(m.error_at(
+                span,
+                "name",
+                format!("the name `{name}` is used twice: give each source and sink a unique `name`"),
+            ));
+        }
+    }
+    let exactly_once: Vec<_> = m
+        .sinks()
+        .into_iter()
+        .filter(|s| commits_with_checkpoints(s.spec))
+        .collect();
+    if let [_, second, ..] = exactly_once.as_slice() {
+        return Err(m.error_at(
+            &second.span,
+            "exactly_once",
+            "only one sink of a pipeline can write exactly once: its transactions commit with the checkpoints; write the others at least once",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `sink` commits its output with the checkpoints.
+pub(super) fn commits_with_checkpoints(sink: &SinkSpec) -> bool {
+    match sink {
+        SinkSpec::Kafka(k) => k.exactly_once,
+        SinkSpec::Postgres(p) => p.exactly_once,
+        _ => false,
+    }
+}
+
+fn check_name(m: &Manifest, name: &str, span: &Range<usize>) -> Result<(), ManifestError> {
+    let well_formed = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let generated = ["stage-", "keyed-"]
+        .iter()
+        .any(|p| name.strip_prefix(p).is_some_and(|n| n.parse::<u32>().is_ok()));
+    if !well_formed {
+        return Err(m.error_at(
+            span,
+            "name",
+            format!("the name `{name}` is invalid: use letters, digits, `-` and `_`"),
+        ));
+    }
+    if generated || RESERVED.contains(&name) {
+        return Err(m.error_at(
+            span,
+            "name",
+            format!(
+                "the name `{name}` is reserved for the pipeline's own stages and side outputs: choose another"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What operator `i` reads, from its `input` or `inputs`, resolved against
+/// the sources and the operators before it (`earlier`, by name).
+pub(super) fn operator_inputs(
+    m: &Manifest,
+    i: usize,
+    op: &OperatorSpec,
+    span: &Range<usize>,
+    earlier: &[String],
+) -> Result<Vec<Stream>, ManifestError> {
+    let default = match i {
+        0 => None,
+        _ => Some(Stream::Operator(i - 1)),
+    };
+    let (input, inputs) = op.wiring();
+    resolve(m, span, input, inputs, default, earlier, "an operator before it")
+}
+
+/// Resolves a table's `input` / `inputs` (or takes `default`, else the one
+/// source).
+fn resolve(
+    m: &Manifest,
+    span: &Range<usize>,
+    input: Option<&String>,
+    inputs: Option<&Vec<String>>,
+    default: Option<Stream>,
+    operators: &[String],
+    which_operators: &str,
+) -> Result<Vec<Stream>, ManifestError> {
+    let sources = m.sources();
+    let names: Vec<&String> = match (input, inputs) {
+        (Some(_), Some(_)) => return Err(m.error_at(span, "inputs", "give `input` or `inputs`, not both")),
+        (Some(one), None) => vec![one],
+        (None, Some(many)) if many.is_empty() => {
+            return Err(m.error_at(span, "inputs", "`inputs` is empty: name the streams to read"));
+        }
+        (None, Some(many)) => many.iter().collect(),
+        (None, None) => {
+            return match (default, sources.as_slice()) {
+                (Some(d), _) => Ok(vec![d]),
+                (None, [_]) => Ok(vec![Stream::Source(0)]),
+                (None, _) => Err(m.error_at(
+                    span,
+                    "type",
+                    "with several sources, say which this reads: `input = \"<source>\"`, or `inputs = [...]` for their union",
+                )),
+            };
+        }
+    };
+    let mut streams = Vec::with_capacity(names.len());
+    for name in names {
+        let stream = if let Some(i) = operators.iter().position(|o| o == name) {
+            Stream::Operator(i)
+        } else if let Some(i) = sources.iter().position(|s| s.name == name) {
+            Stream::Source(i)
+        } else {
+            let key = if inputs.is_some() { "inputs" } else { "input" };
+            return Err(m.error_at(
+                span,
+                key,
+                format!("`{name}` is neither a source nor {which_operators}: name one of those"),
+            ));
+        };
+        if streams.contains(&stream) {
+            return Err(m.error_at(span, "inputs", format!("`{name}` is named twice in `inputs`")));
+        }
+        streams.push(stream);
+    }
+    Ok(streams)
+}
+
+/// The whole graph, once every operator's inputs are known: the sinks'
+/// inputs resolved, names unique across sources, operators and sinks, and
+/// every stream read.
+pub(super) fn finish(m: &Manifest, operator_inputs: Vec<Vec<Stream>>) -> Result<Graph, ManifestError> {
+    let sources = m.sources();
+    for s in &sources {
+        if let Some(i) = m.operator_names.iter().position(|o| o == s.name) {
+            let span = m.spec.operators[i].span();
+            return Err(m.error_at(
+                &span,
+                "name",
+                format!(
+                    "operator name `{}` is a source's name too: give each a unique `name`",
+                    s.name
+                ),
+            ));
+        }
+    }
+    let last = m.operator_names.len().checked_sub(1).map(Stream::Operator);
+    let mut sink_inputs = Vec::new();
+    for (i, sink) in m.sinks().iter().enumerate() {
+        if m.operator_names.iter().any(|o| o == sink.name) {
+            return Err(m.error_at(
+                &sink.span,
+                "name",
+                format!(
+                    "sink name `{}` is an operator's name too: give each a unique `name`",
+                    sink.name
+                ),
+            ));
+        }
+        let (input, inputs) = match m.spec.sinks.get(i) {
+            Some(named) if m.spec.sink.is_none() => {
+                (named.get_ref().input.as_ref(), named.get_ref().inputs.as_ref())
+            }
+            _ => (None, None),
+        };
+        sink_inputs.push(resolve(
+            m,
+            &sink.span,
+            input,
+            inputs,
+            last,
+            &m.operator_names,
+            "an operator",
+        )?);
+    }
+    let read: HashSet<Stream> = operator_inputs
+        .iter()
+        .chain(&sink_inputs)
+        .flatten()
+        .copied()
+        .collect();
+    for (i, s) in sources.iter().enumerate() {
+        if !read.contains(&Stream::Source(i)) {
+            return Err(m.error_at(
+                &s.span,
+                "name",
+                format!(
+                    "nothing reads source `{}`: name it in an operator's or a sink's `input`",
+                    s.name
+                ),
+            ));
+        }
+    }
+    for (i, name) in m.operator_names.iter().enumerate() {
+        if !read.contains(&Stream::Operator(i)) {
+            let span = m.spec.operators[i].span();
+            return Err(m.error_at(&span, "name", format!("nothing reads the output of operator `{name}`: name it in a later operator's or a sink's `input`")));
+        }
+    }
+    Ok(Graph {
+        operator_inputs,
+        sink_inputs,
+    })
+}

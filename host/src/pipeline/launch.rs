@@ -1,0 +1,99 @@
+//! Running a plan the way `mailer run` does: the pipeline's folders locked
+//! for this process, the run resumed from where its checkpoints say (or as
+//! asked), the plugins swapped in before a checkpoint restored, the admin
+//! API up when configured.
+
+use crate::admin::{AdminServer, AdminState, Probation, Swaps};
+use crate::checkpoint::{LockError, Restore, RestoreError, StartFrom};
+use crate::plan::Plan;
+use crate::plugin::{PluginEngine, PluginError};
+use crate::runtime::{RunError, RunReport, Shutdown};
+use std::sync::Arc;
+
+/// Why a pipeline could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// Another process runs the pipeline (or its folders cannot be locked).
+    #[error("pipeline `{pipeline}`: {cause}")]
+    Lock {
+        /// The pipeline.
+        pipeline: String,
+        /// Why.
+        cause: LockError,
+    },
+    /// Where to start from cannot be decided without guessing.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// A plugin swapped in before the checkpoint cannot be loaded.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// The admin API cannot listen.
+    #[error("starting the admin API on {listen}: {cause}")]
+    Admin {
+        /// Where it was to listen.
+        listen: std::net::SocketAddr,
+        /// Why it cannot.
+        cause: std::io::Error,
+    },
+    /// The run failed.
+    #[error("pipeline `{pipeline}` failed: {cause}")]
+    Run {
+        /// The pipeline.
+        pipeline: String,
+        /// Why.
+        cause: Box<RunError>,
+    },
+}
+
+/// Runs `plan` from `start` until its sources end or `shutdown` stops it.
+pub fn launch(
+    mut plan: Plan,
+    engine: PluginEngine,
+    start: &StartFrom,
+    shutdown: &Shutdown,
+) -> Result<RunReport, LaunchError> {
+    let pipeline = plan.name.clone();
+    // Held for the whole run: nothing else may touch the state.
+    let _locks = plan.lock_folders().map_err(|cause| LaunchError::Lock {
+        pipeline: pipeline.clone(),
+        cause,
+    })?;
+    plan.restore = Restore::resolve(&plan.restore_target(), start)?;
+    plan.use_swapped_plugins(&engine)?;
+    let _admin = match &plan.admin {
+        Some(admin) => {
+            let probation = Probation {
+                records: admin.probation_records,
+                share: admin.rollback_failure_share,
+            };
+            let swaps = Swaps::new(
+                &pipeline,
+                Arc::new(engine),
+                shutdown.clone(),
+                plan.plugin_store.clone(),
+                probation,
+                plan.plugin_operators(),
+            );
+            let state = AdminState {
+                token: Arc::from(admin.token.as_str()),
+                swaps: Arc::new(swaps),
+                telemetry: plan.telemetry.clone(),
+                metrics: admin.metrics,
+                metrics_need_token: admin.metrics_need_token,
+                max_plugin_bytes: admin.max_plugin_bytes,
+                allowed_hosts: admin.allowed_hosts.clone().into(),
+            };
+            let server = AdminServer::start(admin.listen, state).map_err(|cause| LaunchError::Admin {
+                listen: admin.listen,
+                cause,
+            })?;
+            Some(server)
+        }
+        None => None,
+    };
+    tracing::info!(pipeline = %pipeline, "pipeline started");
+    crate::runtime::run(plan, shutdown).map_err(|cause| LaunchError::Run {
+        pipeline,
+        cause: Box::new(cause),
+    })
+}

@@ -1,0 +1,617 @@
+//! Pipelines built in Rust: [`Pipeline`] and its [`Stream`] handles.
+//!
+//! A stream is a handle to the output of a source or an operator. Calling an
+//! operator on it (`map`, `filter`, `flat_map`, `process`, `key_by`,
+//! `reduce`, `window`, `aggregate`, or a plugin of any world) returns the
+//! operator's stream; [`Pipeline::union`] makes one stream of several; a
+//! stream used more than once is fanned out (each reader gets every record,
+//! the slowest holds back the rest); [`Stream::sink`] writes it out, any
+//! number of times. Operators are native Rust closures or sandboxed Wasm
+//! plugins, mixed freely. The pipeline is planned and run exactly as a
+//! manifest's (manifests make the same [`Draft`](crate::plan::Draft)): the
+//! same stages, checkpoints, state backends, admin API and metrics.
+//!
+//! ```
+//! use mailer::Pipeline;
+//! use mailer::connectors::{FileSink, GeneratorSource, SinkFormat};
+//! use mailer::time::AggregateKind;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let out = dir.path().join("counts.txt");
+//! let p = Pipeline::new("evens");
+//! // Values 0, 1, 2, ... with keys "0" to "9".
+//! let numbers = p.source("numbers", GeneratorSource::new(Some(1_000), Some(10), 0, 1, None));
+//! let evens = numbers.filter("evens", |r| r.value.last().is_some_and(|d| d % 2 == 0));
+//! let counts = evens.key_by_record_key(2).aggregate("counts", &[AggregateKind::Count], None);
+//! counts.sink("out", FileSink::create(&out, SinkFormat::Value, false).unwrap());
+//! let report = p.run().unwrap();
+//! assert_eq!(report.source_records, 1_000);
+//! assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 500);
+//! ```
+//!
+//! Errors in the graph (an operator that needs a keyed stream, a plugin
+//! that cannot be loaded) are collected and reported by [`Pipeline::build`]
+//! or [`Pipeline::run`], each naming its operator.
+
+mod launch;
+mod native;
+
+pub use launch::{LaunchError, launch};
+
+use crate::checkpoint::{CheckpointSettings, StartFrom};
+use crate::connectors::{Sink, Source};
+use crate::manifest::Stream as StreamRef;
+use crate::metrics::Telemetry;
+use crate::operator::{FailurePolicy, Operator};
+use crate::plan::{
+    AdminSettings, Draft, Endpoint, NativeFactory, NodeKind, OperatorNode, Placed, Plan, Step,
+    WatermarkSettings,
+};
+use crate::plugin::{CallMode, PluginEngine, PluginError, PluginLimits, World};
+use crate::record::Record;
+use crate::runtime::{RunReport, Shutdown};
+use crate::state::BackendKind;
+use crate::time::{AggregateKind, WindowSpec};
+use bytes::Bytes;
+use native::{Closure, PerRecord};
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a pipeline built in code cannot be planned or run.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The graph cannot run: each reason names its operator or sink.
+    #[error("pipeline `{pipeline}` cannot run: {}", reasons.join("; "))]
+    Invalid {
+        /// The pipeline.
+        pipeline: String,
+        /// What is wrong.
+        reasons: Vec<String>,
+    },
+    /// The plugin engine cannot start.
+    #[error(transparent)]
+    Engine(#[from] PluginError),
+    /// The run could not start or failed.
+    #[error(transparent)]
+    Launch(Box<LaunchError>),
+}
+
+impl From<LaunchError> for BuildError {
+    fn from(e: LaunchError) -> Self {
+        Self::Launch(Box::new(e))
+    }
+}
+
+/// A pipeline being built; see the [module documentation](self).
+pub struct Pipeline {
+    inner: Rc<RefCell<Inner>>,
+}
+
+/// A stream of a [`Pipeline`]: the output of a source or an operator, or
+/// the union of several.
+#[derive(Clone)]
+pub struct Stream {
+    inner: Rc<RefCell<Inner>>,
+    /// What reading this stream reads (several: a union).
+    reads: Vec<StreamRef>,
+}
+
+/// What a pipeline holds while it is built.
+struct Inner {
+    name: String,
+    draft: Draft,
+    /// Whether each step's output is keyed.
+    keyed: Vec<bool>,
+    /// Each step's name.
+    step_names: Vec<String>,
+    /// Every name taken (sources, steps, sinks).
+    names: Vec<String>,
+    problems: Vec<String>,
+    engine: Option<PluginEngine>,
+    settings: Settings,
+    dead_letter: Option<Endpoint<crate::plan::OpenSink>>,
+    admin: Option<AdminSettings>,
+}
+
+/// The settings of a pipeline built in code.
+struct Settings {
+    batch_size: usize,
+    edge_capacity: usize,
+    shutdown_timeout: Duration,
+    key_groups: u32,
+    state: BackendKind,
+    checkpoint: Option<CheckpointSettings>,
+    watermark: Option<WatermarkSettings>,
+}
+
+impl Pipeline {
+    /// A pipeline named `name` (its checkpoints and state are the
+    /// pipeline's by this name), with the manifest's defaults: batches of
+    /// 1024 records, edges of 4096, 128 key groups, state in memory, no
+    /// checkpoints.
+    pub fn new(name: &str) -> Self {
+        Self {
+            inner: Rc::new(RefCell::new(Inner::new(name))),
+        }
+    }
+
+    /// Records per batch (1 to 65536, at most the edge capacity).
+    pub fn batch_size(self, records: usize) -> Self {
+        self.inner.borrow_mut().settings.batch_size = records;
+        self
+    }
+
+    /// Records an edge between two stages holds.
+    pub fn edge_capacity(self, records: usize) -> Self {
+        self.inner.borrow_mut().settings.edge_capacity = records;
+        self
+    }
+
+    /// The number of key groups: the highest keyed parallelism the
+    /// pipeline can ever be restored at.
+    pub fn max_parallelism(self, key_groups: u32) -> Self {
+        self.inner.borrow_mut().settings.key_groups = key_groups;
+        self
+    }
+
+    /// Keeps keyed state in RocksDB under `dir` (in memory by default).
+    pub fn state_in_rocksdb(self, dir: impl Into<PathBuf>) -> Self {
+        self.inner.borrow_mut().settings.state = BackendKind::Rocks {
+            dir: dir.into(),
+            cache_bytes: crate::state::DEFAULT_CACHE_BYTES,
+            block_cache_bytes: crate::state::DEFAULT_BLOCK_CACHE_BYTES,
+        };
+        self
+    }
+
+    /// Takes a checkpoint every `interval` into `dir` (keeping the newest
+    /// 3); a run resumes from the newest.
+    pub fn checkpoints(self, dir: impl Into<PathBuf>, interval: Duration) -> Self {
+        self.inner.borrow_mut().settings.checkpoint = Some(CheckpointSettings {
+            interval,
+            dir: dir.into(),
+            keep: crate::manifest::defaults::checkpoints_kept(),
+            tolerable_failures: crate::manifest::defaults::tolerable_failures(),
+        });
+        self
+    }
+
+    /// Event-time watermarks at every source, trailing the largest event
+    /// time seen by `max_out_of_orderness`.
+    pub fn watermarks(self, max_out_of_orderness: Duration) -> Self {
+        self.inner.borrow_mut().settings.watermark = Some(WatermarkSettings {
+            delay: max_out_of_orderness,
+            idle_timeout: None,
+        });
+        self
+    }
+
+    /// Serves the admin API (plugin swaps, `/metrics`, the dashboard) on
+    /// `listen` (keep it on loopback), each request carrying `token` (at
+    /// least 16 characters).
+    pub fn admin(self, listen: std::net::SocketAddr, token: &str) -> Self {
+        use crate::manifest::defaults;
+        {
+            let mut inner = self.inner.borrow_mut();
+            if token.len() < 16 {
+                inner
+                    .problems
+                    .push("the admin token is shorter than 16 characters: use a long random one".into());
+            }
+            inner.admin = Some(AdminSettings {
+                listen,
+                token: token.to_owned(),
+                probation_records: defaults::probation_records(),
+                rollback_failure_share: defaults::rollback_failure_share(),
+                metrics: true,
+                metrics_need_token: false,
+                max_plugin_bytes: (defaults::max_plugin_mb() << 20) as usize,
+                allowed_hosts: crate::plan::allowed_hosts(listen, &[]),
+            });
+        }
+        self
+    }
+
+    /// Where records go that an operator with
+    /// [`FailurePolicy::DeadLetter`] fails on.
+    pub fn dead_letter(self, sink: impl Sink + 'static) -> Self {
+        self.inner.borrow_mut().dead_letter = Some(endpoint_of_sink("dead-letter", sink));
+        self
+    }
+
+    /// A source named `name` (unique in the pipeline); its stream.
+    pub fn source(&self, name: &str, source: impl Source + 'static) -> Stream {
+        let mut inner = self.inner.borrow_mut();
+        inner.claim(name);
+        inner.draft.sources.push(Endpoint {
+            name: name.to_owned(),
+            description: format!("{name} (built in code)"),
+            open: Box::new(move |_| Ok(Box::new(source) as _)),
+        });
+        let at = StreamRef::Source(inner.draft.sources.len() - 1);
+        drop(inner);
+        Stream {
+            inner: self.inner.clone(),
+            reads: vec![at],
+        }
+    }
+
+    /// One stream of the records of all of `streams` (a union): watermarks
+    /// are the lowest of theirs, markers aligned over them.
+    pub fn union(&self, streams: &[&Stream]) -> Stream {
+        let mut reads: Vec<StreamRef> = Vec::new();
+        for s in streams {
+            for r in &s.reads {
+                if !reads.contains(r) {
+                    reads.push(*r);
+                }
+            }
+        }
+        Stream {
+            inner: self.inner.clone(),
+            reads,
+        }
+    }
+
+    /// The plan and the plugin engine that loaded its plugins; `Err` names
+    /// every problem of the graph.
+    pub fn build(self) -> Result<(Plan, PluginEngine), BuildError> {
+        // Streams still held point at an empty pipeline from now on.
+        let inner = self.inner.replace(Inner::new(""));
+        inner.into_plan()
+    }
+
+    /// Builds and runs the pipeline until its sources end; resumes from its
+    /// newest checkpoint when it has checkpoints.
+    pub fn run(self) -> Result<RunReport, BuildError> {
+        self.run_until(&Shutdown::new())
+    }
+
+    /// Builds and runs the pipeline until its sources end or `shutdown`
+    /// stops it ([`Shutdown::cancel`] drains it).
+    pub fn run_until(self, shutdown: &Shutdown) -> Result<RunReport, BuildError> {
+        let (plan, engine) = self.build()?;
+        Ok(launch(plan, engine, &StartFrom::Resume, shutdown)?)
+    }
+}
+
+impl Stream {
+    fn then(&self, name: &str, step: Step, keyed_in: Option<&str>) -> Stream {
+        let mut inner = self.inner.borrow_mut();
+        inner.claim(name);
+        let keyed = match self.reads.as_slice() {
+            [StreamRef::Operator(i)] => inner.keyed[*i],
+            _ => false,
+        };
+        if let Some(what) = keyed_in
+            && !keyed
+        {
+            inner.problems.push(format!(
+                "`{what}` operator `{name}` needs a keyed stream: call `key_by` before it"
+            ));
+        }
+        inner.keyed.push(keyed || matches!(step, Step::KeyBy { .. }));
+        inner.step_names.push(name.to_owned());
+        inner.draft.steps.push((self.reads.clone(), step));
+        let at = StreamRef::Operator(inner.draft.steps.len() - 1);
+        drop(inner);
+        Stream {
+            inner: self.inner.clone(),
+            reads: vec![at],
+        }
+    }
+
+    /// The stream of operator `name`, run by `kind`; `keyed_in` names the
+    /// kind of an operator that needs a keyed stream.
+    fn operator(&self, name: &str, kind: NodeKind, keyed_in: Option<&str>) -> Stream {
+        let node = node(name, kind);
+        self.then(name, Step::Operator { node, parallelism: 1 }, keyed_in)
+    }
+
+    fn native(&self, name: &str, f: PerRecord) -> Stream {
+        let owned = name.to_owned();
+        let factory: NativeFactory = Arc::new(move |_, _| {
+            Ok(Box::new(Closure {
+                name: owned.clone(),
+                f: f.clone(),
+            }) as Box<dyn Operator>)
+        });
+        self.operator(name, NodeKind::Native(factory), None)
+    }
+
+    /// Each record turned into another by `f`.
+    pub fn map(&self, name: &str, f: impl Fn(Record) -> Record + Send + Sync + 'static) -> Stream {
+        self.native(name, Arc::new(move |r, out| out.push(f(r))))
+    }
+
+    /// The records for which `keep` is true.
+    pub fn filter(&self, name: &str, keep: impl Fn(&Record) -> bool + Send + Sync + 'static) -> Stream {
+        self.native(
+            name,
+            Arc::new(move |r, out| {
+                if keep(&r) {
+                    out.push(r);
+                }
+            }),
+        )
+    }
+
+    /// Each record turned into any number by `f`.
+    pub fn flat_map<I>(&self, name: &str, f: impl Fn(Record) -> I + Send + Sync + 'static) -> Stream
+    where
+        I: IntoIterator<Item = Record>,
+    {
+        self.native(name, Arc::new(move |r, out| out.extend(f(r))))
+    }
+
+    /// The records through an operator of your own (one instance per
+    /// worker, made by `make`): batch in, batch out, with watermarks, timers
+    /// and the end of the input (see [`Operator`]).
+    pub fn process(
+        &self,
+        name: &str,
+        make: impl Fn() -> Box<dyn Operator> + Send + Sync + 'static,
+    ) -> Stream {
+        let factory: NativeFactory = Arc::new(move |_, _| Ok(make()));
+        self.operator(name, NodeKind::Native(factory), None)
+    }
+
+    /// The records through the Wasm plugin at `path`, of `world` (`map`,
+    /// `filter`, `flat-map`, `reduce` or `process`; the last two need a
+    /// keyed stream), with the manifest's default limits.
+    pub fn plugin(&self, name: &str, world: World, path: impl AsRef<Path>) -> Stream {
+        let loaded = {
+            let mut inner = self.inner.borrow_mut();
+            inner.engine().and_then(|e| e.load(path.as_ref(), world, name))
+        };
+        let plugin = match loaded {
+            Ok(plugin) => plugin,
+            Err(e) => {
+                // Reported by `build`; the stream goes on so the rest of
+                // the graph is checked too.
+                self.inner
+                    .borrow_mut()
+                    .problems
+                    .push(format!("operator `{name}`: {e}"));
+                return self.native(name, Arc::new(|r, out| out.push(r)));
+            }
+        };
+        let kind = NodeKind::Plugin {
+            plugin,
+            limits: PluginLimits::default(),
+            mode: CallMode::Batch,
+            state_ttl: Default::default(),
+        };
+        let keyed = matches!(world, World::Reduce | World::Process).then(|| world_name(world));
+        self.operator(name, kind, keyed)
+    }
+
+    /// Each key's records folded by the `reduce` plugin at `path`.
+    pub fn reduce(&self, name: &str, path: impl AsRef<Path>) -> Stream {
+        self.plugin(name, World::Reduce, path)
+    }
+
+    /// A keyed stream on `parallelism` workers, each record's key set by
+    /// `key` first.
+    pub fn key_by(
+        &self,
+        parallelism: usize,
+        key: impl Fn(&Record) -> Bytes + Send + Sync + 'static,
+    ) -> Stream {
+        let name = format!("key_by-{}", self.inner.borrow().draft.steps.len());
+        let set: PerRecord = Arc::new(move |mut r, out| {
+            r.key = Some(key(&r));
+            out.push(r);
+        });
+        let owned = name.clone();
+        let factory: NativeFactory = Arc::new(move |_, _| {
+            Ok(Box::new(Closure {
+                name: owned.clone(),
+                f: set.clone(),
+            }) as Box<dyn Operator>)
+        });
+        let key = Some(node(&name, NodeKind::Native(factory)));
+        self.then(&name, Step::KeyBy { key, parallelism }, None)
+    }
+
+    /// A keyed stream on `parallelism` workers, by the key each record
+    /// carries already.
+    pub fn key_by_record_key(&self, parallelism: usize) -> Stream {
+        let name = format!("key_by-{}", self.inner.borrow().draft.steps.len());
+        self.then(
+            &name,
+            Step::KeyBy {
+                key: None,
+                parallelism,
+            },
+            None,
+        )
+    }
+
+    /// Windows of each key (a keyed stream), computing the spec's built-in
+    /// aggregates.
+    pub fn window(&self, name: &str, spec: WindowSpec) -> Stream {
+        let kind = NodeKind::Window {
+            spec,
+            plugin: None,
+            side_output: false,
+            late_records: Default::default(),
+        };
+        self.operator(name, kind, Some("window"))
+    }
+
+    /// The running `aggregates` of each key (a keyed stream) over the JSON
+    /// `field` of the values (or the records, for `count`), one result per
+    /// record.
+    pub fn aggregate(&self, name: &str, aggregates: &[AggregateKind], field: Option<&str>) -> Stream {
+        let factory = crate::plan::aggregate_factory(name, aggregates.to_vec(), field.map(str::to_owned));
+        self.operator(name, NodeKind::Native(factory), Some("aggregate"))
+    }
+
+    /// Writes the stream to `sink`, named `name` (unique in the pipeline).
+    pub fn sink(&self, name: &str, sink: impl Sink + 'static) {
+        let mut inner = self.inner.borrow_mut();
+        inner.claim(name);
+        let end = endpoint_of_sink(name, sink);
+        inner.draft.sinks.push((end, self.reads.clone()));
+    }
+}
+
+impl Inner {
+    fn new(name: &str) -> Self {
+        use crate::manifest::defaults;
+        Self {
+            name: name.to_owned(),
+            draft: Draft::default(),
+            keyed: Vec::new(),
+            step_names: Vec::new(),
+            names: Vec::new(),
+            problems: Vec::new(),
+            engine: None,
+            settings: Settings {
+                batch_size: defaults::batch_size(),
+                edge_capacity: defaults::edge_capacity(),
+                shutdown_timeout: defaults::shutdown_timeout(),
+                key_groups: defaults::max_parallelism(),
+                state: BackendKind::Memory,
+                checkpoint: None,
+                watermark: None,
+            },
+            dead_letter: None,
+            admin: None,
+        }
+    }
+
+    /// Takes `name` for a source, operator or sink; a second use is a
+    /// problem.
+    fn claim(&mut self, name: &str) {
+        if self.names.iter().any(|n| n == name) {
+            self.problems.push(format!(
+                "the name `{name}` is used twice: give each source, operator and sink its own"
+            ));
+        } else {
+            self.names.push(name.to_owned());
+        }
+    }
+
+    fn engine(&mut self) -> Result<&PluginEngine, PluginError> {
+        if self.engine.is_none() {
+            self.engine = Some(PluginEngine::new()?);
+        }
+        Ok(self.engine.as_ref().expect("just made"))
+    }
+
+    fn into_plan(mut self) -> Result<(Plan, PluginEngine), BuildError> {
+        let s = &self.settings;
+        if !(1..=65_536).contains(&s.batch_size) || s.batch_size > s.edge_capacity {
+            self.problems.push(format!(
+                "batch size {} must be 1 to 65536 and at most the edge capacity ({})",
+                s.batch_size, s.edge_capacity
+            ));
+        }
+        if self.draft.sources.is_empty() || self.draft.sinks.is_empty() {
+            self.problems.push("a pipeline needs a source and a sink".into());
+        }
+        let read: Vec<StreamRef> = self
+            .draft
+            .steps
+            .iter()
+            .map(|(r, _)| r)
+            .chain(self.draft.sinks.iter().map(|(_, r)| r))
+            .flatten()
+            .copied()
+            .collect();
+        for (i, source) in self.draft.sources.iter().enumerate() {
+            if !read.contains(&StreamRef::Source(i)) {
+                self.problems
+                    .push(format!("nothing reads source `{}`", source.name));
+            }
+        }
+        for i in 0..self.draft.steps.len() {
+            if !read.contains(&StreamRef::Operator(i)) {
+                self.problems.push(format!(
+                    "nothing reads the output of operator `{}`",
+                    self.step_names[i]
+                ));
+            }
+        }
+        if !self.problems.is_empty() {
+            return Err(BuildError::Invalid {
+                pipeline: self.name,
+                reasons: self.problems,
+            });
+        }
+        let engine = match self.engine.take() {
+            Some(e) => e,
+            None => PluginEngine::new()?,
+        };
+        let s = self.settings;
+        let telemetry = Telemetry::new(&self.name, self.admin.as_ref().is_some_and(|a| a.metrics));
+        let Placed {
+            sources,
+            mut stages,
+            sinks,
+        } = self.draft.place(s.key_groups);
+        for op in stages.iter_mut().flat_map(|s| &mut s.operators) {
+            op.calls = telemetry.call_stats(&op.name);
+        }
+        let plan = Plan {
+            manifest_hash: String::new(),
+            batch_size: s.batch_size,
+            edge_capacity: s.edge_capacity,
+            shutdown_timeout: s.shutdown_timeout,
+            sources,
+            stages,
+            sinks,
+            dead_letter: self.dead_letter,
+            late_output: None,
+            watermark: s.watermark,
+            state: s.state,
+            key_groups: s.key_groups,
+            checkpoint: s.checkpoint,
+            restore: None,
+            committed_checkpoint: None,
+            sink_checks: Vec::new(),
+            admin: self.admin,
+            telemetry,
+            plugin_store: crate::plan::store_dir(Path::new("."), &self.name),
+            swapped_from: Default::default(),
+            name: self.name,
+        };
+        Ok((plan, engine))
+    }
+}
+
+/// An operator node running `kind`, failing the pipeline on a record it
+/// fails on.
+fn node(name: &str, kind: NodeKind) -> OperatorNode {
+    OperatorNode {
+        name: name.to_owned(),
+        kind,
+        policy: FailurePolicy::Fail,
+        failures: Default::default(),
+        calls: Default::default(),
+        grants: Default::default(),
+    }
+}
+
+fn endpoint_of_sink(name: &str, sink: impl Sink + 'static) -> Endpoint<crate::plan::OpenSink> {
+    Endpoint {
+        name: name.to_owned(),
+        description: format!("{name} (built in code)"),
+        open: Box::new(move |_| Ok(Box::new(sink) as _)),
+    }
+}
+
+fn world_name(world: World) -> &'static str {
+    match world {
+        World::Reduce => "reduce",
+        _ => "process",
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,150 @@
+//! The builder: the stages it plans, the problems it reports, and a run of
+//! native operators from two sources into two sinks.
+
+use super::*;
+use crate::connectors::{FileSink, GeneratorSource, SinkFormat};
+use crate::plan::Producer;
+
+fn numbers(n: u64) -> GeneratorSource {
+    GeneratorSource::new(Some(n), Some(5), 0, 1, None)
+}
+
+fn stage_shapes(plan: &Plan) -> Vec<(String, Vec<Producer>, Vec<String>)> {
+    plan.stages
+        .iter()
+        .map(|s| {
+            let ops = s.operators.iter().map(|o| o.name.clone()).collect();
+            (s.name.clone(), s.inputs.clone(), ops)
+        })
+        .collect()
+}
+
+#[test]
+fn a_fan_out_and_a_union_become_stages_reading_their_producers() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::new("shapes");
+    let a = p.source("a", numbers(10));
+    let b = p.source("b", numbers(10));
+    let both = p.union(&[&a, &b]).map("tag", |r| r);
+    // `tag` is read twice: each reader starts a stage of its own.
+    let left = both.filter("left", |_| true);
+    let right = both.map("right", |r| r).map("after-right", |r| r);
+    p.union(&[&left, &right]).sink(
+        "out",
+        FileSink::create(&dir.path().join("out"), SinkFormat::Value, false).unwrap(),
+    );
+    a.sink(
+        "copy",
+        FileSink::create(&dir.path().join("copy"), SinkFormat::Value, false).unwrap(),
+    );
+    let (plan, _) = p.build().unwrap();
+    use Producer::*;
+    assert_eq!(
+        stage_shapes(&plan),
+        vec![
+            ("stage-1".into(), vec![Source(0), Source(1)], vec!["tag".into()]),
+            ("stage-2".into(), vec![Stage(0)], vec!["left".into()]),
+            (
+                "stage-3".into(),
+                vec![Stage(0)],
+                vec!["right".into(), "after-right".into()]
+            ),
+        ]
+    );
+    let sinks: Vec<(&str, &[Producer])> = plan
+        .sinks
+        .iter()
+        .map(|s| (s.end.name.as_str(), s.inputs.as_slice()))
+        .collect();
+    assert_eq!(
+        sinks,
+        [("out", &[Stage(1), Stage(2)][..]), ("copy", &[Source(0)][..])]
+    );
+}
+
+#[test]
+fn every_problem_of_the_graph_is_reported_by_name() {
+    let p = Pipeline::new("broken");
+    let a = p.source("a", numbers(1));
+    p.source("unread", numbers(1));
+    let counted = a.aggregate("counts", &[AggregateKind::Count], None);
+    counted.map("counts", |r| r).filter("dangling", |_| true);
+    let err = p.build().err().expect("a broken graph is refused").to_string();
+    for problem in [
+        "`aggregate` operator `counts` needs a keyed stream: call `key_by` before it",
+        "the name `counts` is used twice",
+        "nothing reads source `unread`",
+        "nothing reads the output of operator `dangling`",
+        "a pipeline needs a source and a sink",
+    ] {
+        assert!(err.contains(problem), "{problem:?} missing from {err}");
+    }
+}
+
+#[test]
+fn a_plugin_that_cannot_be_loaded_is_reported_at_its_operator() {
+    let p = Pipeline::new("no-plugin");
+    let dir = tempfile::tempdir().unwrap();
+    let counted = p
+        .source("a", numbers(1))
+        .key_by_record_key(1)
+        .reduce("count", dir.path().join("missing.wasm"));
+    counted.sink(
+        "out",
+        FileSink::create(&dir.path().join("out"), SinkFormat::Value, false).unwrap(),
+    );
+    let err = p.build().err().expect("refused").to_string();
+    assert!(err.contains("operator `count`: "), "{err}");
+    assert!(err.contains("missing.wasm"), "{err}");
+}
+
+/// Two sources -> union -> native map -> key_by closure -> running count ->
+/// two file sinks: each sink has one update per record, and every key's
+/// last count is its number of records.
+#[test]
+fn native_operators_from_two_sources_reach_two_sinks_with_exact_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    let p = Pipeline::new("native").batch_size(64);
+    let a = p.source("a", numbers(700));
+    let b = p.source("b", GeneratorSource::new(Some(300), None, 0, 1, None));
+    let counts = p
+        .union(&[&a, &b])
+        .map("parity", |r| {
+            let n: u64 = std::str::from_utf8(&r.value).unwrap().parse().unwrap();
+            Record::new(
+                None,
+                if n.is_multiple_of(2) { "even" } else { "odd" },
+                r.timestamp,
+            )
+        })
+        .key_by(2, |r| r.value.clone())
+        .aggregate("counts", &[AggregateKind::Count], None);
+    counts.sink(
+        "first",
+        FileSink::create(&first, SinkFormat::Text, false).unwrap(),
+    );
+    counts.sink(
+        "second",
+        FileSink::create(&second, SinkFormat::Text, false).unwrap(),
+    );
+    let report = p.run().unwrap();
+    assert_eq!(report.source_records, 1_000);
+    assert_eq!(report.sink_records, 2_000);
+    let evens = (0..700).filter(|n| n % 2 == 0).count() + (0..300).filter(|n| n % 2 == 0).count();
+    for file in [&first, &second] {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert_eq!(text.lines().count(), 1_000, "one update per record");
+        let last = |key: &str| {
+            let line = text
+                .lines()
+                .rev()
+                .find(|l| l.starts_with(&format!("{key}\t")))
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_str(line.split_once('\t').unwrap().1).unwrap();
+            v["count"].as_u64().unwrap()
+        };
+        assert_eq!(last("even"), evens as u64);
+        assert_eq!(last("odd"), (1_000 - evens) as u64);
+    }
+}
