@@ -324,6 +324,10 @@ fn graph_crash_sweep(backend: &str) {
     let log = run_to_end(&m, &[]);
     assert!(log.contains("resuming from a checkpoint"), "{log}");
     assert_exactly_one_run(&w, backend);
+    // Run again, the finished pipeline resumes from its last checkpoint, at
+    // the end of both inputs: nothing is written twice.
+    run_to_end(&m, &[]);
+    assert_exactly_one_run(&w, &format!("{backend}, run again"));
 }
 
 #[test]

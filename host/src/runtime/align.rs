@@ -39,7 +39,7 @@ enum Input {
     Running,
     /// Delivered the pending marker: held until every input did.
     Holding,
-    /// Delivered its end of stream (a union's input): it takes no more part.
+    /// Delivered its end of stream (a union's input): it takes no part until every input ended.
     Finished,
     /// Closed without an end of stream (a drain, or a failing stage).
     Closed,
@@ -128,9 +128,10 @@ impl Aligner<'_> {
             }
         }
         if self.ends == Ends::Separately && self.inputs.iter().all(|&i| i == Input::Finished) {
-            // Each input is marked closed as its end leaves, so it leaves once.
             self.send(Message::EndOfStream)?;
-            self.inputs.fill(Input::Closed);
+            // What may follow every input's end (the last checkpoint's
+            // barrier) is aligned over all of them again.
+            self.inputs.fill(Input::Running);
         }
         Ok(())
     }
@@ -332,6 +333,22 @@ mod tests {
         assert_eq!(watermarks.first(), Some(&3));
         assert!(watermarks.windows(2).all(|w| w[0] < w[1]), "{watermarks:?}");
         assert!(watermarks.contains(&50), "{watermarks:?}");
+    }
+
+    /// The last checkpoint's barrier follows the end of every input: it
+    /// leaves once, after the end.
+    #[test]
+    fn a_barrier_after_every_union_inputs_end_leaves_once_after_the_end() {
+        let got = merged(
+            Ends::Separately,
+            vec![
+                vec![records("a1"), Message::EndOfStream, barrier(7)],
+                vec![records("b1"), Message::EndOfStream, barrier(7)],
+            ],
+        );
+        assert_eq!(got.iter().filter(|m| **m == Message::EndOfStream).count(), 1);
+        assert_eq!(got.last(), Some(&barrier(7)));
+        assert_eq!(got.iter().filter(|m| **m == barrier(7)).count(), 1);
     }
 
     #[test]
