@@ -165,3 +165,81 @@ fn the_dashboard_loads_nothing_from_beyond_loopback() {
     sigterm(&child);
     assert!(child.wait().unwrap().success());
 }
+
+/// Two generators -> union -> key_by -> `counts` -> two file sinks: every
+/// source, stage and sink in the graph, each at its own place, with the
+/// union's and the fan-out's edges.
+#[test]
+fn the_dashboard_draws_a_graph_with_a_union_and_a_fan_out() {
+    let w = Workdir::new();
+    let port = free_port();
+    let m = w.manifest(&format!(
+        r#"
+[pipeline]
+name = "watched-graph"
+batch_size = 128
+
+[[sources]]
+name = "left"
+type = "generator"
+keys = 10
+rate = 10000
+
+[[sources]]
+name = "right"
+type = "generator"
+keys = 10
+rate = 10000
+
+[[operators]]
+type = "key_by"
+inputs = ["left", "right"]
+parallelism = 2
+
+[[operators]]
+name = "counts"
+type = "reduce"
+plugin = "{{plugin:count}}"
+
+[[sinks]]
+name = "first"
+type = "file"
+path = "first.txt"
+
+[[sinks]]
+name = "second"
+type = "file"
+path = "second.txt"
+
+[admin]
+token = "${{MAILER_ADMIN_TOKEN}}"
+listen = "127.0.0.1:{port}"
+"#
+    ));
+    let mut child = spawn_manifest(&m);
+    let addr = format!("127.0.0.1:{port}");
+    wait_for(&addr);
+    let dom = dump_dom(&w.path("chromium-profile"), &format!("http://{addr}/"));
+    let mut places = Vec::new();
+    for stage in ["left", "right", "keyed-1", "first", "second"] {
+        let at = dom
+            .find(&format!("data-stage=\"{stage}\""))
+            .unwrap_or_else(|| panic!("stage {stage} is not in the graph:\n{dom}"));
+        let tag = &dom[at..at + dom[at..].find('>').unwrap()];
+        places.push(tag[tag.find("transform=").unwrap()..].to_owned());
+    }
+    places.sort();
+    places.dedup();
+    assert_eq!(places.len(), 5, "two stages drawn at one place: {places:?}");
+    for (from, to) in [
+        ("left", "keyed-1"),
+        ("right", "keyed-1"),
+        ("keyed-1", "first"),
+        ("keyed-1", "second"),
+    ] {
+        let edge = format!("data-from=\"{from}\" data-to=\"{to}\"");
+        assert!(dom.contains(&edge), "no edge {from} -> {to}:\n{dom}");
+    }
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+}

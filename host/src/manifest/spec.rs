@@ -18,19 +18,11 @@ pub struct ManifestSpec {
     /// Where records come from (a linear pipeline's one source, named
     /// `source`).
     pub source: Option<Spanned<SourceSpec>>,
-    /// `[[sources]]`: the named sources of a graph pipeline (instead of
-    /// `[source]`).
-    #[serde(default)]
-    pub sources: Vec<Spanned<NamedSource>>,
     /// The operators, in order.
     #[serde(default)]
     pub operators: Vec<Spanned<OperatorSpec>>,
     /// Where results go (a linear pipeline's one sink, named `sink`).
     pub sink: Option<Spanned<SinkSpec>>,
-    /// `[[sinks]]`: the named sinks of a graph pipeline (instead of
-    /// `[sink]`).
-    #[serde(default)]
-    pub sinks: Vec<Spanned<NamedSink>>,
     /// Where records go that an operator with `on_error = "dead-letter"`
     /// fails on, with the reason in the `mailer.error` header.
     pub dead_letter: Option<Spanned<SinkSpec>>,
@@ -46,6 +38,14 @@ pub struct ManifestSpec {
     pub checkpoint: Option<Spanned<CheckpointSpec>>,
     /// `[admin]`: the admin API (plugin swaps); off when absent.
     pub admin: Option<Spanned<AdminSpec>>,
+    /// `[[sources]]`: the named sources of a graph pipeline (instead of
+    /// `[source]`).
+    #[serde(default)]
+    pub sources: Vec<Spanned<NamedSource>>,
+    /// `[[sinks]]`: the named sinks of a graph pipeline (instead of
+    /// `[sink]`).
+    #[serde(default)]
+    pub sinks: Vec<Spanned<NamedSink>>,
 }
 
 /// The admin API.
@@ -345,11 +345,6 @@ pub enum OperatorSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldFilterSpec {
-    /// The stream it reads: a source's or an earlier operator's name; the
-    /// operator before it (or the one source) when absent.
-    pub input: Option<String>,
-    /// The streams it reads as one, their union (instead of `input`).
-    pub inputs: Option<Vec<String>>,
     /// The operator's name; `field_filter` when absent.
     pub name: Option<String>,
     /// The JSON field (dotted path) to compare.
@@ -362,17 +357,17 @@ pub struct FieldFilterSpec {
     /// What to do with a record whose value is not JSON.
     #[serde(default)]
     pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
 }
 
 /// The `project` operator.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectSpec {
-    /// The stream it reads: a source's or an earlier operator's name; the
-    /// operator before it (or the one source) when absent.
-    pub input: Option<String>,
-    /// The streams it reads as one, their union (instead of `input`).
-    pub inputs: Option<Vec<String>>,
     /// The operator's name; `project` when absent.
     pub name: Option<String>,
     /// The fields (dotted paths) to keep.
@@ -380,17 +375,17 @@ pub struct ProjectSpec {
     /// What to do with a record whose value is not a JSON object.
     #[serde(default)]
     pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
 }
 
 /// The `rename` operator.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RenameSpec {
-    /// The stream it reads: a source's or an earlier operator's name; the
-    /// operator before it (or the one source) when absent.
-    pub input: Option<String>,
-    /// The streams it reads as one, their union (instead of `input`).
-    pub inputs: Option<Vec<String>>,
     /// The operator's name; `rename` when absent.
     pub name: Option<String>,
     /// `old = "new"` for each field (dotted paths).
@@ -398,17 +393,17 @@ pub struct RenameSpec {
     /// What to do with a record whose value is not a JSON object.
     #[serde(default)]
     pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
 }
 
 /// The `set` operator.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetSpec {
-    /// The stream it reads: a source's or an earlier operator's name; the
-    /// operator before it (or the one source) when absent.
-    pub input: Option<String>,
-    /// The streams it reads as one, their union (instead of `input`).
-    pub inputs: Option<Vec<String>>,
     /// The operator's name; `set` when absent.
     pub name: Option<String>,
     /// `field = value` for each field (dotted paths; any TOML value).
@@ -416,17 +411,17 @@ pub struct SetSpec {
     /// What to do with a record whose value is not a JSON object.
     #[serde(default)]
     pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
 }
 
 /// The `aggregate` operator.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AggregateSpec {
-    /// The stream it reads: a source's or an earlier operator's name; the
-    /// operator before it (or the one source) when absent.
-    pub input: Option<String>,
-    /// The streams it reads as one, their union (instead of `input`).
-    pub inputs: Option<Vec<String>>,
     /// The operator's name; `aggregate` when absent.
     pub name: Option<String>,
     /// Any of `count`, `sum`, `min`, `max`, `avg`.
@@ -438,17 +433,17 @@ pub struct AggregateSpec {
     /// What to do with a record that has no number.
     #[serde(default)]
     pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
 }
 
 /// A built-in window operator.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WindowOperatorSpec {
-    /// The stream it reads: a source's or an earlier operator's name; the
-    /// operator before it (or the one source) when absent.
-    pub input: Option<String>,
-    /// The streams it reads as one, their union (instead of `input`).
-    pub inputs: Option<Vec<String>>,
     /// The operator's name; `window` when absent.
     pub name: Option<String>,
     /// `tumbling`, `sliding` or `session`.
@@ -504,6 +499,11 @@ pub struct WindowOperatorSpec {
     /// `processing` (the wall clock; tumbling and sliding windows only).
     #[serde(default)]
     pub time: TimeDomain,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
 }
 
 /// Which time windows follow.
@@ -592,11 +592,6 @@ impl OperatorSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginOperatorSpec {
-    /// The stream it reads: a source's or an earlier operator's name; the
-    /// operator before it (or the one source) when absent.
-    pub input: Option<String>,
-    /// The streams it reads as one, their union (instead of `input`).
-    pub inputs: Option<Vec<String>>,
     /// The operator's name (unique in the pipeline); the plugin file's stem
     /// when absent.
     pub name: Option<String>,
@@ -634,6 +629,11 @@ pub struct PluginOperatorSpec {
     /// the plugin clears it.
     #[serde(default)]
     pub state_ttl: std::collections::BTreeMap<String, humantime_serde::Serde<Duration>>,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
 }
 
 /// What an operator's plugin may reach beyond nothing (WASI capabilities).
@@ -659,14 +659,6 @@ pub struct GrantsSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyBySpec {
-    /// The operator's name (what others name as their `input`); `key_by`
-    /// when absent.
-    pub name: Option<String>,
-    /// The stream it reads: a source's or an earlier operator's name; the
-    /// operator before it (or the one source) when absent.
-    pub input: Option<String>,
-    /// The streams it reads as one, their union (instead of `input`).
-    pub inputs: Option<Vec<String>>,
     /// The number of keyed workers (default 1).
     #[serde(default = "defaults::one_usize")]
     pub parallelism: usize,
@@ -676,6 +668,14 @@ pub struct KeyBySpec {
     /// What to do with a record without the field (with `field`).
     #[serde(default)]
     pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
+    /// The operator's name (what others name as their `input`); `key_by`
+    /// when absent.
+    pub name: Option<String>,
 }
 
 /// Defaults of optional fields.

@@ -12,6 +12,7 @@ mod shutdown;
 mod side_stage;
 mod sink;
 mod source;
+mod spawn;
 mod stage;
 #[cfg(debug_assertions)]
 mod test_hooks;

@@ -2,23 +2,22 @@
 //! stages with bounded edges, and supervises the run to its end.
 
 use super::Shutdown;
-use super::parallel::spawn_parallel;
 use super::side_stage::SideStage;
-use super::sink::{SinkCheckpoints, run_sink};
-use super::source::{SourceCheckpoints, SourceSlot, SourceTime, run_sources};
+use super::sink::SinkCheckpoints;
+use super::source::{SourceCheckpoints, SourceTime};
+use super::spawn::Spawner;
 use super::stage::{StageError, StageHandle, spawn_stage};
 use super::wiring::Wiring;
-use super::worker::run_chain;
 use crate::checkpoint::{
     CheckpointSettings, CheckpointStats, CheckpointStore, CoordinatorSetup, Restore, WorkerCheckpoints,
     run_coordinator,
 };
 use crate::connectors::{ConnectorError, Sink, Source};
-use crate::metrics::{OperatorEntry, RunGraph, StageEntry, StageStats};
+use crate::metrics::{OperatorEntry, RunGraph, StageStats};
 use crate::operator::{Chain, SideOutput};
 use crate::plan::{
     Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink, OpenSource, OperatorStage, Plan,
-    Producer, SinkNode,
+    SinkNode,
 };
 use crate::state::BackendKind;
 use std::sync::Arc;
@@ -110,7 +109,72 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         None => None,
     };
     let messages = plan.edge_messages();
-    let mut wiring = Wiring::new(&plan, messages, shutdown, &mut handles)?;
+    let wiring = Wiring::new(&plan, messages, shutdown, &mut handles)?;
+    let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
+    let opened = open_all(&mut plan, outcomes, &mut checkpoints, shutdown)?;
+    let time = SourceTime {
+        watermarks: plan.watermark,
+        ticks: plan
+            .stages
+            .iter()
+            .flat_map(|s| &s.operators)
+            .any(|op| matches!(&op.kind, NodeKind::Window { spec, .. } if spec.processing_time))
+            .then_some(PROCESSING_TICK),
+    };
+    let graph = RunGraph {
+        checkpoints: checkpoints.as_ref().map(|c| c.stats.clone()),
+        operators: operators.clone(),
+        ..RunGraph::default()
+    };
+    let mut spawner = Spawner {
+        wiring,
+        graph,
+        handles,
+        shutdown,
+        messages,
+        batch_size: plan.batch_size,
+    };
+    let source_stats = spawner.sources(opened.sources, time, checkpoints, plan.telemetry.clone())?;
+    spawner.stages(&plan.stages, opened.chains)?;
+    let sink_stats = spawner.sinks(plan.stages.len(), opened.sinks)?;
+    let dead_letter_stats = spawner.side_stages(opened.side_stages)?;
+    let Spawner {
+        wiring,
+        mut graph,
+        handles,
+        ..
+    } = spawner;
+    graph.edges = wiring.edges;
+    plan.telemetry.started(graph);
+
+    let cancelled = supervise(handles, shutdown, plan.shutdown_timeout)?;
+    let counts = Counts {
+        sources: &source_stats,
+        sinks: &sink_stats,
+        dead_letter: &dead_letter_stats,
+    };
+    Ok(report(&operators, counts, &checkpoint_stats, cancelled, started))
+}
+
+/// Everything a run opens before its threads start, so that nothing runs
+/// when any of it fails.
+struct Opened {
+    sinks: Vec<OpenedSink>,
+    /// Every worker's chain, by stage.
+    chains: Vec<Vec<Chain>>,
+    sources: Vec<OpenedSource>,
+    side_stages: Vec<(SideStage, Option<SinkCheckpoints>)>,
+}
+
+/// Opens the side outputs' sinks, the sinks (resumed where the checkpoint
+/// restored says), every operator instance, and the sources (at the
+/// checkpoint's positions).
+fn open_all(
+    plan: &mut Plan,
+    outcomes: flume::Receiver<(u64, bool)>,
+    checkpoints: &mut Option<SourceCheckpoints>,
+    shutdown: &Shutdown,
+) -> Result<Opened, RunError> {
     let restore = plan.restore.as_ref();
     let mut dead_letter = side_stage(plan.dead_letter.take(), plan.edge_capacity, restore)?;
     let mut late_output = side_stage(plan.late_output.take(), plan.edge_capacity, restore)?;
@@ -122,7 +186,6 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         shutdown,
         restore,
     )?;
-    let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
     let stage_chains = instantiate_stages(
         &plan.stages,
         &plan.state,
@@ -152,98 +215,12 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         })
         .collect();
 
-    let mut graph = RunGraph {
-        checkpoints: checkpoints.as_ref().map(|c| c.stats.clone()),
-        operators: operators.clone(),
-        ..RunGraph::default()
-    };
-    let mut add_stage = |stats: &Arc<StageStats>, workers: usize, operators: Vec<String>| {
-        graph.stages.push(StageEntry {
-            stats: stats.clone(),
-            workers,
-            operators,
-        });
-    };
-
-    let mut slots = Vec::with_capacity(sources.len());
-    for (i, (name, source)) in sources.into_iter().enumerate() {
-        let stats = StageStats::new(name.clone());
-        add_stage(&stats, 1, Vec::new());
-        slots.push(SourceSlot {
-            name,
-            source,
-            out: wiring.outlet(Producer::Source(i)),
-            stats,
-        });
-    }
-    let source_stats: Vec<Arc<StageStats>> = slots.iter().map(|s| s.stats.clone()).collect();
-    {
-        let time = SourceTime {
-            watermarks: plan.watermark,
-            ticks: plan
-                .stages
-                .iter()
-                .flat_map(|s| &s.operators)
-                .any(|op| matches!(&op.kind, NodeKind::Window { spec, .. } if spec.processing_time))
-                .then_some(PROCESSING_TICK),
-        };
-        let (shutdown, batch, telemetry) = (shutdown.clone(), plan.batch_size, plan.telemetry.clone());
-        handles.push(spawn_stage("source".into(), move || {
-            run_sources(slots, batch, time, checkpoints, shutdown, telemetry)
-        })?);
-    }
-    for (i, (stage, chains)) in plan.stages.iter().zip(stage_chains).enumerate() {
-        let stats = StageStats::new(stage.name.clone());
-        let operators = stage.operators.iter().map(|o| o.name.clone()).collect();
-        add_stage(&stats, chains.len(), operators);
-        let (input, out) = (wiring.stage_input(i), wiring.outlet(Producer::Stage(i)));
-        if chains.len() == 1 {
-            let chain = chains.into_iter().next().expect("one chain");
-            handles.push(spawn_stage(stage.name.clone(), move || {
-                run_chain(chain, input, out, stats)
-            })?);
-        } else {
-            handles.extend(spawn_parallel(
-                stats,
-                chains,
-                stage.routing,
-                input,
-                out,
-                messages,
-                shutdown,
-            )?);
-        }
-    }
-    let mut sink_stats = Vec::with_capacity(sinks.len());
-    for (i, (name, sink, acks)) in sinks.into_iter().enumerate() {
-        let stats = StageStats::new(name.clone());
-        add_stage(&stats, 1, Vec::new());
-        sink_stats.push(stats.clone());
-        let input = wiring.sink_input(plan.stages.len(), i);
-        handles.push(spawn_stage(name, move || run_sink(sink, input, stats, acks))?);
-    }
-    let dead_letter_stats = StageStats::new("dead-letter");
-    for (stage, acks) in side_stages {
-        let stats = match stage.name {
-            "dead-letter" => dead_letter_stats.clone(),
-            name => StageStats::new(name),
-        };
-        add_stage(&stats, 1, Vec::new());
-        let batch = plan.batch_size;
-        handles.push(spawn_stage(stage.name.into(), move || {
-            stage.run(batch, &stats, acks)
-        })?);
-    }
-    graph.edges = wiring.edges;
-    plan.telemetry.started(graph);
-
-    let cancelled = supervise(handles, shutdown, plan.shutdown_timeout)?;
-    let counts = Counts {
-        sources: &source_stats,
-        sinks: &sink_stats,
-        dead_letter: &dead_letter_stats,
-    };
-    Ok(report(&operators, counts, &checkpoint_stats, cancelled, started))
+    Ok(Opened {
+        sinks,
+        chains: stage_chains,
+        sources,
+        side_stages,
+    })
 }
 
 /// A sink opened, named, with its part in checkpoints.
