@@ -4,7 +4,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 export CARGO_TARGET_DIR := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "target")
 
-plugin_crates := `ls -d plugins/*/Cargo.toml | xargs -n1 dirname | xargs -n1 basename | tr '\n' ' '`
+plugin_crates := `ls -d plugins/examples/*/Cargo.toml plugins/fixtures/*/Cargo.toml | xargs -n1 dirname | xargs -n1 basename | tr '\n' ' '`
 
 # List the recipes.
 default:
