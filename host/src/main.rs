@@ -9,7 +9,7 @@ use mailer::manifest::Manifest;
 use mailer::plan;
 use mailer::plugin::PluginEngine;
 use mailer::progress::ProgressDisplay;
-use mailer::runtime::Shutdown;
+use mailer::runtime::{Control, Shutdown};
 use mailer::scaffold::{self, Language};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -251,10 +251,14 @@ fn run(command: Command) -> Result<()> {
                 (None, None) => StartFrom::Resume,
             };
             let name = plan.name.clone();
-            let shutdown = Shutdown::new();
-            watch_signals(&shutdown, plan.checkpoint.as_ref().map(|c| c.dir.clone()))?;
+            let (shutdown, control) = (Shutdown::new(), Control::new());
+            watch_signals(
+                &shutdown,
+                &control,
+                plan.checkpoint.as_ref().map(|c| c.dir.clone()),
+            )?;
             let progress = ProgressDisplay::start(plan.telemetry.clone());
-            let report = mailer::pipeline::launch(plan, engine, &start, &shutdown);
+            let report = mailer::pipeline::launch(plan, engine, &start, &shutdown, &control);
             drop(progress);
             let report = report?;
             tracing::info!(
@@ -301,11 +305,11 @@ fn plugin_command(command: PluginCommand) -> Result<()> {
 /// The first SIGINT or SIGTERM drains the pipeline (C3); a second one
 /// aborts at once. SIGUSR1 asks for the savepoint `mailer savepoint` wrote
 /// into the checkpoint folder `checkpoints`.
-fn watch_signals(shutdown: &Shutdown, checkpoints: Option<PathBuf>) -> Result<()> {
+fn watch_signals(shutdown: &Shutdown, control: &Control, checkpoints: Option<PathBuf>) -> Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1])
         .context("installing signal handlers")?;
-    let shutdown = shutdown.clone();
+    let (shutdown, control) = (shutdown.clone(), control.clone());
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -314,7 +318,7 @@ fn watch_signals(shutdown: &Shutdown, checkpoints: Option<PathBuf>) -> Result<()
                     match checkpoints.as_deref().map(savepoint::take_request) {
                         Some(Ok(request)) => {
                             tracing::info!(path = %request.dir.display(), stop = request.stop, "savepoint requested");
-                            shutdown.request_savepoint(request);
+                            control.request_savepoint(request);
                         }
                         Some(Err(e)) => tracing::warn!(error = %e, "ignoring a savepoint signal"),
                         None => tracing::warn!("ignoring a savepoint signal: the pipeline has no [checkpoint]"),

@@ -6,7 +6,7 @@ use crate::support::*;
 use mailer::manifest::Manifest;
 use mailer::plugin::{PluginEngine, World};
 use mailer::runtime::SwapPoint;
-use mailer::runtime::{Shutdown, run};
+use mailer::runtime::{Control, Shutdown, run_with};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,16 +18,16 @@ fn run_with_swap(w: &Workdir, manifest: &str, operator: &str, next: &str, world:
     let m = Manifest::load(&w.manifest(manifest)).unwrap();
     let engine = PluginEngine::new().unwrap();
     let plan = mailer::plan::build(&m, &engine).unwrap();
-    let shutdown = Shutdown::new();
+    let (shutdown, control) = (Shutdown::new(), Control::new());
     let plugin = engine.load(&plugin(next), world, operator).unwrap();
     let running = {
-        let shutdown = shutdown.clone();
-        std::thread::spawn(move || run(plan, &shutdown))
+        let (shutdown, control) = (shutdown.clone(), control.clone());
+        std::thread::spawn(move || run_with(plan, &shutdown, &control))
     };
     // Full load: the generator has no rate. Swap, let the new version run,
     // then drain.
     std::thread::sleep(Duration::from_millis(500));
-    shutdown.request_swap(Arc::new(SwapPoint::new(1, operator, plugin)));
+    control.request_swap(Arc::new(SwapPoint::new(1, operator, plugin)));
     std::thread::sleep(Duration::from_millis(500));
     shutdown.cancel();
     let report = running.join().unwrap().unwrap();

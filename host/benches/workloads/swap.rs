@@ -11,7 +11,7 @@ use mailer::manifest::Manifest;
 use mailer::plan::Endpoint;
 use mailer::plugin::{PluginEngine, World};
 use mailer::runtime::SwapPoint;
-use mailer::runtime::{Shutdown, run};
+use mailer::runtime::{Control, Shutdown, run_with};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,17 +106,17 @@ type = "blackhole"
             }),
         };
     }
-    let shutdown = Shutdown::new();
+    let (shutdown, control) = (Shutdown::new(), Control::new());
     let started = Instant::now();
     let running = {
-        let shutdown = shutdown.clone();
-        std::thread::spawn(move || run(plan, &shutdown).unwrap())
+        let (shutdown, control) = (shutdown.clone(), control.clone());
+        std::thread::spawn(move || run_with(plan, &shutdown, &control).unwrap())
     };
     std::thread::sleep(Duration::from_millis(500));
     let (mut gaps, mut delays) = (Vec::new(), Vec::new());
     for i in 0..SWAPS {
         let requested = Instant::now();
-        shutdown.request_swap(Arc::new(SwapPoint::new(
+        control.request_swap(Arc::new(SwapPoint::new(
             i as u64 + 1,
             "case",
             versions[i % 2].clone(),

@@ -5,8 +5,8 @@
 use crate::operator::FailureStats;
 use crate::plan::PluginOperator;
 use crate::plugin::{LoadedPlugin, PluginEngine, World};
-use crate::runtime::Shutdown;
 use crate::runtime::SwapPoint;
+use crate::runtime::{Control, Shutdown};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -159,6 +159,7 @@ pub struct Swaps {
     pipeline: String,
     engine: Arc<PluginEngine>,
     shutdown: Shutdown,
+    control: Control,
     store: PathBuf,
     probation: Probation,
     operators: Mutex<BTreeMap<String, Versions>>,
@@ -172,7 +173,7 @@ impl Swaps {
     pub fn new(
         pipeline: &str,
         engine: Arc<PluginEngine>,
-        shutdown: Shutdown,
+        (shutdown, control): (Shutdown, Control),
         store: PathBuf,
         probation: Probation,
         operators: impl IntoIterator<Item = PluginOperator>,
@@ -196,6 +197,7 @@ impl Swaps {
             pipeline: pipeline.to_owned(),
             engine,
             shutdown,
+            control,
             store,
             probation,
             operators: Mutex::new(operators),
@@ -400,7 +402,7 @@ impl Swaps {
         if !rollback {
             v.previous.push(old);
         }
-        self.shutdown.request_swap(point.clone());
+        self.control.request_swap(point.clone());
         tracing::info!(
             pipeline = %self.pipeline,
             operator,

@@ -7,7 +7,7 @@ use crate::admin::{AdminServer, AdminState, Probation, Swaps};
 use crate::checkpoint::{LockError, Restore, RestoreError, StartFrom};
 use crate::plan::Plan;
 use crate::plugin::{PluginEngine, PluginError};
-use crate::runtime::{RunError, RunReport, Shutdown};
+use crate::runtime::{Control, RunError, RunReport, Shutdown};
 use std::sync::Arc;
 
 /// Why a pipeline could not run to its end.
@@ -45,12 +45,14 @@ pub enum LaunchError {
     },
 }
 
-/// Runs `plan` from `start` until its sources end or `shutdown` stops it.
+/// Runs `plan` from `start` until its sources end or `shutdown` stops it,
+/// taking the savepoints `control` asks for (and the admin API's swaps).
 pub fn launch(
     mut plan: Plan,
     engine: PluginEngine,
     start: &StartFrom,
     shutdown: &Shutdown,
+    control: &Control,
 ) -> Result<RunReport, LaunchError> {
     let pipeline = plan.name.clone();
     // Held for the whole run: nothing else may touch the state.
@@ -69,7 +71,7 @@ pub fn launch(
             let swaps = Swaps::new(
                 &pipeline,
                 Arc::new(engine),
-                shutdown.clone(),
+                (shutdown.clone(), control.clone()),
                 plan.plugin_store.clone(),
                 probation,
                 plan.plugin_operators(),
@@ -92,7 +94,7 @@ pub fn launch(
         None => None,
     };
     tracing::info!(pipeline = %pipeline, "pipeline started");
-    crate::runtime::run(plan, shutdown).map_err(|cause| LaunchError::Run {
+    crate::runtime::run_with(plan, shutdown, control).map_err(|cause| LaunchError::Run {
         pipeline,
         cause: Box::new(cause),
     })

@@ -49,7 +49,7 @@ use crate::plan::{
 };
 use crate::plugin::{CallMode, PluginEngine, PluginError, PluginLimits, World};
 use crate::record::Record;
-use crate::runtime::{RunReport, Shutdown};
+use crate::runtime::{Control, RunReport, Shutdown};
 use crate::state::BackendKind;
 use crate::time::{AggregateKind, WindowSpec};
 use bytes::Bytes;
@@ -274,7 +274,13 @@ impl Pipeline {
     /// stops it ([`Shutdown::cancel`] drains it).
     pub fn run_until(self, shutdown: &Shutdown) -> Result<RunReport, BuildError> {
         let (plan, engine) = self.build()?;
-        Ok(launch(plan, engine, &StartFrom::Resume, shutdown)?)
+        Ok(launch(
+            plan,
+            engine,
+            &StartFrom::Resume,
+            shutdown,
+            &Control::new(),
+        )?)
     }
 }
 

@@ -3,6 +3,7 @@
 //! edges (C2) and two-phase shutdown (C3).
 
 mod align;
+mod control;
 mod edge;
 mod message;
 mod outlet;
@@ -19,9 +20,10 @@ mod test_hooks;
 mod wiring;
 mod worker;
 
+pub use control::{Control, RunHandles};
 pub use edge::{Closed, EdgeReceiver, EdgeSender, edge};
 pub use message::{Barrier, Message, SwapPoint};
 pub use outlet::Outlet;
-pub use pipeline::{RunError, RunReport, run};
+pub use pipeline::{RunError, RunReport, run, run_with};
 pub use shutdown::Shutdown;
 pub use stage::StageError;

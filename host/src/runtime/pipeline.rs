@@ -1,13 +1,13 @@
 //! Runs a plan: opens the ends, instantiates every operator, wires the
 //! stages with bounded edges, and supervises the run to its end.
 
-use super::Shutdown;
 use super::side_stage::SideStage;
 use super::sink::SinkCheckpoints;
 use super::source::{SourceCheckpoints, SourceTime};
 use super::spawn::Spawner;
 use super::stage::{StageError, StageHandle, spawn_stage};
 use super::wiring::Wiring;
+use super::{Control, RunHandles, Shutdown};
 use crate::checkpoint::{
     CheckpointSettings, CheckpointStats, CheckpointStore, CoordinatorSetup, Restore, WorkerCheckpoints,
     run_coordinator,
@@ -87,7 +87,12 @@ pub enum RunError {
 
 /// Runs `plan` until its sources end, `shutdown` is cancelled, or a stage
 /// fails; returns what it did.
-pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
+pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
+    run_with(plan, shutdown, &Control::new())
+}
+
+/// [`run`], taking the savepoints and plugin swaps `control` asks for.
+pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Result<RunReport, RunError> {
     let span = tracing::info_span!("run", pipeline = %plan.name);
     let _run = span.enter();
     let started = Instant::now();
@@ -102,7 +107,10 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         Some(settings) => Some(start_checkpoints(
             &plan,
             settings,
-            shutdown,
+            &RunHandles {
+                shutdown: shutdown.clone(),
+                control: control.clone(),
+            },
             Some(outcomes_tx),
             &mut handles,
         )?),
@@ -134,7 +142,7 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
         messages,
         batch_size: plan.batch_size,
     };
-    let source_stats = spawner.sources(opened.sources, time, checkpoints, plan.telemetry.clone())?;
+    let source_stats = spawner.sources(opened.sources, time, checkpoints, control, plan.telemetry.clone())?;
     spawner.stages(&plan.stages, opened.chains)?;
     let sink_stats = spawner.sinks(plan.stages.len(), opened.sinks)?;
     let dead_letter_stats = spawner.side_stages(opened.side_stages)?;
@@ -456,7 +464,7 @@ fn operator_entries(plan: &Plan) -> Vec<OperatorEntry> {
 fn start_checkpoints(
     plan: &Plan,
     settings: &CheckpointSettings,
-    shutdown: &Shutdown,
+    control: &RunHandles,
     outcomes: Option<flume::Sender<(u64, bool)>>,
     handles: &mut Vec<StageHandle>,
 ) -> Result<SourceCheckpoints, RunError> {
@@ -488,7 +496,7 @@ fn start_checkpoints(
         operators,
         tolerable_failures: settings.tolerable_failures,
         stats: stats.clone(),
-        control: Arc::new(shutdown.clone()),
+        control: Arc::new(control.clone()),
         outcomes,
     };
     handles.push(spawn_stage("checkpoints".into(), move || {

@@ -3,7 +3,7 @@
 //! points and checkpoint barriers — in their place between the batches.
 
 use super::stage::StageError;
-use super::{Barrier, Closed, Message, Outlet, Shutdown};
+use super::{Barrier, Closed, Control, Message, Outlet, Shutdown};
 use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore, SavepointRequest};
 use crate::clock::now_ms;
 use crate::connectors::{Poll, Progress, Source};
@@ -117,7 +117,7 @@ pub fn run_sources(
     batch_size: usize,
     time: SourceTime,
     checkpoints: Option<SourceCheckpoints>,
-    shutdown: Shutdown,
+    (shutdown, control): (Shutdown, Control),
     telemetry: Arc<Telemetry>,
 ) -> Result<(), StageError> {
     let slots = slots
@@ -137,6 +137,7 @@ pub fn run_sources(
         ticks: time.ticks,
         checkpoints,
         shutdown,
+        control,
         telemetry,
         last_report: None,
         last_tick: Instant::now(),
@@ -164,6 +165,7 @@ struct SourceLoop {
     ticks: Option<Duration>,
     checkpoints: Option<SourceCheckpoints>,
     shutdown: Shutdown,
+    control: Control,
     telemetry: Arc<Telemetry>,
     last_report: Option<Instant>,
     last_tick: Instant,
@@ -209,14 +211,14 @@ impl SourceLoop {
     /// savepoint), the swap points asked for, a processing-time tick.
     fn send_markers(&mut self) -> Result<(), Closed> {
         if let Some(c) = self.checkpoints.as_ref() {
-            let savepoint = self.shutdown.take_savepoint_request();
+            let savepoint = self.control.take_savepoint_request();
             let due = self.last_barrier.elapsed() >= c.interval && !c.stats.in_flight.load(Ordering::Acquire);
             if savepoint.is_some() || due {
                 self.last_barrier = Instant::now();
                 self.send_barrier(savepoint)?;
             }
         }
-        for swap in self.shutdown.take_swaps() {
+        for swap in self.control.take_swaps() {
             tracing::info!(operator = %swap.operator, digest = %swap.plugin.digest(), "swap point sent");
             self.swaps
                 .push((swap.operator.clone(), swap.plugin.digest().to_owned()));

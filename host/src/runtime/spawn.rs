@@ -9,7 +9,7 @@ use super::source::{SourceCheckpoints, SourceSlot, SourceTime, run_sources};
 use super::stage::{StageHandle, spawn_stage};
 use super::wiring::Wiring;
 use super::worker::run_chain;
-use super::{RunError, Shutdown};
+use super::{Control, RunError, Shutdown};
 use crate::connectors::{Sink, Source};
 use crate::metrics::{RunGraph, StageEntry, StageStats, Telemetry};
 use crate::operator::Chain;
@@ -45,6 +45,7 @@ impl Spawner<'_> {
         sources: Vec<(String, Box<dyn Source>)>,
         time: SourceTime,
         checkpoints: Option<SourceCheckpoints>,
+        control: &Control,
         telemetry: Arc<Telemetry>,
     ) -> Result<Vec<Arc<StageStats>>, RunError> {
         let mut slots = Vec::with_capacity(sources.len());
@@ -59,9 +60,9 @@ impl Spawner<'_> {
             });
         }
         let counts = slots.iter().map(|s| s.stats.clone()).collect();
-        let (shutdown, batch) = (self.shutdown.clone(), self.batch_size);
+        let (shutdown, control, batch) = (self.shutdown.clone(), control.clone(), self.batch_size);
         self.handles.push(spawn_stage("source".into(), move || {
-            run_sources(slots, batch, time, checkpoints, shutdown, telemetry)
+            run_sources(slots, batch, time, checkpoints, (shutdown, control), telemetry)
         })?);
         Ok(counts)
     }

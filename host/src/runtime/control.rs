@@ -1,0 +1,66 @@
+//! The control channel of a run: savepoints and plugin swaps asked of the
+//! running pipeline, which the source stage turns into markers. Separate
+//! from [`Shutdown`], which only stops it.
+
+use super::{Shutdown, SwapPoint};
+use crate::checkpoint::{RunControl, SavepointRequest};
+use std::sync::{Arc, Mutex};
+
+/// What a running pipeline is asked to do besides stopping.
+#[derive(Debug, Clone, Default)]
+pub struct Control {
+    inner: Arc<Requests>,
+}
+
+#[derive(Debug, Default)]
+struct Requests {
+    savepoint: Mutex<Option<SavepointRequest>>,
+    swaps: Mutex<Vec<Arc<SwapPoint>>>,
+}
+
+impl Control {
+    /// A channel with nothing asked yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks the sources for a savepoint before their next batches.
+    pub fn request_savepoint(&self, request: SavepointRequest) {
+        *self.inner.savepoint.lock().expect("savepoint lock") = Some(request);
+    }
+
+    /// The pending savepoint request, taken.
+    pub fn take_savepoint_request(&self) -> Option<SavepointRequest> {
+        self.inner.savepoint.lock().expect("savepoint lock").take()
+    }
+
+    /// Asks the sources to put a swap point before their next batches.
+    pub fn request_swap(&self, swap: Arc<SwapPoint>) {
+        self.inner.swaps.lock().expect("swap lock").push(swap);
+    }
+
+    /// The pending swaps, taken, in the order they were asked for.
+    pub fn take_swaps(&self) -> Vec<Arc<SwapPoint>> {
+        std::mem::take(&mut *self.inner.swaps.lock().expect("swap lock"))
+    }
+}
+
+/// What the checkpoint coordinator may ask of a run: to stop it (after a
+/// stop-with-savepoint) or to take another savepoint (one that failed).
+#[derive(Debug, Clone)]
+pub struct RunHandles {
+    /// Stops the run.
+    pub shutdown: Shutdown,
+    /// Asks it for savepoints.
+    pub control: Control,
+}
+
+impl RunControl for RunHandles {
+    fn stop(&self) {
+        self.shutdown.cancel();
+    }
+
+    fn request_savepoint(&self, request: SavepointRequest) {
+        self.control.request_savepoint(request);
+    }
+}
