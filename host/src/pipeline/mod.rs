@@ -53,7 +53,7 @@ use crate::runtime::{Control, RunReport, Shutdown};
 use crate::state::BackendKind;
 use crate::time::{AggregateKind, WindowSpec};
 use bytes::Bytes;
-use native::{Closure, PerRecord};
+use native::{PerRecord, closure_factory};
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -318,14 +318,7 @@ impl Stream {
     }
 
     fn native(&self, name: &str, f: PerRecord) -> Stream {
-        let owned = name.to_owned();
-        let factory: NativeFactory = Arc::new(move |_, _| {
-            Ok(Box::new(Closure {
-                name: owned.clone(),
-                f: f.clone(),
-            }) as Box<dyn Operator>)
-        });
-        self.operator(name, NodeKind::Native(factory), None)
+        self.operator(name, NodeKind::Native(closure_factory(name, f)), None)
     }
 
     /// Each record turned into another by `f`.
@@ -412,14 +405,7 @@ impl Stream {
             r.key = Some(key(&r));
             out.push(r);
         });
-        let owned = name.clone();
-        let factory: NativeFactory = Arc::new(move |_, _| {
-            Ok(Box::new(Closure {
-                name: owned.clone(),
-                f: set.clone(),
-            }) as Box<dyn Operator>)
-        });
-        let key = Some(node(&name, NodeKind::Native(factory)));
+        let key = Some(node(&name, NodeKind::Native(closure_factory(&name, set))));
         self.then(&name, Step::KeyBy { key, parallelism }, None)
     }
 
@@ -517,6 +503,16 @@ impl Inner {
                 "batch size {} must be 1 to 65536 and at most the edge capacity ({})",
                 s.batch_size, s.edge_capacity
             ));
+        }
+        for (name, (_, step)) in self.step_names.iter().zip(&self.draft.steps) {
+            if let Step::KeyBy { parallelism, .. } = step
+                && !(1..=s.key_groups as usize).contains(parallelism)
+            {
+                self.problems.push(format!(
+                    "`{name}` parallelism {parallelism} is out of range: expected 1 to max_parallelism ({})",
+                    s.key_groups
+                ));
+            }
         }
         if self.draft.sources.is_empty() || self.draft.sinks.is_empty() {
             self.problems.push("a pipeline needs a source and a sink".into());

@@ -3,11 +3,23 @@
 
 use crate::batch::Batch;
 use crate::operator::{Operator, OperatorError};
+use crate::plan::NativeFactory;
 use crate::record::Record;
 use std::sync::Arc;
 
 /// What a closure operator does with one record: pushes its outputs.
 pub(super) type PerRecord = Arc<dyn Fn(Record, &mut Vec<Record>) + Send + Sync>;
+
+/// Makes a [`Closure`] operator named `name` running `f`, one per worker.
+pub(super) fn closure_factory(name: &str, f: PerRecord) -> NativeFactory {
+    let name = name.to_owned();
+    Arc::new(move |_, _| {
+        Ok(Box::new(Closure {
+            name: name.clone(),
+            f: f.clone(),
+        }) as Box<dyn Operator>)
+    })
+}
 
 /// An operator running a [`PerRecord`] closure on each record, in order.
 pub(super) struct Closure {

@@ -69,12 +69,14 @@ fn every_problem_of_the_graph_is_reported_by_name() {
     p.source("unread", numbers(1));
     let counted = a.aggregate("counts", &[AggregateKind::Count], None);
     counted.map("counts", |r| r).filter("dangling", |_| true);
+    a.key_by_record_key(0).map("nowhere", |r| r);
     let err = p.build().err().expect("a broken graph is refused").to_string();
     for problem in [
         "`aggregate` operator `counts` needs a keyed stream: call `key_by` before it",
         "the name `counts` is used twice",
         "nothing reads source `unread`",
         "nothing reads the output of operator `dangling`",
+        "`key_by-3` parallelism 0 is out of range: expected 1 to max_parallelism (128)",
         "a pipeline needs a source and a sink",
     ] {
         assert!(err.contains(problem), "{problem:?} missing from {err}");
