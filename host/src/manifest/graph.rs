@@ -20,6 +20,30 @@ pub enum Stream {
     Operator(usize),
 }
 
+impl Stream {
+    /// Whether what reads `reads` reads a keyed stream: a single stream,
+    /// the output of an operator whose output is keyed (`keyed_outputs`,
+    /// by operator). A union is never keyed.
+    pub fn reads_keyed(reads: &[Stream], keyed_outputs: &[bool]) -> bool {
+        matches!(reads, [Stream::Operator(o)] if keyed_outputs[*o])
+    }
+}
+
+/// The streams of `sources` sources and `operators` operators that none of
+/// `reads` (what each operator and sink reads) reads: sources first, each
+/// in order.
+pub fn unread<'a>(
+    sources: usize,
+    operators: usize,
+    reads: impl IntoIterator<Item = &'a Vec<Stream>>,
+) -> Vec<Stream> {
+    let read: HashSet<Stream> = reads.into_iter().flatten().copied().collect();
+    let all = (0..sources)
+        .map(Stream::Source)
+        .chain((0..operators).map(Stream::Operator));
+    all.filter(|s| !read.contains(s)).collect()
+}
+
 /// The graph of a validated manifest.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Graph {
@@ -286,14 +310,10 @@ pub(super) fn finish(m: &Manifest, operator_inputs: Vec<Vec<Stream>>) -> Result<
             "an operator",
         )?);
     }
-    let read: HashSet<Stream> = operator_inputs
-        .iter()
-        .chain(&sink_inputs)
-        .flatten()
-        .copied()
-        .collect();
-    for (i, s) in sources.iter().enumerate() {
-        if !read.contains(&Stream::Source(i)) {
+    let reads = operator_inputs.iter().chain(&sink_inputs);
+    match unread(sources.len(), m.operator_names.len(), reads).first() {
+        Some(Stream::Source(i)) => {
+            let s = &sources[*i];
             return Err(m.error_at(
                 &s.span,
                 "name",
@@ -303,12 +323,11 @@ pub(super) fn finish(m: &Manifest, operator_inputs: Vec<Vec<Stream>>) -> Result<
                 ),
             ));
         }
-    }
-    for (i, name) in m.operator_names.iter().enumerate() {
-        if !read.contains(&Stream::Operator(i)) {
-            let span = m.spec.operators[i].span();
+        Some(Stream::Operator(i)) => {
+            let (span, name) = (m.spec.operators[*i].span(), &m.operator_names[*i]);
             return Err(m.error_at(&span, "name", format!("nothing reads the output of operator `{name}`: name it in a later operator's or a sink's `input`")));
         }
+        None => {}
     }
     Ok(Graph {
         operator_inputs,

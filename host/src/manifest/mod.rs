@@ -14,7 +14,7 @@ mod validate_postgres;
 
 use crate::config_string::ConfigString;
 pub use error::{ManifestError, line_column};
-pub use graph::{Declared, Graph, Stream};
+pub use graph::{Declared, Graph, Stream, unread};
 pub use spec::*;
 
 use sha2::{Digest, Sha256};

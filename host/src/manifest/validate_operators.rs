@@ -19,10 +19,7 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
     for (i, op) in m.spec.operators.iter().enumerate() {
         let span = op.span();
         let reads = super::graph::operator_inputs(m, i, op.get_ref(), &span, &names)?;
-        let keyed = match reads.as_slice() {
-            [super::graph::Stream::Operator(o)] => keyed_outputs[*o],
-            _ => false,
-        };
+        let keyed = super::Stream::reads_keyed(&reads, &keyed_outputs);
         keyed_outputs.push(keyed || matches!(op.get_ref(), OperatorSpec::KeyBy(_)));
         inputs.push(reads);
         // An explicit name must be unique; a default one gets the operator's

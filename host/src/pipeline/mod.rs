@@ -288,10 +288,7 @@ impl Stream {
     fn then(&self, name: &str, step: Step, keyed_in: Option<&str>) -> Stream {
         let mut inner = self.inner.borrow_mut();
         inner.claim(name);
-        let keyed = match self.reads.as_slice() {
-            [StreamRef::Operator(i)] => inner.keyed[*i],
-            _ => false,
-        };
+        let keyed = StreamRef::reads_keyed(&self.reads, &inner.keyed);
         if let Some(what) = keyed_in
             && !keyed
         {
@@ -517,28 +514,19 @@ impl Inner {
         if self.draft.sources.is_empty() || self.draft.sinks.is_empty() {
             self.problems.push("a pipeline needs a source and a sink".into());
         }
-        let read: Vec<StreamRef> = self
-            .draft
+        let draft = &self.draft;
+        let reads = draft
             .steps
             .iter()
             .map(|(r, _)| r)
-            .chain(self.draft.sinks.iter().map(|(_, r)| r))
-            .flatten()
-            .copied()
-            .collect();
-        for (i, source) in self.draft.sources.iter().enumerate() {
-            if !read.contains(&StreamRef::Source(i)) {
-                self.problems
-                    .push(format!("nothing reads source `{}`", source.name));
-            }
-        }
-        for i in 0..self.draft.steps.len() {
-            if !read.contains(&StreamRef::Operator(i)) {
-                self.problems.push(format!(
-                    "nothing reads the output of operator `{}`",
-                    self.step_names[i]
-                ));
-            }
+            .chain(draft.sinks.iter().map(|(_, r)| r));
+        for stream in crate::manifest::unread(draft.sources.len(), draft.steps.len(), reads) {
+            self.problems.push(match stream {
+                StreamRef::Source(i) => format!("nothing reads source `{}`", draft.sources[i].name),
+                StreamRef::Operator(i) => {
+                    format!("nothing reads the output of operator `{}`", self.step_names[i])
+                }
+            });
         }
         if !self.problems.is_empty() {
             return Err(BuildError::Invalid {

@@ -152,14 +152,13 @@ fn reads(plan: &Plan, inputs: &[Producer]) -> String {
 /// Whether the plan is a chain: one source, each stage reading the one
 /// before it, one sink reading the last.
 fn is_linear(plan: &Plan) -> bool {
-    let mut previous = Producer::Source(0);
-    for (i, stage) in plan.stages.iter().enumerate() {
-        if stage.inputs != [previous] {
-            return false;
-        }
-        previous = Producer::Stage(i);
-    }
-    plan.sources.len() == 1 && matches!(plan.sinks.as_slice(), [sink] if sink.inputs == [previous])
+    let chained = plan
+        .stages
+        .iter()
+        .enumerate()
+        .all(|(i, stage)| stage.inputs == [Producer::in_chain(i)]);
+    let last = Producer::in_chain(plan.stages.len());
+    chained && plan.sources.len() == 1 && matches!(plan.sinks.as_slice(), [sink] if sink.inputs == [last])
 }
 
 /// One operator: what runs it and its limits.

@@ -298,12 +298,10 @@ impl Plan {
     /// stage reads the one before it (the first reads the source), and the
     /// sink reads the last.
     pub fn chain(stages: &mut [OperatorStage]) -> Vec<Producer> {
-        let mut previous = Producer::Source(0);
         for (i, stage) in stages.iter_mut().enumerate() {
-            stage.inputs = vec![previous];
-            previous = Producer::Stage(i);
+            stage.inputs = vec![Producer::in_chain(i)];
         }
-        vec![previous]
+        vec![Producer::in_chain(stages.len())]
     }
 
     /// Messages an edge holds: `edge_capacity` records in batches of
@@ -331,6 +329,17 @@ pub enum Producer {
     Source(usize),
     /// The last operator of stage `i` of [`Plan::stages`] (an earlier one).
     Stage(usize),
+}
+
+impl Producer {
+    /// What the `i`-th reader of a chain reads (stage `i`, or the sink
+    /// after `i` stages): the stage before it, or the one source.
+    pub fn in_chain(i: usize) -> Self {
+        match i {
+            0 => Producer::Source(0),
+            _ => Producer::Stage(i - 1),
+        }
+    }
 }
 
 /// A sink and the streams it reads (several: their union).
