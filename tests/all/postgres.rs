@@ -603,3 +603,147 @@ fn tls_require_encrypts_and_verify_full_checks_the_certificate() {
     let err = stderr(&out);
     assert!(err.contains("certificate verify failed"), "{err}");
 }
+
+/// A TCP relay to the server whose connections the test can cut on the
+/// client's side only: the server's backend goes on with what it was doing
+/// (as behind a broken network) and learns of the cut only when it next
+/// reads.
+struct Relay {
+    port: u16,
+    clients: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    fn start() -> Self {
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let clients = std::sync::Arc::new(std::sync::Mutex::new(Vec::<TcpStream>::new()));
+        let kept = clients.clone();
+        std::thread::spawn(move || {
+            // The server's ends stay open for the test's life.
+            let mut servers = Vec::new();
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let server = TcpStream::connect("127.0.0.1:5432").unwrap();
+                kept.lock().unwrap().push(client.try_clone().unwrap());
+                servers.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        Self { port, clients }
+    }
+
+    fn dsn(&self, db: &TestDb) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{}", self.port, db.name)
+    }
+
+    /// Closes every connection made so far, on the client's side.
+    fn cut(&self) {
+        for c in self.clients.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Exactly once, a connection lost while its stage `COPY` is still
+/// committing on the server must not let the rows be staged twice: the
+/// retry on a new connection has to wait for (or end) the old transaction
+/// before it asks whether the rows are staged. The stage's commit sleeps
+/// (a deferred trigger, added to the stage as the sink creates it); the
+/// test cuts the sink's connection meanwhile, on the client's side only,
+/// and holds the table so the rows are moved only after the old commit is
+/// over.
+#[test]
+fn a_stage_commit_still_running_on_a_lost_connection_is_not_staged_twice() {
+    let db = TestDb::new("stagerace");
+    db.execute(
+        "CREATE TABLE orders (id bigint NOT NULL, customer text NOT NULL);
+         CREATE SEQUENCE slow_once;
+         CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF nextval('slow_once') = 1 THEN PERFORM pg_sleep(3); END IF;
+             RETURN NULL;
+         END $$;
+         CREATE FUNCTION slow_stage() RETURNS event_trigger LANGUAGE plpgsql AS $$
+         DECLARE t record;
+         BEGIN
+             FOR t IN SELECT object_identity FROM pg_event_trigger_ddl_commands()
+                      WHERE object_type = 'table' AND object_identity LIKE '%mailer_stage_%' LOOP
+                 EXECUTE format('CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON %s
+                     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()',
+                     t.object_identity);
+             END LOOP;
+         END $$;
+         CREATE EVENT TRIGGER slow_stage ON ddl_command_end WHEN TAG IN ('CREATE TABLE AS')
+             EXECUTE FUNCTION slow_stage();",
+    );
+    let relay = Relay::start();
+    let w = Workdir::new();
+    let ids = 1..=6;
+    let lines: String = ids
+        .clone()
+        .map(|id| format!("{{\"id\":{id},\"customer\":\"c{id}\"}}\n"))
+        .collect();
+    w.write("in.jsonl", &lines);
+    let columns =
+        "id = { field = \"id\", type = \"integer\" }\ncustomer = { field = \"customer\", type = \"text\" }";
+    let manifest = orders_sink(columns).replace(
+        "table = \"orders\"\n",
+        "table = \"orders\"\nexactly_once = true\n",
+    ) + "\n[checkpoint]\ninterval = \"100ms\"\npath = \"checkpoints\"\n";
+    let m = w.write("orders.toml", &manifest);
+    let mut child = mailer()
+        .env("PG_DSN", relay.dsn(&db))
+        .args(["run", m.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sleeping = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event = 'PgSleep'",
+        db.name
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while db.value(&sleeping) == "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stage's commit never started"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its stage committed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The rows move into the table only after the old commit is over.
+    let holder = std::thread::spawn({
+        let dsn = db.dsn();
+        move || {
+            sql(
+                &dsn,
+                "BEGIN; LOCK TABLE orders IN SHARE MODE; SELECT pg_sleep(4); COMMIT",
+            )
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    relay.cut();
+    holder.join().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("retrying on a new connection"), "{err}");
+    assert_eq!(
+        db.rows("SELECT id FROM orders ORDER BY id"),
+        ids.map(|id| vec![Some(id.to_string())]).collect::<Vec<_>>(),
+        "{err}"
+    );
+}

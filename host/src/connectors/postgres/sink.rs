@@ -61,6 +61,11 @@ struct Statements {
     clear_stage: Option<String>,
     /// Whether a `COPY`'s number is staged: `SELECT … WHERE mailer_batch = $1`.
     staged: Option<String>,
+    /// Exactly once, before a retry asks what an earlier attempt did (in
+    /// the retry's transaction): ends the transactions the sink's lost
+    /// connections still hold on the stage (the server may still be
+    /// committing one) and locks it, so the answer is final.
+    fence: Option<String>,
 }
 
 /// Exactly once: where progress is recorded.
@@ -293,17 +298,22 @@ impl PostgresSink {
 
     /// Sends every pending row in one `COPY` and ends it, retrying on new
     /// connections. Exactly once, a `COPY` already staged (the connection
-    /// broke after it ended) is not staged again.
+    /// broke after it ended) is not staged again: the lost connection's
+    /// transaction is ended first, so the stage tells whether it committed.
     fn resend(&mut self) -> Result<(), ConnectorError> {
         let (sql, rows, number) = (self.sql.clone(), self.pending.clone(), self.copy_number as i64);
         self.retrying("writing rows", |rt, client, _| {
             rt.block_on(async {
-                if let Some(staged) = &sql.staged
-                    && client.query_opt(staged, &[&number]).await?.is_some()
-                {
-                    return Ok(());
-                }
-                let mut copy = start_copy(client, &sql).await?;
+                let mut copy = match (&sql.fence, &sql.staged) {
+                    (Some(fence), Some(staged)) => {
+                        client.batch_execute(&format!("BEGIN; {fence}")).await?;
+                        if client.query_opt(staged, &[&number]).await?.is_some() {
+                            return client.batch_execute("COMMIT").await;
+                        }
+                        Box::pin(client.copy_in(&sql.copy).await?)
+                    }
+                    _ => start_copy(client, &sql).await?,
+                };
                 for chunk in &rows {
                     copy.feed(chunk.clone()).await?;
                 }
@@ -319,10 +329,14 @@ impl PostgresSink {
         let what = format!("committing the rows of checkpoint {id}");
         self.retrying(&what, |rt, client, retry| {
             rt.block_on(async {
-                if retry && committed(&*client, &progress).await? == Some(id) {
-                    return Ok(());
-                }
                 let tx = client.transaction().await?;
+                if retry {
+                    tx.batch_execute(sql.fence.as_deref().expect("exactly once fences"))
+                        .await?;
+                    if committed(&tx, &progress).await? == Some(id) {
+                        return tx.commit().await;
+                    }
+                }
                 tx.execute(sql.merge.as_deref().expect("exactly once merges"), &[])
                     .await?;
                 tx.execute(sql.clear_stage.as_deref().expect("exactly once stages"), &[])
@@ -492,6 +506,21 @@ fn progress_table_ddl(spec: &PostgresSinkSpec) -> String {
     )
 }
 
+/// Makes the transaction it runs in own `stage`: the backends of the sink's
+/// earlier connections still holding it (a connection the sink lost while
+/// the server went on, e.g. committing) are terminated, and the lock waits
+/// until they are gone, so what the stage and the progress table hold is
+/// final. The stage is the sink's own (one instance runs per pipeline), so
+/// no one else's work is cut.
+fn fence(stage: &str) -> String {
+    let literal = stage.replace('\'', "''");
+    format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks \
+         WHERE locktype = 'relation' AND relation = '{literal}'::regclass AND pid <> pg_backend_pid(); \
+         LOCK TABLE {stage} IN SHARE ROW EXCLUSIVE MODE"
+    )
+}
+
 /// The stage of an exactly-once sink: one per pipeline and table.
 fn stage_name(spec: &PostgresSinkSpec, pipeline: &str) -> String {
     let id = xxhash_rust::xxh3::xxh3_64(format!("{pipeline}\0{}", spec.table).as_bytes());
@@ -547,6 +576,7 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
             merge: Some(merge(&stage)),
             clear_stage: Some(format!("TRUNCATE {stage}")),
             staged: Some(format!("SELECT 1 FROM {stage} WHERE mailer_batch = $1 LIMIT 1")),
+            fence: Some(fence(&stage)),
         };
     }
     match spec.mode {
@@ -557,6 +587,7 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
             merge: None,
             clear_stage: None,
             staged: None,
+            fence: None,
         },
         WriteMode::Upsert => Statements {
             create_stage: Some(format!(
@@ -568,6 +599,7 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
             merge: None,
             clear_stage: None,
             staged: None,
+            fence: None,
         },
     }
 }
