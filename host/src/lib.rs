@@ -4,14 +4,13 @@
 //! A pipeline is a TOML manifest ([`manifest`]) or built in Rust
 //! ([`Pipeline`]), planned into stages ([`plan`]) and run by the stage
 //! engine ([`runtime`]): sources and sinks ([`connectors`]) at the ends,
-//! operators ([`operator`]) in between, the user's logic in plugins
+//! operators ([`operators`]) in between, the user's logic in plugins
 //! ([`plugin`]) or native closures. See [`pipeline`] for an example.
 
 pub mod admin;
 #[cfg(feature = "jemalloc")]
 mod allocator;
 pub mod batch;
-pub mod builtins;
 pub mod checkpoint;
 pub mod clock;
 pub mod config_string;
@@ -20,7 +19,7 @@ pub mod json;
 pub mod key_group;
 pub mod manifest;
 pub mod metrics;
-pub mod operator;
+pub mod operators;
 pub mod pipeline;
 pub mod plan;
 pub mod plugin;
@@ -29,6 +28,6 @@ pub mod record;
 pub mod runtime;
 pub mod scaffold;
 pub mod state;
-pub mod time;
+pub mod swap;
 
 pub use pipeline::Pipeline;

@@ -4,61 +4,15 @@
 
 use crate::support::*;
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The broker the tests use.
-pub fn bootstrap() -> String {
-    std::env::var("KAFKA_BOOTSTRAP").expect(
-        "KAFKA_BOOTSTRAP is not set: run the tests with `just test`, which starts a Kafka broker on loopback",
-    )
-}
-
-/// A topic name no other test uses.
-pub fn unique_topic(prefix: &str) -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{prefix}-{}-{n}-{}", std::process::id(), mailer::clock::now_ms())
-}
-
-/// An admin client of the test broker, and a runtime to wait on it.
-pub fn admin() -> (AdminClient<DefaultClientContext>, tokio::runtime::Runtime) {
-    let admin = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    (admin, runtime)
-}
-
-/// Creates `topic` with `partitions` partitions.
-pub fn create_topic(topic: &str, partitions: i32) {
-    create_topic_with(topic, partitions, &[]);
-}
-
-/// Creates `topic` with `partitions` partitions and topic `config`.
-pub fn create_topic_with(topic: &str, partitions: i32, config: &[(&str, &str)]) {
-    let (admin, runtime) = admin();
-    let new = config.iter().fold(
-        NewTopic::new(topic, partitions, TopicReplication::Fixed(1)),
-        |t, (k, v)| t.set(k, v),
-    );
-    let results = runtime
-        .block_on(admin.create_topics([&new], &AdminOptions::new()))
-        .unwrap();
-    for r in results {
-        r.unwrap();
-    }
-}
+pub use mailer_test_support::kafka::{
+    admin, bootstrap, consume_all, create_topic, create_topic_with, produce, unique_topic,
+};
 
 /// A fresh input topic of `partitions` partitions holding `records`, and a
 /// fresh output topic of one partition.
@@ -71,63 +25,6 @@ pub(crate) fn topics(prefix: &str, partitions: i32, records: &[(String, String)]
     create_topic(&output, 1);
     produce(&input, records);
     (input, output)
-}
-
-/// Produces `(key, value)` records to `topic`.
-pub fn produce(topic: &str, records: &[(String, String)]) {
-    // Idempotent: a retry after a slow broker's timeout must not write an
-    // input record twice (the counts would then be off by the copies).
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .set("enable.idempotence", "true")
-        .create()
-        .unwrap();
-    for (k, v) in records {
-        let mut rec = BaseRecord::to(topic).key(k).payload(v);
-        while let Err((e, back)) = producer.send(rec) {
-            assert!(e.to_string().contains("Queue full"), "{e}");
-            producer.poll(Duration::from_millis(20));
-            rec = back;
-        }
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
-}
-
-/// Every `(key, value)` of `topic`, read to its end with `read_committed`.
-pub fn consume_all(topic: &str, partitions: i32) -> Vec<(String, String)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .set("group.id", unique_topic("reader"))
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let mut list = TopicPartitionList::new();
-    for p in 0..partitions {
-        list.add_partition_offset(topic, p, Offset::Beginning).unwrap();
-    }
-    consumer.assign(&list).unwrap();
-    let mut out = Vec::new();
-    let mut at_end = std::collections::BTreeSet::new();
-    // Gives up only after 30 s without a record (a loaded machine reads slowly).
-    let mut deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while at_end.len() < partitions as usize && std::time::Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => {
-                deadline = std::time::Instant::now() + Duration::from_secs(30);
-                out.push((
-                    String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
-                    String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
-                ))
-            }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
-                at_end.insert(p);
-            }
-            Some(Err(e)) => panic!("{e}"),
-            None => {}
-        }
-    }
-    out
 }
 
 pub(crate) fn pipeline(w: &Workdir, input: &str, output: &str, checkpoint: bool) -> std::path::PathBuf {

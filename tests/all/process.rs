@@ -5,8 +5,8 @@
 use crate::support::*;
 use bytes::Bytes;
 use mailer::batch::Batch;
-use mailer::operator::wasm::WasmProcess;
-use mailer::operator::{FailureHandler, FailurePolicy, Operator};
+use mailer::operators::wasm::WasmProcess;
+use mailer::operators::{FailureHandler, FailurePolicy, Operator};
 use mailer::plugin::{CallMode, KeyedContext, PluginEngine, PluginLimits, World};
 use mailer::record::Record;
 use mailer::state::{BackendKind, StateBackend};

@@ -2,24 +2,10 @@
 //! of the `mailer` binary.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-/// The repository's root.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
-}
-
-/// A built plugin component; fails with a hint when plugins are not built.
-pub fn plugin(name: &str) -> PathBuf {
-    let p = repo().join("plugins/dist").join(format!("{name}.wasm"));
-    assert!(
-        p.is_file(),
-        "{} is missing: run `just plugins` first",
-        p.display()
-    );
-    p
-}
+pub use mailer_test_support::{Workdir, peak_rss_kib, plugin, repo, rss_kib};
 
 /// The `mailer` binary.
 pub fn mailer() -> Command {
@@ -39,52 +25,6 @@ name = "counts"
 type = "reduce"
 plugin = "{plugin:count}"
 "#;
-
-/// A temp folder holding one manifest (and whatever a test puts beside it).
-pub struct Workdir {
-    pub dir: tempfile::TempDir,
-}
-
-impl Workdir {
-    pub fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Writes a file and returns its path.
-    pub fn write(&self, name: &str, content: &str) -> PathBuf {
-        let p = self.path(name);
-        std::fs::write(&p, content).unwrap();
-        p
-    }
-
-    /// Writes `pipeline.toml`, with `{plugin:NAME}` replaced by plugin paths.
-    pub fn manifest(&self, toml: &str) -> PathBuf {
-        self.manifest_as("pipeline.toml", toml)
-    }
-
-    /// Writes the manifest `name`, with `{plugin:NAME}` replaced by plugin
-    /// paths.
-    pub fn manifest_as(&self, name: &str, toml: &str) -> PathBuf {
-        let mut text = toml.to_owned();
-        while let Some(start) = text.find("{plugin:") {
-            let end = start + text[start..].find('}').unwrap();
-            let name = &text[start + 8..end];
-            let path = plugin(name).display().to_string();
-            text.replace_range(start..=end, &path);
-        }
-        self.write(name, &text)
-    }
-
-    pub fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.path(name)).unwrap()
-    }
-}
 
 /// Runs `mailer <args>` to completion.
 pub fn run(args: &[&str]) -> Output {
@@ -114,7 +54,7 @@ pub fn run_with_peak_rss(args: &[&str]) -> (Output, u64) {
     let err = drain(Box::new(child.stderr.take().unwrap()));
     let mut peak = 0;
     let status = loop {
-        if let Some(hwm) = status_kib(child.id(), "VmHWM:") {
+        if let Some(hwm) = peak_rss_kib(child.id()) {
             peak = peak.max(hwm);
         }
         if let Some(status) = child.try_wait().unwrap() {
@@ -202,18 +142,6 @@ pub fn dead_letters(w: &Workdir, file: &str) -> Vec<(String, String)> {
             (d["value"].as_str().unwrap().to_owned(), reason)
         })
         .collect()
-}
-
-/// Resident memory of a process, in KiB.
-pub fn rss_kib(pid: u32) -> Option<u64> {
-    status_kib(pid, "VmRSS:")
-}
-
-/// A `/proc/<pid>/status` field given in KiB.
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The admin token the tests' manifests read from `MAILER_ADMIN_TOKEN`.

@@ -3,7 +3,8 @@
 use mailer::batch::Batch;
 use mailer::connectors::{BlackholeSink, GeneratorSource};
 use mailer::manifest::defaults;
-use mailer::operator::{FailurePolicy, Operator};
+use mailer::operators::wasm::WasmNode;
+use mailer::operators::{FailurePolicy, Operator};
 use mailer::plan::Routing;
 use mailer::plan::{
     Endpoint, InstanceContext, InstantiateError, NodeKind, OperatorNode, OperatorStage, Plan, SinkNode,
@@ -16,13 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A number from the environment, or `default`.
-pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+pub use mailer_test_support::env_or;
 
 /// N: the records of a workload run.
 pub fn records() -> u64 {
@@ -31,13 +26,7 @@ pub fn records() -> u64 {
 
 /// The process's peak resident memory, KiB.
 pub fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    mailer_test_support::peak_rss_kib(std::process::id()).unwrap_or(0)
 }
 
 /// A native operator node; `f` makes one instance per worker.
@@ -57,15 +46,14 @@ pub fn native(
 
 /// A plugin operator node from `plugins/dist/<plugin>.wasm`.
 pub fn wasm(engine: &PluginEngine, plugin: &str, world: World, mode: CallMode) -> OperatorNode {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plugins/dist/{plugin}.wasm"));
-    wasm_at(engine, &path, plugin, world, mode)
+    wasm_at(engine, &mailer_test_support::plugin(plugin), plugin, world, mode)
 }
 
 /// Operator `name` running the plugin at `path`.
 pub fn wasm_at(engine: &PluginEngine, path: &Path, name: &str, world: World, mode: CallMode) -> OperatorNode {
     OperatorNode {
         name: name.into(),
-        kind: NodeKind::Plugin {
+        kind: NodeKind::Plugin(WasmNode {
             plugin: engine.load(path, world, name).expect("run `just plugins` first"),
             limits: PluginLimits {
                 timeout: Duration::from_secs(1),
@@ -74,7 +62,7 @@ pub fn wasm_at(engine: &PluginEngine, path: &Path, name: &str, world: World, mod
             },
             mode,
             state_ttl: Default::default(),
-        },
+        }),
         policy: FailurePolicy::Fail,
         failures: Default::default(),
         calls: Default::default(),

@@ -8,12 +8,11 @@ use crate::common::{env_or, peak_rss_kib};
 use mailer::manifest::Manifest;
 use mailer::plugin::PluginEngine;
 use mailer::runtime::{Shutdown, run};
+use mailer_test_support::kafka::{bootstrap, create_topic, producer, send, unique_topic};
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,63 +33,19 @@ pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     ]
 }
 
-fn bootstrap() -> String {
-    std::env::var("KAFKA_BOOTSTRAP")
-        .expect("KAFKA_BOOTSTRAP is not set: run the benchmarks with `just bench`")
-}
-
 fn records() -> u64 {
     env_or("MAILER_BENCH_KAFKA_RECORDS", 300_000)
 }
 
 fn topic(prefix: &str) -> String {
-    format!(
-        "bench-{prefix}-{}-{}",
-        std::process::id(),
-        mailer::clock::now_ms()
-    )
-}
-
-fn create(topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-    for r in runtime
-        .block_on(admin.create_topics([&new], &AdminOptions::new()))
-        .unwrap()
-    {
-        r.unwrap();
-    }
-}
-
-fn producer() -> BaseProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .set("linger.ms", "5")
-        .set("enable.idempotence", "true")
-        .create()
-        .unwrap()
-}
-
-fn send(p: &BaseProducer, topic: &str, key: &str, value: &[u8]) {
-    let mut rec = BaseRecord::to(topic).key(key).payload(value);
-    while let Err((_, back)) = p.send(rec) {
-        p.poll(Duration::from_millis(10));
-        rec = back;
-    }
+    unique_topic(&format!("bench-{prefix}"))
 }
 
 /// An input topic of 3 partitions holding `n` records (`g` as decimal text,
 /// 100 keys), as the benchmarks read it.
 fn input(n: u64) -> String {
     let t = topic("in");
-    create(&t, 3);
+    create_topic(&t, 3);
     let p = producer();
     for g in 0..n {
         send(&p, &t, &(g % 100).to_string(), g.to_string().as_bytes());
@@ -120,7 +75,7 @@ fn consumer(topic: &str, partitions: i32) -> BaseConsumer {
 fn raw() {
     let n = records();
     let (inp, out) = (input(n), topic("out"));
-    create(&out, 3);
+    create_topic(&out, 3);
     let started = Instant::now();
     let c = consumer(&inp, 3);
     let p = producer();
@@ -189,7 +144,7 @@ topic = "{output}"
 fn passthrough(name: &str, exactly_once: bool) {
     let n = records();
     let (inp, out) = (input(n), topic("out"));
-    create(&out, 3);
+    create_topic(&out, 3);
     let dir = tempfile::tempdir().unwrap();
     let m = Manifest::load(&manifest(dir.path(), &inp, &out, exactly_once, true)).unwrap();
     let engine = PluginEngine::new().unwrap();
@@ -272,8 +227,8 @@ fn measure_latency(name: &str, start: impl FnOnce(&str, &str) -> Box<dyn FnOnce(
     let rate: u64 = env_or("MAILER_BENCH_KAFKA_RATE", 5_000);
     let n: u64 = rate * 10;
     let (inp, out) = (topic("lat-in"), topic("lat-out"));
-    create(&inp, 3);
-    create(&out, 3);
+    create_topic(&inp, 3);
+    create_topic(&out, 3);
     let stop = start(&inp, &out);
     std::thread::sleep(Duration::from_secs(2));
     let reader = {

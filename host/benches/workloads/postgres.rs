@@ -1,5 +1,5 @@
 //! `pg-sink`: rows per second into the machine's PostgreSQL
-//! (`MAILER_BENCH_PG`, default `postgres://postgres@127.0.0.1:5432`).
+//! (`MAILER_TEST_PG`, default `postgres://postgres@127.0.0.1:5432`).
 //! `pg-copy-psql` loads the rows with `psql`'s `\copy` (the baseline);
 //! `pg-sink-*` run a pipeline (JSON lines file -> postgres sink) over the
 //! same rows in insert, upsert and exactly-once insert modes. Each variant
@@ -9,6 +9,7 @@ use crate::common::{env_or, peak_rss_kib};
 use mailer::manifest::Manifest;
 use mailer::plugin::PluginEngine;
 use mailer::runtime::{Shutdown, run};
+use mailer_test_support::postgres::{TestDb, server};
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -44,10 +45,6 @@ pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     ]
 }
 
-fn server() -> String {
-    std::env::var("MAILER_BENCH_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-}
-
 fn rows() -> u64 {
     env_or("MAILER_BENCH_PG_RECORDS", 1_000_000)
 }
@@ -72,40 +69,17 @@ fn psql(db: &str, command: &str) {
 }
 
 /// A fresh database with the table `orders`; dropped when dropped.
-struct Db(String);
-
-impl Db {
-    fn new(name: &str) -> Self {
-        let db = format!("mailer_bench_{}_{}", name.replace('-', "_"), std::process::id());
-        psql("postgres", &format!("CREATE DATABASE {db}"));
-        psql(
-            &db,
-            "CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, \
-             amount double precision, at timestamptz)",
-        );
-        Self(db)
-    }
-
-    fn count(&self) -> u64 {
-        let out = Command::new("psql")
-            .args([
-                &format!("{}/{}", server(), self.0),
-                "-tAc",
-                "SELECT count(*) FROM orders",
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-    }
+fn orders_db(name: &str) -> TestDb {
+    let db = TestDb::new(&format!("bench_{name}"));
+    db.execute(
+        "CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, \
+         amount double precision, at timestamptz)",
+    );
+    db
 }
 
-impl Drop for Db {
-    fn drop(&mut self) {
-        psql(
-            "postgres",
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0),
-        );
-    }
+fn count(db: &TestDb) -> u64 {
+    db.value("SELECT count(*) FROM orders").parse().unwrap()
 }
 
 const T0: i64 = 1_700_000_000_000;
@@ -124,7 +98,7 @@ fn print_line(name: &str, n: u64, secs: f64) {
 
 fn copy_psql() {
     let n = rows();
-    let db = Db::new("copy");
+    let db = orders_db("copy");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("orders.tsv");
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
@@ -136,14 +110,14 @@ fn copy_psql() {
     drop(f);
     let started = Instant::now();
     psql(
-        &db.0,
+        &db.name,
         &format!(
             "\\copy orders (id, customer, amount, at) FROM '{}'",
             path.display()
         ),
     );
     let secs = started.elapsed().as_secs_f64();
-    assert_eq!(db.count(), n);
+    assert_eq!(count(&db), n);
     print_line("pg-copy-psql", n, secs);
 }
 
@@ -164,7 +138,7 @@ fn mailer_timestamp(ms: i64) -> String {
 
 fn sink(name: &str, settings: &str, sections: &str) {
     let n = rows();
-    let db = Db::new(name);
+    let db = orders_db(name);
     let dir = tempfile::tempdir().unwrap();
     let mut f = std::io::BufWriter::new(std::fs::File::create(dir.path().join("orders.jsonl")).unwrap());
     for i in 0..n {
@@ -179,12 +153,12 @@ fn sink(name: &str, settings: &str, sections: &str) {
     }
     f.flush().unwrap();
     drop(f);
-    let manifest = write_manifest(dir.path(), &db.0, settings, sections);
+    let manifest = write_manifest(dir.path(), &db.name, settings, sections);
     let m = Manifest::load(&manifest).unwrap();
     let plan = mailer::plan::build(&m, &PluginEngine::new().unwrap()).unwrap();
     let report = run(plan, &Shutdown::new()).unwrap();
     assert_eq!(report.sink_records, n, "{name}: records at the sink");
-    assert_eq!(db.count(), n, "{name}: rows in the table");
+    assert_eq!(count(&db), n, "{name}: rows in the table");
     print_line(name, n, report.elapsed.as_secs_f64());
 }
 

@@ -20,7 +20,7 @@
 use crate::common::{env_or, peak_rss_kib, plan, records, stage, wasm, wasm_at};
 use mailer::batch::Batch;
 use mailer::connectors::{ConnectorError, Poll, Source};
-use mailer::operator::FailurePolicy;
+use mailer::operators::FailurePolicy;
 use mailer::plan::{Endpoint, NodeKind};
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
@@ -96,7 +96,8 @@ fn w1(engine: &PluginEngine, name: &str, n: Option<u64>) -> mailer::plan::Plan {
 fn misbehaving(mut operators: Vec<mailer::plan::OperatorNode>, values: Vec<String>) -> mailer::plan::Plan {
     for op in &mut operators {
         op.policy = FailurePolicy::Skip;
-        if let NodeKind::Plugin { limits, .. } = &mut op.kind {
+        if let NodeKind::Plugin(wasm) = &mut op.kind {
+            let limits = &mut wasm.limits;
             limits.timeout = Duration::from_millis(20);
             limits.memory_bytes = 16 << 20;
         }

@@ -5,7 +5,7 @@ use crate::common::{measure, native, peak_rss_kib, plan, records, records_of, st
 use bytes::{BufMut, BytesMut};
 use mailer::batch::Batch;
 use mailer::metrics::Telemetry;
-use mailer::operator::{Operator, OperatorError};
+use mailer::operators::{Operator, OperatorError};
 use mailer::plan::OperatorNode;
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;

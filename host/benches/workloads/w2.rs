@@ -5,7 +5,7 @@
 use crate::common::{measure, native, plan, records, records_of, rocks_dir, stage, wasm};
 use mailer::batch::Batch;
 use mailer::checkpoint::CheckpointSettings;
-use mailer::operator::{Operator, OperatorError};
+use mailer::operators::{Operator, OperatorError};
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
 use mailer::state::{BackendKind, StateBackend, keys};

@@ -5,11 +5,11 @@
 
 use crate::common::{measure, plan, records, rocks_dir, stage};
 use mailer::connectors::splitmix64;
-use mailer::operator::FailurePolicy;
+use mailer::operators::FailurePolicy;
+use mailer::operators::window::{AggregateKind, Assigner, WindowNode, WindowSpec};
 use mailer::plan::{NodeKind, OperatorNode};
 use mailer::plugin::{PluginEngine, PluginLimits, World};
 use mailer::state::BackendKind;
-use mailer::time::{AggregateKind, Assigner, WindowSpec};
 use std::path::Path;
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ fn run(name: &str, wasm: bool, parallelism: usize, backend: &str) {
     });
     let node = OperatorNode {
         name: "window".into(),
-        kind: NodeKind::Window {
+        kind: NodeKind::Window(WindowNode {
             spec: WindowSpec {
                 assigner: Assigner::Tumbling { size: 1000 },
                 allowed_lateness: 0,
@@ -70,7 +70,7 @@ fn run(name: &str, wasm: bool, parallelism: usize, backend: &str) {
             plugin,
             side_output: false,
             late_records: Default::default(),
-        },
+        }),
         policy: FailurePolicy::Fail,
         failures: Default::default(),
         calls: Default::default(),

@@ -1,6 +1,6 @@
 //! The admin API: an HTTP server (axum) on loopback by default, every
 //! `/api` request carrying the bearer token of `[admin]`. It lists the
-//! plugin operators, swaps and rolls back their plugins, and shows the
+//! plugin operators, swaps and rolls back their plugins (through [`crate::swap`]), and shows the
 //! history of swaps; it serves the Prometheus metrics at `/metrics` and the
 //! dashboard at `/`. It runs on its own thread with its own single-threaded
 //! runtime.
@@ -9,11 +9,9 @@ mod client;
 mod dashboard;
 mod guard;
 mod routes;
-mod swaps;
 
 pub use client::{AdminClient, ClientError};
 pub use routes::AdminState;
-pub use swaps::{OperatorView, PluginView, Probation, SwapError, SwapRecord, SwapStatus, Swaps};
 
 use std::net::SocketAddr;
 

@@ -1,7 +1,7 @@
 //! The admin server's routes and its bearer-token check.
 
-use super::swaps::{SwapError, Swaps};
 use crate::metrics::{PluginInfo, Telemetry};
+use crate::swap::{SwapError, Swaps};
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
@@ -165,7 +165,9 @@ async fn rollback(State(state): State<AdminState>, Path(name): Path<String>) -> 
 }
 
 /// Runs a swap off the server's thread (compiling takes a while).
-async fn blocking(f: impl FnOnce() -> Result<super::SwapRecord, SwapError> + Send + 'static) -> Response {
+async fn blocking(
+    f: impl FnOnce() -> Result<crate::swap::SwapRecord, SwapError> + Send + 'static,
+) -> Response {
     match tokio::task::spawn_blocking(f).await {
         Ok(Ok(record)) => (StatusCode::ACCEPTED, Json(record)).into_response(),
         Ok(Err(e @ SwapError::NoOperator(_))) => error(StatusCode::NOT_FOUND, e.to_string()),

@@ -1,24 +1,29 @@
 //! Sources and sinks: where records enter and leave a pipeline.
 
 mod blackhole;
-mod file_sink;
-mod file_source;
+pub mod config;
+mod file;
 mod format;
 mod generator;
 pub mod kafka;
 pub mod postgres;
 mod rate;
+mod registry;
 mod stdout;
 
-pub use blackhole::BlackholeSink;
-pub use file_sink::FileSink;
-pub use file_source::{FileFormat, FileSource};
+pub use blackhole::{BlackholeSink, BlackholeSpec};
+pub use config::{
+    CommittedCheckpoint, ConfigProblem, ConnectorContext, Endpoint, OpenSink, OpenSource, ProblemAt,
+    SinkCheck, SinkConfig, SourceConfig,
+};
+pub use file::{FileFormat, FileSink, FileSinkSpec, FileSource, FileSourceSpec};
 pub use format::SinkFormat;
-pub use generator::{GeneratorSource, splitmix64};
-pub use stdout::StdoutSink;
+pub use generator::{GeneratorSource, GeneratorSpec, splitmix64};
+pub use registry::{SinkSpec, SourceSpec};
+pub use stdout::{StdoutSink, StdoutSpec};
 
 use crate::batch::Batch;
-use crate::operator::{FailureHandler, OperatorError};
+use crate::operators::{FailureHandler, OperatorError};
 use crate::record::Record;
 
 /// Applies a connector's failure policy to a record that cannot pass for a
@@ -221,7 +226,7 @@ pub enum ConnectorError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator::FailurePolicy;
+    use crate::operators::FailurePolicy;
 
     #[test]
     fn fail_names_the_reason_and_the_record_skip_passes() {

@@ -1,5 +1,6 @@
 //! The `stdout` sink.
 
+use super::config::{ConfigProblem, ConnectorContext, Endpoint, OpenSink, SinkConfig, serde_plain};
 use super::{ConnectorError, Sink, SinkFormat};
 use crate::batch::Batch;
 use std::io::{BufWriter, Stdout, Write};
@@ -40,5 +41,29 @@ impl Sink for StdoutSink {
 
     fn idle(&mut self) -> Result<(), ConnectorError> {
         self.flush()
+    }
+}
+
+/// The `stdout` sink's manifest table.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdoutSpec {
+    /// `text` (`key<TAB>value`, default), `value` or `json`.
+    #[serde(default)]
+    pub format: SinkFormat,
+}
+
+impl SinkConfig for StdoutSpec {
+    fn check(&self, _: &ConnectorContext<'_>) -> Result<(), ConfigProblem> {
+        Ok(())
+    }
+
+    fn endpoint(&self, _: &ConnectorContext<'_>, name: &str) -> Endpoint<OpenSink> {
+        let format = self.format;
+        Endpoint {
+            name: name.to_owned(),
+            description: format!("stdout ({})", serde_plain(&format)),
+            open: Box::new(move |_| Ok(Box::new(StdoutSink::new(format)) as _)),
+        }
     }
 }

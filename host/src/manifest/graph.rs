@@ -145,7 +145,7 @@ pub(super) fn check_ends(m: &Manifest) -> Result<(), ManifestError> {
     let exactly_once: Vec<_> = m
         .sinks()
         .into_iter()
-        .filter(|s| commits_with_checkpoints(s.spec))
+        .filter(|s| s.spec.config().commits_with_checkpoints())
         .collect();
     if let [_, second, ..] = exactly_once.as_slice() {
         return Err(m.error_at(
@@ -155,15 +155,6 @@ pub(super) fn check_ends(m: &Manifest) -> Result<(), ManifestError> {
         ));
     }
     Ok(())
-}
-
-/// Whether `sink` commits its output with the checkpoints.
-pub(super) fn commits_with_checkpoints(sink: &SinkSpec) -> bool {
-    match sink {
-        SinkSpec::Kafka(k) => k.exactly_once,
-        SinkSpec::Postgres(p) => p.exactly_once,
-        _ => false,
-    }
 }
 
 fn check_name(m: &Manifest, name: &str, span: &Range<usize>) -> Result<(), ManifestError> {

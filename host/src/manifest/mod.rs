@@ -10,9 +10,9 @@ mod parse_tests;
 mod spec;
 mod validate;
 mod validate_operators;
-mod validate_postgres;
 
 use crate::config_string::ConfigString;
+use crate::connectors::{ConfigProblem, ConnectorContext, ProblemAt};
 pub use error::{ManifestError, line_column};
 pub use graph::{Declared, Graph, Stream, unread};
 pub use spec::*;
@@ -89,6 +89,25 @@ impl Manifest {
     pub fn error_at(&self, table: &Range<usize>, key: &str, message: impl Into<String>) -> ManifestError {
         let offset = error::key_offset(&self.text, table, key);
         ManifestError::at(&self.file, &self.text, offset, message)
+    }
+
+    /// What the manifest's connectors are told of the pipeline.
+    pub fn connector_context(&self) -> ConnectorContext<'_> {
+        ConnectorContext {
+            pipeline: &self.spec.pipeline.get_ref().name,
+            dir: &self.dir,
+            checkpoint_interval: self.spec.checkpoint.as_ref().map(|c| c.get_ref().interval),
+        }
+    }
+
+    /// The error of a connector's `problem` with its table spanning `table`.
+    pub fn problem_at(&self, table: &Range<usize>, problem: ConfigProblem) -> ManifestError {
+        match (problem.at, &self.spec.checkpoint) {
+            (ProblemAt::Checkpoint(key), Some(c)) => self.error_at(&c.span(), key, problem.message),
+            (ProblemAt::Field(key) | ProblemAt::Checkpoint(key), _) => {
+                self.error_at(table, key, problem.message)
+            }
+        }
     }
 
     /// A path from the manifest, resolved against the manifest's folder.

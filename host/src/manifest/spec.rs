@@ -2,8 +2,8 @@
 //! fields rejected. `docs/manifest.md` is the user's version of this file.
 
 use crate::config_string::ConfigString;
-use crate::connectors::{FileFormat, SinkFormat};
-use crate::operator::FailurePolicy;
+pub use crate::connectors::{SinkSpec, SourceSpec};
+use crate::operators::FailurePolicy;
 use crate::plugin::CallMode;
 use serde::Deserialize;
 use std::time::Duration;
@@ -203,111 +203,6 @@ pub struct NamedSink {
     pub spec: SinkSpec,
 }
 
-/// Where records come from.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum SourceSpec {
-    /// Deterministic generated records.
-    Generator(GeneratorSpec),
-    /// A bounded file of lines or JSON lines.
-    File(FileSourceSpec),
-    /// Kafka topics.
-    Kafka(Box<crate::connectors::kafka::KafkaSourceSpec>),
-}
-
-/// The `generator` source: record `g` has value `g`, key
-/// `splitmix64(g ^ seed) mod keys`, event time `g / time_divisor` (ms).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GeneratorSpec {
-    /// How many records; unbounded when absent.
-    pub count: Option<u64>,
-    /// The most records per second; as fast as possible when absent.
-    pub rate: Option<u64>,
-    /// How many distinct keys; records have no key when absent.
-    pub keys: Option<u64>,
-    /// Mixed into the key of every record.
-    #[serde(default)]
-    pub seed: u64,
-    /// Event time of record `g` is `g / time_divisor` ms.
-    #[serde(default = "defaults::one")]
-    pub time_divisor: u64,
-    /// Text written before each value's number (`"Order"` gives `Order0`,
-    /// `Order1`, …).
-    #[serde(default)]
-    pub value_prefix: String,
-}
-
-/// The `file` source.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileSourceSpec {
-    /// The file, relative to the manifest's folder.
-    pub path: ConfigString,
-    /// `lines` (default) or `json_lines`.
-    #[serde(default)]
-    pub format: FileFormat,
-    /// JSON lines only: the dotted path of the field that is the key.
-    pub key_field: Option<String>,
-    /// JSON lines only: the dotted path of the field holding the event time
-    /// in ms; the time of reading when absent.
-    pub timestamp_field: Option<String>,
-    /// At most this many records per second (replays a file as a stream);
-    /// as fast as it reads when absent.
-    pub rate: Option<u64>,
-    /// The longest line read as a record; a longer one follows `on_error`.
-    #[serde(default = "defaults::max_record_bytes")]
-    pub max_record_bytes: usize,
-    /// What happens to a line that cannot be a record (longer than
-    /// `max_record_bytes`): `fail`, `skip` or `dead-letter`.
-    #[serde(default)]
-    pub on_error: crate::operator::FailurePolicy,
-}
-
-/// Where records go.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum SinkSpec {
-    /// Standard output.
-    Stdout(StdoutSpec),
-    /// A file.
-    File(FileSinkSpec),
-    /// Discards everything (benchmarks).
-    Blackhole(BlackholeSpec),
-    /// A Kafka topic (at least once).
-    Kafka(Box<crate::connectors::kafka::KafkaSinkSpec>),
-    /// A PostgreSQL table.
-    Postgres(Box<crate::connectors::postgres::PostgresSinkSpec>),
-}
-
-/// The `stdout` sink.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StdoutSpec {
-    /// `text` (`key<TAB>value`, default), `value` or `json`.
-    #[serde(default)]
-    pub format: SinkFormat,
-}
-
-/// The `file` sink.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileSinkSpec {
-    /// The file, relative to the manifest's folder.
-    pub path: ConfigString,
-    /// `text` (`key<TAB>value`, default), `value` or `json`.
-    #[serde(default)]
-    pub format: SinkFormat,
-    /// Append to the file instead of truncating it at start.
-    #[serde(default)]
-    pub append: bool,
-}
-
-/// The `blackhole` sink.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BlackholeSpec {}
-
 /// One operator.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -350,7 +245,7 @@ pub struct FieldFilterSpec {
     /// The JSON field (dotted path) to compare.
     pub field: String,
     /// `eq`, `ne`, `lt`, `le`, `gt`, `ge`, `exists` or `regex`.
-    pub op: crate::builtins::Compare,
+    pub op: crate::operators::builtin::Compare,
     /// The constant to compare with (a pattern for `regex`; none for
     /// `exists`).
     pub value: Option<toml::Value>,
@@ -426,7 +321,7 @@ pub struct AggregateSpec {
     pub name: Option<String>,
     /// Any of `count`, `sum`, `min`, `max`, `avg`.
     #[serde(default = "defaults::aggregates")]
-    pub aggregates: Vec<crate::time::AggregateKind>,
+    pub aggregates: Vec<crate::operators::window::AggregateKind>,
     /// The JSON field (dotted path) of the number; the value itself as
     /// decimal text when absent.
     pub field: Option<String>,
@@ -463,7 +358,7 @@ pub struct WindowOperatorSpec {
     pub allowed_lateness: Duration,
     /// The aggregates of each result: `count` (default), `sum`, `min`,
     /// `max`, `avg`. Not with `plugin`.
-    pub aggregates: Option<Vec<crate::time::AggregateKind>>,
+    pub aggregates: Option<Vec<crate::operators::window::AggregateKind>>,
     /// The JSON field (dotted path) of the number to aggregate; the value
     /// itself as decimal text when absent. Not with `plugin`.
     pub field: Option<String>,
@@ -724,10 +619,6 @@ pub mod defaults {
         128
     }
     /// One.
-    pub const fn one() -> u64 {
-        1
-    }
-    /// One.
     pub const fn one_usize() -> usize {
         1
     }
@@ -736,22 +627,18 @@ pub mod defaults {
         Duration::from_secs(1)
     }
     /// Window aggregates.
-    pub fn aggregates() -> Vec<crate::time::AggregateKind> {
-        vec![crate::time::AggregateKind::Count]
+    pub fn aggregates() -> Vec<crate::operators::window::AggregateKind> {
+        vec![crate::operators::window::AggregateKind::Count]
     }
     /// Instance memory limit.
     pub const fn memory_limit_mb() -> u64 {
         64
     }
-    /// Time between checkpoints.
-    pub const fn max_record_bytes() -> usize {
-        16 << 20
-    }
-
+    /// The largest plugin the admin API accepts, in MiB.
     pub const fn max_plugin_mb() -> u64 {
         64
     }
-
+    /// Time between checkpoints.
     pub const fn checkpoint_interval() -> Duration {
         Duration::from_secs(10)
     }

@@ -5,7 +5,6 @@ use super::spec::*;
 use super::validate_operators::check_policy;
 use super::{Manifest, ManifestError};
 use crate::config_string::ConfigString;
-use crate::connectors::kafka;
 use std::ops::Range;
 
 type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -18,13 +17,8 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
         check_source(m, source.spec, &source.span)?;
     }
     super::validate_operators::check_operators(m)?;
-    let dead_letters_to_itself = |policy| policy == crate::operator::FailurePolicy::DeadLetter;
     if let Some(d) = &m.spec.dead_letter
-        && match d.get_ref() {
-            SinkSpec::Kafka(k) => dead_letters_to_itself(k.on_error),
-            SinkSpec::Postgres(p) => dead_letters_to_itself(p.on_error),
-            _ => false,
-        }
+        && d.get_ref().config().on_error() == Some(crate::operators::FailurePolicy::DeadLetter)
     {
         return Err(m.error_at(
             &d.span(),
@@ -177,15 +171,8 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
         .iter_mut()
         .map(|s| (s.span(), &mut s.get_mut().spec));
     for (span, source) in linear.chain(named) {
-        match source {
-            SourceSpec::File(f) => fields.push((span, "path", &mut f.path)),
-            SourceSpec::Kafka(k) => {
-                let strings =
-                    kafka::config_strings(&mut k.bootstrap_servers, k.security.as_mut(), &mut k.options);
-                fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
-            }
-            SourceSpec::Generator(_) => {}
-        }
+        let strings = source.config_mut().config_strings();
+        fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
     }
     for op in &mut m.spec.operators {
         let span = op.span();
@@ -212,21 +199,8 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
     .map(|s| (s.span(), s.get_mut()));
     let named = m.spec.sinks.iter_mut().map(|s| (s.span(), &mut s.get_mut().spec));
     for (span, sink) in linear.chain(named) {
-        match sink {
-            SinkSpec::File(f) => fields.push((span, "path", &mut f.path)),
-            SinkSpec::Kafka(k) => {
-                let strings =
-                    kafka::config_strings(&mut k.bootstrap_servers, k.security.as_mut(), &mut k.options);
-                fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
-            }
-            SinkSpec::Postgres(p) => {
-                fields.push((span.clone(), "dsn", &mut p.dsn));
-                if let Some(ca) = p.ca_file.as_mut() {
-                    fields.push((span, "ca_file", ca));
-                }
-            }
-            SinkSpec::Stdout(_) | SinkSpec::Blackhole(_) => {}
-        }
+        let strings = sink.config_mut().config_strings();
+        fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
     }
     if let Some(s) = m.spec.state.as_mut() {
         let span = s.span();
@@ -263,72 +237,13 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
 }
 
 fn check_source(m: &Manifest, source: &SourceSpec, span: &Range<usize>) -> Result<(), ManifestError> {
-    let span = span.clone();
-    match source {
-        SourceSpec::Generator(g) => {
-            for (key, value) in [
-                ("keys", g.keys),
-                ("rate", g.rate),
-                ("time_divisor", Some(g.time_divisor)),
-            ] {
-                if value == Some(0) {
-                    return Err(m.error_at(&span, key, format!("generator `{key}` must be at least 1")));
-                }
-            }
-        }
-        SourceSpec::File(f) => {
-            check_policy(m, f.on_error, &span)?;
-            if f.max_record_bytes == 0 {
-                return Err(m.error_at(&span, "max_record_bytes", "max_record_bytes must be at least 1"));
-            }
-            let path = m.path(&f.path);
-            if !path.is_file() {
-                return Err(m.error_at(
-                    &span,
-                    "path",
-                    format!("source file {} does not exist", shown(&f.path, &path)),
-                ));
-            }
-            if f.format == crate::connectors::FileFormat::Lines
-                && (f.key_field.is_some() || f.timestamp_field.is_some())
-            {
-                let key = if f.key_field.is_some() {
-                    "key_field"
-                } else {
-                    "timestamp_field"
-                };
-                return Err(m.error_at(
-                    &span,
-                    key,
-                    format!("`{key}` needs `format = \"json_lines\"`: plain lines have no fields"),
-                ));
-            }
-        }
-        SourceSpec::Kafka(k) => {
-            if k.topics.is_empty() {
-                return Err(m.error_at(&span, "topics", "`topics` is empty: name at least one topic"));
-            }
-            check_policy(m, k.on_error, &span)?;
-            if k.max_record_bytes == 0 {
-                return Err(m.error_at(&span, "max_record_bytes", "max_record_bytes must be at least 1"));
-            }
-            if k.format != kafka::KafkaFormat::Json
-                && let Some(key) = [
-                    ("key_field", &k.key_field),
-                    ("timestamp_field", &k.timestamp_field),
-                ]
-                .into_iter()
-                .find_map(|(key, v)| v.as_ref().map(|_| key))
-            {
-                return Err(m.error_at(
-                    &span,
-                    key,
-                    format!("`{key}` needs `format = \"json\"`: other values have no fields"),
-                ));
-            }
-        }
+    let config = source.config();
+    if let Some(policy) = config.on_error() {
+        check_policy(m, policy, span)?;
     }
-    Ok(())
+    config
+        .check(&m.connector_context())
+        .map_err(|problem| m.problem_at(span, problem))
 }
 
 /// Checks a sink; `main` is false for the side outputs' sinks.
@@ -338,14 +253,11 @@ pub(super) fn check_sink(
     span: &Range<usize>,
     main: bool,
 ) -> Result<(), ManifestError> {
-    if let SinkSpec::Kafka(k) = sink {
-        check_policy(m, k.on_error, span)?;
+    let config = sink.config();
+    if let Some(policy) = config.on_error() {
+        check_policy(m, policy, span)?;
     }
-    if let SinkSpec::Postgres(p) = sink {
-        check_policy(m, p.on_error, span)?;
-        super::validate_postgres::check(m, p, span)?;
-    }
-    let exactly_once = super::graph::commits_with_checkpoints(sink);
+    let exactly_once = config.commits_with_checkpoints();
     if exactly_once && !main {
         return Err(m.error_at(
             span,
@@ -360,51 +272,7 @@ pub(super) fn check_sink(
             "`exactly_once = true` needs a `[checkpoint]` section: its transactions commit with the checkpoints",
         ));
     }
-    if let SinkSpec::Kafka(k) = sink
-        && k.exactly_once
-        && let Some(c) = &m.spec.checkpoint
-    {
-        // A transaction stays open for an interval and the checkpoint
-        // after it; the brokers abort one open past the timeout.
-        let timeout = k
-            .options
-            .get("transaction.timeout.ms")
-            .and_then(|v| v.value().parse().ok())
-            .map_or(
-                crate::connectors::kafka::TRANSACTION_TIMEOUT,
-                std::time::Duration::from_millis,
-            );
-        if c.get_ref().interval * 2 > timeout {
-            return Err(m.error_at(
-                &c.span(),
-                "interval",
-                format!(
-                    "the checkpoint interval ({:?}) must be at most half the Kafka sink's transaction timeout ({timeout:?}, `transaction.timeout.ms`): each transaction stays open for an interval and the checkpoint after it, and the brokers abort one open longer",
-                    c.get_ref().interval
-                ),
-            ));
-        }
-    }
-    if let SinkSpec::File(f) = sink {
-        let path = m.path(&f.path);
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-        if let Some(dir) = parent.filter(|d| !d.is_dir()) {
-            return Err(m.error_at(
-                span,
-                "path",
-                format!("the folder of sink file {} does not exist", shown(&f.path, dir)),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A path for an error message: as written, plus where it resolved to unless
-/// it holds a `${VAR}` (whose value is never shown).
-pub(super) fn shown(value: &ConfigString, resolved: &std::path::Path) -> String {
-    if value.has_placeholders() {
-        format!("`{value}`")
-    } else {
-        format!("`{value}` (`{}`)", resolved.display())
-    }
+    config
+        .check(&m.connector_context())
+        .map_err(|problem| m.problem_at(span, problem))
 }

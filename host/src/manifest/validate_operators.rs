@@ -2,9 +2,9 @@
 //! can run in, and unique names.
 
 use super::spec::*;
-use super::validate::shown;
 use super::{Manifest, ManifestError};
-use crate::operator::FailurePolicy;
+use crate::connectors::config::shown;
+use crate::operators::FailurePolicy;
 use std::collections::HashSet;
 use std::ops::Range;
 
@@ -172,7 +172,7 @@ pub(super) fn check_policy(
 
 fn check_aggregates(
     m: &Manifest,
-    aggregates: &[crate::time::AggregateKind],
+    aggregates: &[crate::operators::window::AggregateKind],
     span: &Range<usize>,
 ) -> Result<(), ManifestError> {
     if aggregates.is_empty() {
@@ -186,7 +186,7 @@ fn check_aggregates(
 }
 
 fn check_field_filter(m: &Manifest, f: &FieldFilterSpec, span: &Range<usize>) -> Result<(), ManifestError> {
-    use crate::builtins::{Compare, FieldFilter};
+    use crate::operators::builtin::{Compare, FieldFilter};
     check_policy(m, f.on_error, span)?;
     let value = match (&f.value, f.op) {
         (None, Compare::Exists) => serde_json::Value::Null,
@@ -199,7 +199,7 @@ fn check_field_filter(m: &Manifest, f: &FieldFilterSpec, span: &Range<usize>) ->
         }
         (Some(v), _) => crate::json::from_toml(v),
     };
-    let failure = crate::operator::FailureHandler::new("check", f.on_error, None, Default::default());
+    let failure = crate::operators::FailureHandler::new("check", f.on_error, None, Default::default());
     FieldFilter::new("check", &f.field, f.op, value, failure).map_err(|e| m.error_at(span, "value", e))?;
     Ok(())
 }

@@ -16,7 +16,7 @@ pub use snapshot::{EdgeSnapshot, OperatorSnapshot, PluginInfo, Snapshot, StageSn
 
 use crate::checkpoint::{CheckpointStats, DURATION_BUCKETS, DURATION_HELP, DURATION_NAME};
 use crate::connectors::{Progress, SplitLag};
-use crate::operator::FailureStats;
+use crate::operators::FailureStats;
 use crate::plugin::CallStats;
 use prometheus::{HistogramOpts, HistogramVec, Registry};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

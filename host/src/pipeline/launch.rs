@@ -3,11 +3,12 @@
 //! asked), the plugins swapped in before a checkpoint restored, the admin
 //! API up when configured.
 
-use crate::admin::{AdminServer, AdminState, Probation, Swaps};
+use crate::admin::{AdminServer, AdminState};
 use crate::checkpoint::{LockError, Restore, RestoreError, StartFrom};
 use crate::plan::Plan;
 use crate::plugin::{PluginEngine, PluginError};
 use crate::runtime::{Control, RunError, RunReport, Shutdown};
+use crate::swap::{Probation, Swaps};
 use std::sync::Arc;
 
 /// Why a pipeline could not run to its end.

@@ -2,9 +2,10 @@
 //!
 //! A stream is a handle to the output of a source or an operator. Calling an
 //! operator on it (`map`, `filter`, `flat_map`, `process`, `key_by`,
-//! `reduce`, `window`, `aggregate`, or a plugin of any world) returns the
-//! operator's stream; [`Pipeline::union`] makes one stream of several; a
-//! stream used more than once is fanned out (each reader gets every record,
+//! `reduce` (a plugin) or `reduce_with` (a closure), `window` (built-in
+//! aggregates) or `window_plugin`, `aggregate`, or a plugin of any world)
+//! returns the operator's stream; [`Pipeline::union`] makes one stream of
+//! several; a stream used more than once is fanned out (each reader gets every record,
 //! the slowest holds back the rest); [`Stream::sink`] writes it out, any
 //! number of times. Operators are native Rust closures or sandboxed Wasm
 //! plugins, mixed freely. The pipeline is planned and run exactly as a
@@ -14,7 +15,7 @@
 //! ```
 //! use mailer::Pipeline;
 //! use mailer::connectors::{FileSink, GeneratorSource, SinkFormat};
-//! use mailer::time::AggregateKind;
+//! use mailer::operators::window::AggregateKind;
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let out = dir.path().join("counts.txt");
@@ -42,16 +43,17 @@ use crate::checkpoint::{CheckpointSettings, StartFrom};
 use crate::connectors::{Sink, Source};
 use crate::manifest::Stream as StreamRef;
 use crate::metrics::Telemetry;
-use crate::operator::{FailurePolicy, Operator};
+use crate::operators::wasm::WasmNode;
+use crate::operators::window::{AggregateKind, WindowNode, WindowSpec};
+use crate::operators::{FailurePolicy, Operator};
 use crate::plan::{
     AdminSettings, Draft, Endpoint, NativeFactory, NodeKind, OperatorNode, Placed, Plan, Step,
     WatermarkSettings,
 };
-use crate::plugin::{CallMode, PluginEngine, PluginError, PluginLimits, World};
+use crate::plugin::{CallMode, LoadedPlugin, PluginEngine, PluginError, PluginLimits, World};
 use crate::record::Record;
 use crate::runtime::{Control, RunReport, Shutdown};
 use crate::state::BackendKind;
-use crate::time::{AggregateKind, WindowSpec};
 use bytes::Bytes;
 use native::{PerRecord, closure_factory};
 use std::cell::RefCell;
@@ -359,35 +361,50 @@ impl Stream {
     /// `filter`, `flat-map`, `reduce` or `process`; the last two need a
     /// keyed stream), with the manifest's default limits.
     pub fn plugin(&self, name: &str, world: World, path: impl AsRef<Path>) -> Stream {
-        let loaded = {
-            let mut inner = self.inner.borrow_mut();
-            inner.engine().and_then(|e| e.load(path.as_ref(), world, name))
+        let Some(plugin) = self.load(name, world, path.as_ref()) else {
+            return self.native(name, Arc::new(|r, out| out.push(r)));
         };
-        let plugin = match loaded {
-            Ok(plugin) => plugin,
-            Err(e) => {
-                // Reported by `build`; the stream goes on so the rest of
-                // the graph is checked too.
-                self.inner
-                    .borrow_mut()
-                    .problems
-                    .push(format!("operator `{name}`: {e}"));
-                return self.native(name, Arc::new(|r, out| out.push(r)));
-            }
-        };
-        let kind = NodeKind::Plugin {
+        let kind = NodeKind::Plugin(WasmNode {
             plugin,
             limits: PluginLimits::default(),
             mode: CallMode::Batch,
             state_ttl: Default::default(),
-        };
+        });
         let keyed = matches!(world, World::Reduce | World::Process).then(|| world_name(world));
         self.operator(name, kind, keyed)
+    }
+
+    /// The plugin at `path` of `world` for operator `name`; `None` when it
+    /// cannot be loaded, which `build` reports (the stream goes on, so the
+    /// rest of the graph is checked too).
+    fn load(&self, name: &str, world: World, path: &Path) -> Option<Arc<LoadedPlugin>> {
+        let mut inner = self.inner.borrow_mut();
+        match inner.engine().and_then(|e| e.load(path, world, name)) {
+            Ok(plugin) => Some(plugin),
+            Err(e) => {
+                inner.problems.push(format!("operator `{name}`: {e}"));
+                None
+            }
+        }
     }
 
     /// Each key's records folded by the `reduce` plugin at `path`.
     pub fn reduce(&self, name: &str, path: impl AsRef<Path>) -> Stream {
         self.plugin(name, World::Reduce, path)
+    }
+
+    /// Each key's records folded by `fold` (a keyed stream): given the
+    /// key's accumulator so far (`None` for its first record) and a record,
+    /// it returns the new accumulator, which is kept in the state backend
+    /// (checkpointed, restored, spread by key group like a plugin's) and
+    /// emitted as the record's value.
+    pub fn reduce_with(
+        &self,
+        name: &str,
+        fold: impl Fn(Option<&[u8]>, &Record) -> Vec<u8> + Send + Sync + 'static,
+    ) -> Stream {
+        let factory = native::reduce_factory(name, Arc::new(fold));
+        self.operator(name, NodeKind::Native(factory), Some("reduce"))
     }
 
     /// A keyed stream on `parallelism` workers, each record's key set by
@@ -423,12 +440,29 @@ impl Stream {
     /// Windows of each key (a keyed stream), computing the spec's built-in
     /// aggregates.
     pub fn window(&self, name: &str, spec: WindowSpec) -> Stream {
-        let kind = NodeKind::Window {
+        let kind = NodeKind::Window(WindowNode {
             spec,
             plugin: None,
             side_output: false,
             late_records: Default::default(),
+        });
+        self.operator(name, kind, Some("window"))
+    }
+
+    /// Windows of each key (a keyed stream), each window's result computed
+    /// by the Wasm plugin at `path`, of the `window` or `aggregate` world,
+    /// with the manifest's default limits (the spec's aggregates are not
+    /// used).
+    pub fn window_plugin(&self, name: &str, spec: WindowSpec, path: impl AsRef<Path>) -> Stream {
+        let Some(plugin) = self.load(name, World::Window, path.as_ref()) else {
+            return self.native(name, Arc::new(|r, out| out.push(r)));
         };
+        let kind = NodeKind::Window(WindowNode {
+            spec,
+            plugin: Some((plugin, PluginLimits::default())),
+            side_output: false,
+            late_records: Default::default(),
+        });
         self.operator(name, kind, Some("window"))
     }
 
@@ -436,7 +470,8 @@ impl Stream {
     /// `field` of the values (or the records, for `count`), one result per
     /// record.
     pub fn aggregate(&self, name: &str, aggregates: &[AggregateKind], field: Option<&str>) -> Stream {
-        let factory = crate::plan::aggregate_factory(name, aggregates.to_vec(), field.map(str::to_owned));
+        let factory =
+            crate::operators::builtin::aggregate_factory(name, aggregates.to_vec(), field.map(str::to_owned));
         self.operator(name, NodeKind::Native(factory), Some("aggregate"))
     }
 

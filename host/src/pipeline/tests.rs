@@ -150,3 +150,92 @@ fn native_operators_from_two_sources_reach_two_sinks_with_exact_counts() {
         assert_eq!(last("odd"), (1_000 - evens) as u64);
     }
 }
+
+/// A native keyed reduce on two workers, with checkpoints: each record
+/// gives its key's running sum, and every key's last sum is the sum of its
+/// values.
+#[test]
+fn a_native_reduce_folds_each_keys_records_in_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sums");
+    let p = Pipeline::new("sums").checkpoints(dir.path().join("checkpoints"), Duration::from_millis(20));
+    p.source("numbers", numbers(2_000))
+        .key_by_record_key(2)
+        .reduce_with("sums", |acc, r| {
+            let before: u64 = acc.map_or(0, |a| std::str::from_utf8(a).unwrap().parse().unwrap());
+            let n: u64 = std::str::from_utf8(&r.value).unwrap().parse().unwrap();
+            (before + n).to_string().into_bytes()
+        })
+        .sink("out", FileSink::create(&out, SinkFormat::Text, false).unwrap());
+    let report = p.run().unwrap();
+    assert_eq!(report.sink_records, 2_000);
+    let mut expected = std::collections::BTreeMap::new();
+    for g in 0..2_000u64 {
+        *expected
+            .entry((crate::connectors::splitmix64(g) % 5).to_string())
+            .or_insert(0u64) += g;
+    }
+    let mut last = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let (key, sum) = line.split_once('\t').unwrap();
+        last.insert(key.to_owned(), sum.parse::<u64>().unwrap());
+    }
+    assert_eq!(last, expected);
+}
+
+/// Tumbling windows whose results an `aggregate`-world plugin computes:
+/// one result per (key, window), counting and summing exactly that
+/// window's records.
+#[test]
+fn a_window_computed_by_a_plugin_gives_one_exact_result_per_key_and_window() {
+    let plugin =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/dist/bench-count-sum.wasm");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("windows");
+    let p = Pipeline::new("windows");
+    let spec = WindowSpec {
+        assigner: crate::operators::window::Assigner::Tumbling { size: 100 },
+        allowed_lateness: 0,
+        aggregates: Vec::new(),
+        field: None,
+        processing_time: false,
+    };
+    p.source("numbers", numbers(1_000))
+        .key_by_record_key(2)
+        .window_plugin("windows", spec, &plugin)
+        .sink("out", FileSink::create(&out, SinkFormat::Text, false).unwrap());
+    p.run().unwrap();
+    // Record g: key splitmix64(g) % 5, event time g ms.
+    let mut expected = std::collections::BTreeMap::new();
+    for g in 0..1_000u64 {
+        let entry = expected
+            .entry(((crate::connectors::splitmix64(g) % 5).to_string(), g / 100))
+            .or_insert((0u64, 0u64));
+        entry.0 += 1;
+        entry.1 += g;
+    }
+    let text = std::fs::read_to_string(&out).unwrap();
+    let got: Vec<(String, u64, u64)> = text
+        .lines()
+        .map(|line| {
+            let (key, json) = line.split_once('\t').unwrap();
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            (
+                key.to_owned(),
+                v["count"].as_u64().unwrap(),
+                v["sum"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "one result per key and window:\n{text}"
+    );
+    let mut counted: Vec<(String, u64, u64)> =
+        expected.into_iter().map(|((k, _), (c, s))| (k, c, s)).collect();
+    let mut got = got;
+    counted.sort();
+    got.sort();
+    assert_eq!(got, counted);
+}

@@ -1,25 +1,27 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
+use super::AdminSettings;
 use super::draft::{Draft, Placed, Step};
-use super::{AdminSettings, SinkCheck};
 use super::{Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, Plan, WatermarkSettings};
-use crate::builtins::{FieldFilter, KeyFromField, Reshape, ReshapeKind, RunningAggregate};
 use crate::checkpoint::CheckpointSettings;
 use crate::checkpoint::CommittedCheckpoint;
-use crate::connectors::kafka::{KafkaSink, KafkaSource, TransactionalKafkaSink};
-use crate::connectors::postgres::{self, PostgresSink, WriteMode};
-use crate::connectors::{BlackholeSink, FileSink, FileSource, GeneratorSource, StdoutSink};
+use crate::clock::millis;
 use crate::json::from_toml;
 use crate::manifest::{
-    AggregateSpec, FieldFilterSpec, GrantsSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec,
-    SourceSpec, StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
+    GrantsSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName,
+    TimeDomain, WindowKind, WindowOperatorSpec,
 };
 use crate::metrics::Telemetry;
-use crate::operator::{FailureHandler, FailurePolicy};
+use crate::operators::FailurePolicy;
+use crate::operators::builtin::{
+    ReshapeKind, aggregate_factory, field_filter_factory, key_from_field_factory, reshape_factory,
+};
+use crate::operators::wasm::WasmNode;
+use crate::operators::window::WindowNode;
+use crate::operators::window::{Assigner, WindowSpec};
 use crate::plugin::{Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
 use crate::state::BackendKind;
-use crate::time::{Assigner, WindowSpec, millis};
 use std::sync::Arc;
 
 /// Plans the manifest's pipeline, loading its plugins with `engine`. A plugin
@@ -39,7 +41,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                 key: k
                     .field
                     .as_ref()
-                    .map(|f| builtin(name, k.on_error, key_from_field(name, f))),
+                    .map(|f| builtin(name, k.on_error, key_from_field_factory(name, f))),
                 parallelism: k.parallelism,
             },
             _ => {
@@ -90,7 +92,11 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         checkpoint: checkpoint_settings(m),
         restore: None,
         committed_checkpoint: committed_checkpoint(m),
-        sink_checks: m.sinks().iter().filter_map(|s| sink_check(s.spec)).collect(),
+        sink_checks: m
+            .sinks()
+            .iter()
+            .filter_map(|s| s.spec.config().table_check())
+            .collect(),
         admin,
         telemetry,
         plugin_store: super::store_dir(&m.dir, &p.name),
@@ -123,80 +129,85 @@ fn operator(
             (node, 1)
         }
         OperatorSpec::KeyBy(_) => unreachable!("handled above"),
-        OperatorSpec::FieldFilter(f) => (builtin(name, f.on_error, field_filter(name, f)), 1),
+        OperatorSpec::FieldFilter(f) => {
+            let value = f.value.as_ref().map_or(serde_json::Value::Null, from_toml);
+            let factory = field_filter_factory(name, &f.field, f.op, value);
+            (builtin(name, f.on_error, factory), 1)
+        }
         OperatorSpec::Project(p) => (
             builtin(
                 name,
                 p.on_error,
-                reshape(name, ReshapeKind::Project(p.fields.clone())),
+                reshape_factory(name, ReshapeKind::Project(p.fields.clone())),
             ),
             1,
         ),
         OperatorSpec::Rename(r) => {
             let pairs = r.fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
             (
-                builtin(name, r.on_error, reshape(name, ReshapeKind::Rename(pairs))),
+                builtin(
+                    name,
+                    r.on_error,
+                    reshape_factory(name, ReshapeKind::Rename(pairs)),
+                ),
                 1,
             )
         }
         OperatorSpec::Set(st) => {
             let pairs = st.fields.iter().map(|(a, v)| (a.clone(), from_toml(v))).collect();
             (
-                builtin(name, st.on_error, reshape(name, ReshapeKind::Set(pairs))),
+                builtin(name, st.on_error, reshape_factory(name, ReshapeKind::Set(pairs))),
                 1,
             )
         }
-        OperatorSpec::Aggregate(a) => (builtin(name, a.on_error, aggregate(name, a)), 1),
-        plugin_op => {
-            let ps = plugin_op.plugin().expect("every other operator runs a plugin");
-            let world = plugin_op.world().expect("plugin operator");
-            let plugin = engine
-                .load_with(&m.path(&ps.plugin), world, name, ps.fuel.is_some())
-                .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
-            let node = OperatorNode {
-                name: name.to_owned(),
-                kind: NodeKind::Plugin {
-                    plugin,
-                    limits: limits(ps.timeout, ps.memory_limit_mb, ps.fuel, ps.max_outputs_per_record),
-                    mode: ps.call,
-                    state_ttl: ps
-                        .state_ttl
-                        .iter()
-                        .map(|(name, ttl)| (name.clone(), millis(**ttl)))
-                        .collect(),
-                },
-                policy: ps.on_error,
-                failures: Default::default(),
-                calls: Default::default(),
-                grants: grants(m, &ps.grants),
-            };
-            (node, ps.parallelism.unwrap_or(1))
+        OperatorSpec::Aggregate(a) => {
+            let factory = aggregate_factory(name, a.aggregates.clone(), a.field.clone());
+            (builtin(name, a.on_error, factory), 1)
         }
+        plugin_op => plugin_node(m, engine, op, name, plugin_op)?,
     })
+}
+
+/// The node of an operator of a record world and its parallelism.
+fn plugin_node(
+    m: &Manifest,
+    engine: &PluginEngine,
+    op: &toml::Spanned<OperatorSpec>,
+    name: &str,
+    plugin_op: &OperatorSpec,
+) -> Result<(OperatorNode, usize), ManifestError> {
+    let ps = plugin_op.plugin().expect("every other operator runs a plugin");
+    let world = plugin_op.world().expect("plugin operator");
+    let plugin = engine
+        .load_with(&m.path(&ps.plugin), world, name, ps.fuel.is_some())
+        .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
+    let node = OperatorNode {
+        name: name.to_owned(),
+        kind: NodeKind::Plugin(WasmNode {
+            plugin,
+            limits: limits(ps.timeout, ps.memory_limit_mb, ps.fuel, ps.max_outputs_per_record),
+            mode: ps.call,
+            state_ttl: ps
+                .state_ttl
+                .iter()
+                .map(|(name, ttl)| (name.clone(), millis(**ttl)))
+                .collect(),
+        }),
+        policy: ps.on_error,
+        failures: Default::default(),
+        calls: Default::default(),
+        grants: grants(m, &ps.grants),
+    };
+    Ok((node, ps.parallelism.unwrap_or(1)))
 }
 
 /// For a sink that commits with checkpoints: how to ask it which
 /// checkpoint's output it last committed.
 fn committed_checkpoint(m: &Manifest) -> Option<CommittedCheckpoint> {
-    m.sinks().iter().find_map(|s| committed_checkpoint_of(m, s.spec))
-}
-
-fn committed_checkpoint_of(m: &Manifest, sink: &SinkSpec) -> Option<CommittedCheckpoint> {
-    match sink {
-        SinkSpec::Kafka(k) if k.exactly_once => {
-            let (spec, pipeline) = (k.clone(), m.spec.pipeline.get_ref().name.clone());
-            Some(Box::new(move || {
-                Ok(crate::connectors::kafka::committed_checkpoint(&spec, &pipeline)?)
-            }))
-        }
-        SinkSpec::Postgres(p) if p.exactly_once => {
-            let (spec, pipeline) = (p.clone(), m.spec.pipeline.get_ref().name.clone());
-            Some(Box::new(move || {
-                Ok(postgres::committed_checkpoint(&spec, &pipeline)?)
-            }))
-        }
-        _ => None,
-    }
+    let cx = m.connector_context();
+    m.sinks()
+        .iter()
+        .find_map(|s| s.spec.config().committed_checkpoint(&cx))
 }
 
 fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> {
@@ -241,18 +252,6 @@ fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> 
         max_plugin_bytes: usize::try_from(spec.max_plugin_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
         allowed_hosts: super::allowed_hosts(spec.listen, &spec.allowed_hosts),
     }))
-}
-
-/// For a sink writing to a database: how to check, before a run, that its
-/// table fits the mapping.
-fn sink_check(sink: &SinkSpec) -> Option<SinkCheck> {
-    match sink {
-        SinkSpec::Postgres(p) => {
-            let spec = p.clone();
-            Some(Box::new(move || postgres::check_table(&spec)))
-        }
-        _ => None,
-    }
 }
 
 fn checkpoint_settings(m: &Manifest) -> Option<CheckpointSettings> {
@@ -343,7 +342,7 @@ fn window_node(
     };
     OperatorNode {
         name: name.to_owned(),
-        kind: NodeKind::Window {
+        kind: NodeKind::Window(WindowNode {
             spec: WindowSpec {
                 assigner,
                 allowed_lateness: i64::try_from(w.allowed_lateness.as_millis()).unwrap_or(i64::MAX),
@@ -357,7 +356,7 @@ fn window_node(
             plugin,
             side_output: w.late == LateSpec::SideOutput,
             late_records: Default::default(),
-        },
+        }),
         policy: w.on_error,
         failures: Default::default(),
         calls: Default::default(),
@@ -366,127 +365,11 @@ fn window_node(
 }
 
 fn source(m: &Manifest, name: &str, spec: &SourceSpec) -> Endpoint<OpenSource> {
-    let operator = name.to_owned();
-    let name = name.to_owned();
-    match spec {
-        SourceSpec::Generator(g) => {
-            let (count, keys, seed, div, rate) = (g.count, g.keys, g.seed, g.time_divisor, g.rate);
-            let prefix = g.value_prefix.clone();
-            let bound = count.map_or("unbounded".to_owned(), |c| format!("{c} records"));
-            Endpoint {
-                name,
-                description: format!("generator ({bound})"),
-                open: Box::new(move |_| {
-                    let source =
-                        GeneratorSource::new(count, keys, seed, div, rate).with_value_prefix(&prefix);
-                    Ok(Box::new(source) as _)
-                }),
-            }
-        }
-        SourceSpec::Kafka(k) => {
-            let description = format!("kafka topics {} (group `{}`)", k.topics.join(", "), k.group_id);
-            let spec = k.clone();
-            Endpoint {
-                name,
-                description,
-                open: Box::new(move |dead_letter| {
-                    let rejects =
-                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
-                    Ok(Box::new(KafkaSource::open(&spec, rejects)?) as _)
-                }),
-            }
-        }
-        SourceSpec::File(f) => {
-            let path = m.path(&f.path);
-            let (format, key, ts, rate) = (f.format, f.key_field.clone(), f.timestamp_field.clone(), f.rate);
-            Endpoint {
-                name,
-                description: format!("file `{}` ({})", f.path, serde_plain(&format)),
-                open: Box::new(move |_| {
-                    Ok(Box::new(FileSource::open(&path, format, key, ts)?.with_rate(rate)) as _)
-                }),
-            }
-        }
-    }
+    spec.config().endpoint(&m.connector_context(), name)
 }
 
 fn sink(m: &Manifest, name: &str, spec: &SinkSpec) -> Endpoint<OpenSink> {
-    // What its dead letters' `mailer.operator` header names.
-    let operator = name.to_owned();
-    let name = name.to_owned();
-    match spec {
-        SinkSpec::Stdout(s) => {
-            let format = s.format;
-            Endpoint {
-                name,
-                description: format!("stdout ({})", serde_plain(&format)),
-                open: Box::new(move |_| Ok(Box::new(StdoutSink::new(format)) as _)),
-            }
-        }
-        SinkSpec::File(f) => {
-            let (path, format, append) = (m.path(&f.path), f.format, f.append);
-            Endpoint {
-                name,
-                description: format!("file `{}` ({})", f.path, serde_plain(&format)),
-                open: Box::new(move |_| Ok(Box::new(FileSink::create(&path, format, append)?) as _)),
-            }
-        }
-        SinkSpec::Kafka(k) if k.exactly_once => {
-            let (spec, pipeline) = (k.clone(), m.spec.pipeline.get_ref().name.clone());
-            Endpoint {
-                name,
-                description: format!("kafka topic `{}` (exactly once, transactional)", k.topic),
-                open: Box::new(move |dead_letter| {
-                    let rejects =
-                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
-                    Ok(Box::new(TransactionalKafkaSink::open(&spec, &pipeline, rejects)?) as _)
-                }),
-            }
-        }
-        SinkSpec::Kafka(k) => {
-            let spec = k.clone();
-            Endpoint {
-                name,
-                description: format!("kafka topic `{}`", k.topic),
-                open: Box::new(move |dead_letter| {
-                    let rejects =
-                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
-                    Ok(Box::new(KafkaSink::open(&spec, rejects)?) as _)
-                }),
-            }
-        }
-        SinkSpec::Postgres(p) => {
-            let (spec, pipeline) = (p.clone(), m.spec.pipeline.get_ref().name.clone());
-            let mode = match (p.mode, p.exactly_once) {
-                (WriteMode::Insert, false) => "insert",
-                (WriteMode::Upsert, false) => "upsert",
-                (WriteMode::Insert, true) => "insert, exactly once",
-                (WriteMode::Upsert, true) => "upsert, exactly once",
-            };
-            Endpoint {
-                name,
-                description: format!("postgres table `{}` ({mode})", p.table),
-                open: Box::new(move |dead_letter| {
-                    let rejects =
-                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
-                    Ok(Box::new(PostgresSink::open(&spec, &pipeline, rejects)?) as _)
-                }),
-            }
-        }
-        SinkSpec::Blackhole(_) => Endpoint {
-            name,
-            description: "blackhole".to_owned(),
-            open: Box::new(|_| Ok(Box::new(BlackholeSink) as _)),
-        },
-    }
-}
-
-/// The manifest spelling of a unit enum value.
-fn serde_plain(v: &impl serde::Serialize) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
+    spec.config().endpoint(&m.connector_context(), name)
 }
 
 fn builtin(name: &str, policy: FailurePolicy, factory: NativeFactory) -> OperatorNode {
@@ -498,50 +381,4 @@ fn builtin(name: &str, policy: FailurePolicy, factory: NativeFactory) -> Operato
         calls: Default::default(),
         grants: Default::default(),
     }
-}
-
-fn key_from_field(name: &str, f: &str) -> NativeFactory {
-    let (name, f) = (name.to_owned(), f.to_owned());
-    Arc::new(move |_, failure| Ok(Box::new(KeyFromField::new(&name, &f, failure))))
-}
-
-fn field_filter(name: &str, f: &FieldFilterSpec) -> NativeFactory {
-    let (name, field, op) = (name.to_owned(), f.field.clone(), f.op);
-    let value = f.value.as_ref().map_or(serde_json::Value::Null, from_toml);
-    Arc::new(move |_, failure| {
-        let filter = FieldFilter::new(&name, &field, op, value.clone(), failure)
-            .expect("checked when the manifest was validated");
-        Ok(Box::new(filter))
-    })
-}
-
-fn reshape(name: &str, kind: ReshapeKind) -> NativeFactory {
-    let name = name.to_owned();
-    Arc::new(move |_, failure| Ok(Box::new(Reshape::new(&name, kind.clone(), failure))))
-}
-
-fn aggregate(name: &str, a: &AggregateSpec) -> NativeFactory {
-    aggregate_factory(name, a.aggregates.clone(), a.field.clone())
-}
-
-/// Makes the running `aggregates` of each key over the JSON `field` of the
-/// values, for operator `name`.
-pub fn aggregate_factory(
-    name: &str,
-    aggregates: Vec<crate::time::AggregateKind>,
-    field: Option<String>,
-) -> NativeFactory {
-    let name = name.to_owned();
-    Arc::new(move |ctx, failure| {
-        let state = ctx.open_state(&name)?;
-        Ok(Box::new(RunningAggregate::new(
-            &name,
-            ctx.op_index,
-            ctx.key_groups,
-            aggregates.clone(),
-            field.clone(),
-            state,
-            failure,
-        )))
-    })
 }

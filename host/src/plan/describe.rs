@@ -1,6 +1,8 @@
 //! The plan as text, for `mailer describe`.
 
 use super::{NodeKind, OperatorNode, Plan, Producer, Routing};
+use crate::operators::wasm::WasmNode;
+use crate::operators::window::WindowNode;
 use std::fmt::Write;
 
 /// Sources, stages (parallelism, routing, what each reads), edges and
@@ -164,9 +166,9 @@ fn is_linear(plan: &Plan) -> bool {
 /// One operator: what runs it and its limits.
 fn describe_operator(op: &OperatorNode) -> String {
     match &op.kind {
-        NodeKind::Plugin {
+        NodeKind::Plugin(WasmNode {
             plugin, limits, mode, ..
-        } => format!(
+        }) => format!(
             "plugin `{}` world `{}` sha256 {} ({} bytes), calls per {}, timeout {:?}, memory {} MiB, on error {}",
             plugin.path().display(),
             plugin.world(),
@@ -181,12 +183,12 @@ fn describe_operator(op: &OperatorNode) -> String {
             policy_name(op.policy),
         ),
         NodeKind::Native(_) => "native".to_owned(),
-        NodeKind::Window {
+        NodeKind::Window(WindowNode {
             spec,
             plugin,
             side_output,
             ..
-        } => {
+        }) => {
             let result = match plugin {
                 Some((p, _)) => format!(
                     "plugin `{}` world `{}` sha256 {}",
@@ -213,10 +215,10 @@ fn describe_operator(op: &OperatorNode) -> String {
     }
 }
 
-fn policy_name(p: crate::operator::FailurePolicy) -> &'static str {
+fn policy_name(p: crate::operators::FailurePolicy) -> &'static str {
     match p {
-        crate::operator::FailurePolicy::Fail => "fail",
-        crate::operator::FailurePolicy::Skip => "skip",
-        crate::operator::FailurePolicy::DeadLetter => "dead-letter",
+        crate::operators::FailurePolicy::Fail => "fail",
+        crate::operators::FailurePolicy::Skip => "skip",
+        crate::operators::FailurePolicy::DeadLetter => "dead-letter",
     }
 }

@@ -7,47 +7,24 @@ mod describe;
 mod draft;
 mod place;
 
-pub use build::{aggregate_factory, build};
+pub use build::build;
 pub use describe::{describe, describe_dot};
 pub use draft::{Draft, Placed, Step};
 
 use crate::checkpoint::{
     CheckpointSettings, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore, RestoreTarget,
 };
-use crate::connectors::{ConnectorError, Sink, Source};
-use crate::operator::wasm::{WasmProcess, WasmReduce, WasmStateless};
-use crate::operator::{FailureHandler, FailurePolicy, FailureStats, Operator, SideOutput};
-use crate::plugin::{CallMode, KeyedContext, LoadedPlugin, PluginError, PluginInstance, PluginLimits, World};
-use crate::state::{BackendKind, SnapshotSource, StateBackend, StateError};
-use crate::time::{LatePolicy, WasmAggregate, WasmWindow, WindowFunction, WindowOperator, WindowSpec};
-use std::collections::HashMap;
+pub use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
+use crate::operators::wasm::WasmNode;
+use crate::operators::window::WindowNode;
+use crate::operators::{FailureHandler, FailurePolicy, FailureStats, Operator, OperatorIdentity};
+pub use crate::operators::{InstanceContext, InstantiateError, NativeFactory};
+use crate::plugin::{LoadedPlugin, PluginError};
+use crate::state::BackendKind;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
-
-/// Why an operator instance could not be created.
-#[derive(Debug, thiserror::Error)]
-pub enum InstantiateError {
-    /// Its plugin could not be instantiated.
-    #[error(transparent)]
-    Plugin(#[from] PluginError),
-    /// Its state backend could not be opened.
-    #[error(transparent)]
-    State(#[from] StateError),
-}
-
-/// Opens a source when the run starts; it may send the records it cannot
-/// read to the dead-letter sink.
-pub type OpenSource = Box<dyn FnOnce(Option<SideOutput>) -> Result<Box<dyn Source>, ConnectorError> + Send>;
-/// Opens a sink when the run starts; it may send the records its system
-/// refuses to the dead-letter sink.
-pub type OpenSink = Box<dyn FnOnce(Option<SideOutput>) -> Result<Box<dyn Sink>, ConnectorError> + Send>;
-/// Makes one native operator instance per worker.
-pub type NativeFactory = Arc<
-    dyn Fn(&InstanceContext<'_>, FailureHandler) -> Result<Box<dyn Operator>, InstantiateError> + Send + Sync,
->;
 
 /// A pipeline ready to run.
 pub struct Plan {
@@ -249,11 +226,6 @@ impl Plan {
     }
 }
 
-/// Checks, before a run, that the sink's table fits its mapping: `Err`
-/// names each mismatch.
-pub type SinkCheck =
-    Box<dyn Fn() -> Result<crate::connectors::postgres::TableCheck, ConnectorError> + Send + Sync>;
-
 /// How the source derives watermarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatermarkSettings {
@@ -261,28 +233,6 @@ pub struct WatermarkSettings {
     pub delay: Duration,
     /// When a quiet split stops holding the watermark back.
     pub idle_timeout: Option<Duration>,
-}
-
-/// What an operator instance is given when a worker creates it.
-pub struct InstanceContext<'a> {
-    /// The dead-letter channel, if the pipeline has one.
-    pub dead_letter: Option<SideOutput>,
-    /// The late-record channel, if the pipeline has one.
-    pub late_output: Option<SideOutput>,
-    /// Where state lives.
-    pub state: &'a BackendKind,
-    /// The stage's name (names state folders).
-    pub stage: &'a str,
-    /// The worker's index in its stage.
-    pub worker: usize,
-    /// The operator's index in the pipeline (its state namespace).
-    pub op_index: u16,
-    /// The number of key groups.
-    pub key_groups: u32,
-    /// The stage's parallelism.
-    pub parallelism: usize,
-    /// The checkpoint to restore state from, if any.
-    pub restore: Option<&'a Restore>,
 }
 
 impl Plan {
@@ -309,17 +259,6 @@ impl Plan {
     pub fn edge_messages(&self) -> usize {
         (self.edge_capacity / self.batch_size).max(1)
     }
-}
-
-/// A source or sink: its name, what it is, and how to open it.
-pub struct Endpoint<F> {
-    /// Its unique name in the pipeline (`source`, `sink`, `dead-letter`
-    /// and `late-output` in a linear one).
-    pub name: String,
-    /// A one-line description (never holding a secret).
-    pub description: String,
-    /// Opens it.
-    pub open: F,
 }
 
 /// Where a stage or sink reads from.
@@ -395,104 +334,30 @@ pub struct OperatorNode {
 }
 
 impl OperatorNode {
-    /// An instance of `plugin` for this operator: its sandbox, its counts.
-    fn instance(
-        &self,
-        plugin: &Arc<LoadedPlugin>,
-        limits: PluginLimits,
-    ) -> Result<PluginInstance, PluginError> {
-        let sandbox = crate::plugin::Sandbox {
-            operator: self.name.clone(),
-            grants: self.grants.clone(),
-        };
-        Ok(PluginInstance::sandboxed(plugin.clone(), limits, sandbox)?.with_calls(self.calls.clone()))
-    }
-
     /// The plugin it runs, if any.
     pub fn plugin(&self) -> Option<&Arc<LoadedPlugin>> {
         match &self.kind {
-            NodeKind::Plugin { plugin, .. }
-            | NodeKind::Window {
+            NodeKind::Plugin(WasmNode { plugin, .. })
+            | NodeKind::Window(WindowNode {
                 plugin: Some((plugin, _)),
                 ..
-            } => Some(plugin),
+            }) => Some(plugin),
             _ => None,
         }
     }
 
     fn plugin_mut(&mut self) -> Option<&mut Arc<LoadedPlugin>> {
         match &mut self.kind {
-            NodeKind::Plugin { plugin, .. }
-            | NodeKind::Window {
+            NodeKind::Plugin(WasmNode { plugin, .. })
+            | NodeKind::Window(WindowNode {
                 plugin: Some((plugin, _)),
                 ..
-            } => Some(plugin),
+            }) => Some(plugin),
             _ => None,
         }
     }
-}
 
-/// What runs an operator.
-pub enum NodeKind {
-    /// A plugin.
-    Plugin {
-        /// The compiled plugin.
-        plugin: Arc<LoadedPlugin>,
-        /// Limits of each instance.
-        limits: PluginLimits,
-        /// How calls cross into it.
-        mode: CallMode,
-        /// Time-to-live in ms per state name (process plugins).
-        state_ttl: HashMap<String, i64>,
-    },
-    /// Native Rust (benchmarks, built-ins).
-    Native(NativeFactory),
-    /// The built-in window operator.
-    Window {
-        /// What it computes.
-        spec: WindowSpec,
-        /// The plugin of the window or aggregate world computing each
-        /// result, instead of the spec's built-in aggregates.
-        plugin: Option<(Arc<LoadedPlugin>, PluginLimits)>,
-        /// Whether late records go to the late output.
-        side_output: bool,
-        /// Late records, counted over all workers.
-        late_records: Arc<AtomicU64>,
-    },
-}
-
-impl InstanceContext<'_> {
-    /// The state backend of operator `operator` on this worker: fresh, or
-    /// holding this worker's key groups from the checkpoint restored.
-    pub fn open_state(&self, operator: &str) -> Result<Box<dyn StateBackend>, StateError> {
-        let stage = format!("{}-{operator}", self.stage);
-        let Some(restore) = self.restore else {
-            return self.state.open(&stage, self.worker);
-        };
-        let sources: Vec<SnapshotSource> = restore
-            .metadata
-            .of_operator(operator)
-            .map(|s| SnapshotSource {
-                path: restore.dir.join(&s.path),
-                backend: s.backend.clone(),
-                same_key_groups: s.parallelism == self.parallelism && s.worker == self.worker,
-            })
-            .collect();
-        if sources.is_empty() {
-            return Err(StateError::Restore(format!(
-                "checkpoint {} has no state for operator `{operator}`",
-                restore.metadata.id
-            )));
-        }
-        let (key_groups, parallelism, worker) = (self.key_groups, self.parallelism, self.worker);
-        let owns =
-            move |kg: u16| crate::key_group::worker_of(u32::from(kg), key_groups, parallelism) == worker;
-        self.state.restore(&stage, self.worker, &sources, &owns)
-    }
-}
-
-impl OperatorNode {
-    /// A new instance for one worker.
+    /// A new instance for one worker, made by its family.
     pub fn instantiate(&self, ctx: &InstanceContext<'_>) -> Result<Box<dyn Operator>, InstantiateError> {
         let failure = FailureHandler::new(
             &self.name,
@@ -500,82 +365,25 @@ impl OperatorNode {
             ctx.dead_letter.clone(),
             self.failures.clone(),
         );
-        Ok(match &self.kind {
-            NodeKind::Native(factory) => factory(ctx, failure)?,
-            NodeKind::Window {
-                spec,
-                plugin,
-                side_output,
-                late_records,
-            } => {
-                let state = ctx.open_state(&self.name)?;
-                let late = match (side_output, &ctx.late_output) {
-                    (true, Some(tx)) => LatePolicy::SideOutput(tx.clone()),
-                    _ => LatePolicy::Drop,
-                };
-                let op = WindowOperator::new(
-                    &self.name,
-                    ctx.op_index,
-                    spec.clone(),
-                    ctx.key_groups,
-                    state,
-                    late,
-                    late_records.clone(),
-                    failure,
-                );
-                match plugin {
-                    None => Box::new(op),
-                    Some((plugin, limits)) => {
-                        let instance =
-                            PluginInstance::new(plugin.clone(), *limits)?.with_calls(self.calls.clone());
-                        let function: Box<dyn WindowFunction> = match plugin.world() {
-                            World::Aggregate => Box::new(WasmAggregate::new(&self.name, instance)),
-                            _ => Box::new(WasmWindow::new(&self.name, instance)),
-                        };
-                        Box::new(op.with_function(function))
-                    }
-                }
-            }
-            NodeKind::Plugin {
-                plugin,
-                limits,
-                mode,
-                state_ttl,
-            } => {
-                let instance = self.instance(plugin, *limits)?;
-                match plugin.world() {
-                    World::Reduce => {
-                        let state = ctx.open_state(&self.name)?;
-                        Box::new(WasmReduce::new(
-                            &self.name,
-                            ctx.op_index,
-                            ctx.key_groups,
-                            instance,
-                            *mode,
-                            failure,
-                            state,
-                        ))
-                    }
-                    World::Process => {
-                        let state = ctx.open_state(&self.name)?;
-                        let keyed = KeyedContext::new(
-                            state,
-                            ctx.op_index,
-                            ctx.key_groups,
-                            state_ttl.clone(),
-                            Arc::new(crate::clock::now_ms),
-                        )
-                        .with_call_limit(limits.memory_bytes);
-                        Box::new(WasmProcess::new(&self.name, instance, keyed, *mode, failure))
-                    }
-                    World::Map | World::Filter | World::FlatMap => {
-                        Box::new(WasmStateless::new(&self.name, instance, *mode, failure))
-                    }
-                    World::Window | World::Aggregate => {
-                        unreachable!("window and aggregate plugins are loaded by window operators")
-                    }
-                }
-            }
-        })
+        let node = OperatorIdentity {
+            name: &self.name,
+            calls: &self.calls,
+            grants: &self.grants,
+        };
+        match &self.kind {
+            NodeKind::Native(factory) => factory(ctx, failure),
+            NodeKind::Plugin(wasm) => wasm.instantiate(&node, ctx, failure),
+            NodeKind::Window(window) => window.instantiate(&node, ctx, failure),
+        }
     }
+}
+
+/// What runs an operator: one of the families of [`crate::operators`].
+pub enum NodeKind {
+    /// A plugin of a record world.
+    Plugin(WasmNode),
+    /// Native Rust (built-ins, closures of the builder, benchmarks).
+    Native(NativeFactory),
+    /// The window operator.
+    Window(WindowNode),
 }

@@ -29,6 +29,21 @@ pub struct HostState {
     pub(super) log: super::log_import::LogBudget,
 }
 
+impl super::log_import::LogView for HostState {
+    fn log(&mut self) -> super::log_import::LogImport<'_> {
+        super::log_import::LogImport {
+            operator: &self.operator,
+            budget: &mut self.log,
+        }
+    }
+}
+
+impl super::keyed_imports::KeyedView for HostState {
+    fn keyed(&mut self) -> super::keyed_imports::KeyedImport<'_> {
+        super::keyed_imports::KeyedImport(self.keyed.as_mut())
+    }
+}
+
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {

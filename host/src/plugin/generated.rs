@@ -1,24 +1,8 @@
 //! Host bindings generated from `wit/plugin.wit`, one module per world.
-
-/// The `map` world.
-pub mod map {
-    wasmtime::component::bindgen!({ world: "%map", path: "../wit" });
-}
-
-/// The `filter` world.
-pub mod filter {
-    wasmtime::component::bindgen!({ world: "filter", path: "../wit" });
-}
-
-/// The `flat-map` world.
-pub mod flat_map {
-    wasmtime::component::bindgen!({ world: "flat-map", path: "../wit" });
-}
-
-/// The `reduce` world.
-pub mod reduce {
-    wasmtime::component::bindgen!({ world: "reduce", path: "../wit" });
-}
+//! The interfaces every world shares (`types`, `log`, and the `state` and
+//! `timers` of the process world) are generated once, in [`process`]; the
+//! other worlds take them from there (bindgen's `with`), so a record has one
+//! host type whatever world it crosses into.
 
 /// The `process` world: its `state` and `timers` imports trap on a failure.
 pub mod process {
@@ -29,12 +13,54 @@ pub mod process {
     });
 }
 
-/// The `window` world.
-pub mod window {
-    wasmtime::component::bindgen!({ world: "window", path: "../wit" });
+/// The `map`, `filter`, `flat-map`, `reduce`, `window` and `aggregate`
+/// worlds, on the shared interfaces of [`process`].
+macro_rules! world {
+    ($(#[$doc:meta])* $module:ident, $world:literal) => {
+        $(#[$doc])*
+        pub mod $module {
+            wasmtime::component::bindgen!({
+                world: $world,
+                path: "../wit",
+                with: {
+                    "mailer:plugin/types": crate::plugin::generated::process::mailer::plugin::types,
+                    "mailer:plugin/log": crate::plugin::generated::process::mailer::plugin::log,
+                },
+            });
+        }
+    };
 }
 
-/// The `aggregate` world.
-pub mod aggregate {
-    wasmtime::component::bindgen!({ world: "aggregate", path: "../wit" });
-}
+world!(
+    /// The `map` world.
+    map,
+    "%map"
+);
+world!(
+    /// The `filter` world.
+    filter,
+    "filter"
+);
+world!(
+    /// The `flat-map` world.
+    flat_map,
+    "flat-map"
+);
+world!(
+    /// The `reduce` world.
+    reduce,
+    "reduce"
+);
+world!(
+    /// The `window` world.
+    window,
+    "window"
+);
+world!(
+    /// The `aggregate` world.
+    aggregate,
+    "aggregate"
+);
+
+/// The record type every world shares.
+pub use process::mailer::plugin::types::{Header, Record};

@@ -6,6 +6,7 @@ use super::CallStats;
 use super::PluginError;
 use super::captured::CapturedOutput;
 use super::engine::HostState;
+use super::generated::{Header as WitHeader, Record as WitRecord};
 use super::generated::{aggregate, filter, flat_map, map, process, reduce, window};
 use super::keyed::KeyedContext;
 use super::loaded::{LoadedPlugin, WorldPre};
@@ -388,24 +389,24 @@ impl PluginInstance {
         self.call(|store, b| {
             Ok(match b {
                 Bindings::Map(b) => b
-                    .call_map(store, &to_map(rec))?
-                    .map(|r| Outcome::Record(from_map(r)))
+                    .call_map(store, &to_wit(rec))?
+                    .map(|r| Outcome::Record(from_wit(r)))
                     .map_err(|e| e.message),
                 Bindings::Filter(b) => b
-                    .call_filter(store, &to_filter(rec))?
+                    .call_filter(store, &to_wit(rec))?
                     .map(Outcome::Keep)
                     .map_err(|e| e.message),
                 Bindings::FlatMap(b) => b
-                    .call_flat_map(store, &to_flat_map(rec))?
-                    .map(|v| Outcome::Records(v.into_iter().map(from_flat_map).collect()))
+                    .call_flat_map(store, &to_wit(rec))?
+                    .map(|v| Outcome::Records(v.into_iter().map(from_wit).collect()))
                     .map_err(|e| e.message),
                 Bindings::Reduce(b) => b
-                    .call_reduce(store, accumulator, &to_reduce(rec))?
+                    .call_reduce(store, accumulator, &to_wit(rec))?
                     .map(|acc| Outcome::Accumulator(Bytes::from(acc)))
                     .map_err(|e| e.message),
                 Bindings::Process(b) => b
-                    .call_on_record(store, &to_process(rec))?
-                    .map(|v| Outcome::Records(v.into_iter().map(from_process).collect()))
+                    .call_on_record(store, &to_wit(rec))?
+                    .map(|v| Outcome::Records(v.into_iter().map(from_wit).collect()))
                     .map_err(|e| e.message),
                 Bindings::Window(_) | Bindings::Aggregate(_) => {
                     return Err(wasmtime::Error::msg(
@@ -432,9 +433,7 @@ impl PluginInstance {
             };
             Ok(match step {
                 AggregateStep::Create => Ok(b.call_create(&mut *store)?),
-                AggregateStep::Add(acc, rec) => {
-                    b.call_add(store, acc, &to_aggregate(rec))?.map_err(|e| e.message)
-                }
+                AggregateStep::Add(acc, rec) => b.call_add(store, acc, &to_wit(rec))?.map_err(|e| e.message),
                 AggregateStep::Merge(a, c) => b.call_merge(store, a, c)?.map_err(|e| e.message),
                 AggregateStep::Finish(acc) => b.call_finish(store, acc)?.map_err(|e| e.message),
             })
@@ -464,7 +463,7 @@ impl PluginInstance {
                         let count = v.len();
                         return Err(super::outcome::OutcomeError::TooManyOutputs { count, max }.to_string());
                     }
-                    Ok(v.into_iter().map(from_process).collect())
+                    Ok(v.into_iter().map(from_wit).collect())
                 })),
             _ => Err(wasmtime::Error::msg("only process plugins have timers")),
         })
@@ -493,44 +492,33 @@ fn describe_trap(e: &wasmtime::Error) -> String {
     text.lines().next().unwrap_or("unknown trap").to_owned()
 }
 
-/// Conversions between the host record and each world's generated record.
-macro_rules! convert {
-    ($to:ident, $from:ident, $module:ident) => {
-        fn $to(r: &Record) -> $module::mailer::plugin::types::Record {
-            $module::mailer::plugin::types::Record {
-                key: r.key.as_ref().map(|k| k.to_vec()),
-                value: r.value.to_vec(),
-                timestamp: r.timestamp,
-                headers: r
-                    .headers
-                    .iter()
-                    .map(|(n, v)| $module::mailer::plugin::types::Header {
-                        name: n.clone(),
-                        value: v.to_vec(),
-                    })
-                    .collect(),
-            }
-        }
-
-        #[allow(dead_code)]
-        fn $from(r: $module::mailer::plugin::types::Record) -> Record {
-            Record {
-                key: r.key.map(Bytes::from),
-                value: Bytes::from(r.value),
-                timestamp: r.timestamp,
-                headers: r
-                    .headers
-                    .into_iter()
-                    .map(|h| (h.name, Bytes::from(h.value)))
-                    .collect(),
-            }
-        }
-    };
+/// The host record as the plugins' record (every world shares the type).
+fn to_wit(r: &Record) -> WitRecord {
+    WitRecord {
+        key: r.key.as_ref().map(|k| k.to_vec()),
+        value: r.value.to_vec(),
+        timestamp: r.timestamp,
+        headers: r
+            .headers
+            .iter()
+            .map(|(n, v)| WitHeader {
+                name: n.clone(),
+                value: v.to_vec(),
+            })
+            .collect(),
+    }
 }
 
-convert!(to_map, from_map, map);
-convert!(to_filter, from_filter, filter);
-convert!(to_flat_map, from_flat_map, flat_map);
-convert!(to_reduce, from_reduce, reduce);
-convert!(to_process, from_process, process);
-convert!(to_aggregate, from_aggregate, aggregate);
+/// A plugin's record as the host record.
+fn from_wit(r: WitRecord) -> Record {
+    Record {
+        key: r.key.map(Bytes::from),
+        value: Bytes::from(r.value),
+        timestamp: r.timestamp,
+        headers: r
+            .headers
+            .into_iter()
+            .map(|h| (h.name, Bytes::from(h.value)))
+            .collect(),
+    }
+}

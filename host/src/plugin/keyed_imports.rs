@@ -1,34 +1,50 @@
 //! The `state` and `timers` imports of the process world, served from the
-//! store's [`KeyedContext`]. A backend failure or a refused call traps the
+//! store's [`KeyedContext`], which they reach through [`KeyedView`]
+//! (wasmtime's view pattern). A backend failure or a refused call traps the
 //! plugin; the operator then finds a backend failure with
 //! [`KeyedContext::take_backend_error`] and stops.
 
-use super::engine::HostState;
 use super::generated::process::mailer::plugin::{state, timers};
 use super::keyed::{KeyedContext, KeyedError, TimeDomain};
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{HasData, Linker};
 
-/// Adds the `state` and `timers` imports to `linker`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    state::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
-    timers::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)
+/// What the `state` and `timers` imports reach in a store: the keyed
+/// context of the operator, when it has one.
+pub struct KeyedImport<'a>(pub Option<&'a mut KeyedContext>);
+
+/// A store whose plugins may have keyed state and timers.
+pub trait KeyedView {
+    /// The keyed imports' part of the store.
+    fn keyed(&mut self) -> KeyedImport<'_>;
 }
 
-impl HostState {
+struct Keyed;
+
+impl HasData for Keyed {
+    type Data<'a> = KeyedImport<'a>;
+}
+
+/// Adds the `state` and `timers` imports to `linker`.
+pub fn add_to_linker<T: KeyedView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    state::add_to_linker::<T, Keyed>(linker, |s| s.keyed())?;
+    timers::add_to_linker::<T, Keyed>(linker, |s| s.keyed())
+}
+
+impl KeyedImport<'_> {
     /// Runs `f` on the keyed context; its failure traps the plugin.
     fn keyed<T>(
         &mut self,
         f: impl FnOnce(&mut KeyedContext) -> Result<T, KeyedError>,
     ) -> wasmtime::Result<T> {
         let ctx = self
-            .keyed
-            .as_mut()
+            .0
+            .as_deref_mut()
             .ok_or_else(|| wasmtime::Error::msg("this operator has no keyed state"))?;
         f(ctx).map_err(|e| ctx.trap(e))
     }
 }
 
-impl state::Host for HostState {
+impl state::Host for KeyedImport<'_> {
     fn get(&mut self, name: String) -> wasmtime::Result<Option<Vec<u8>>> {
         self.keyed(|c| c.get(&name))
     }
@@ -73,7 +89,7 @@ fn domain(d: timers::TimeDomain) -> TimeDomain {
     }
 }
 
-impl timers::Host for HostState {
+impl timers::Host for KeyedImport<'_> {
     fn register(&mut self, d: timers::TimeDomain, at: i64) -> wasmtime::Result<()> {
         self.keyed(|c| c.register_timer(domain(d), at))
     }

@@ -1,9 +1,9 @@
 //! The `log` import: a plugin's levelled messages in the host's log, with
-//! the operator's name.
+//! the operator's name. It reaches the store through [`LogView`] (wasmtime's
+//! view pattern), so it knows only what it needs.
 
-use super::engine::HostState;
 use super::generated::process::mailer::plugin::log::{self, Level};
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{HasData, Linker};
 
 /// Longest message kept; the rest is cut (a plugin cannot flood the log
 /// with one call).
@@ -12,18 +12,38 @@ const MAX_MESSAGE: usize = 4096;
 /// Lines one call may log; the rest are dropped and counted.
 pub const MAX_LINES_PER_CALL: u32 = 100;
 
-/// Adds the `log` import to `linker`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    log::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)
+/// What the `log` import reaches in a store.
+pub struct LogImport<'a> {
+    /// The operator the plugin runs in.
+    pub operator: &'a str,
+    /// The current call's lines.
+    pub budget: &'a mut LogBudget,
 }
 
-impl log::Host for HostState {
+/// A store whose plugins may log.
+pub trait LogView {
+    /// The `log` import's part of the store.
+    fn log(&mut self) -> LogImport<'_>;
+}
+
+struct Log;
+
+impl HasData for Log {
+    type Data<'a> = LogImport<'a>;
+}
+
+/// Adds the `log` import to `linker`.
+pub fn add_to_linker<T: LogView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    log::add_to_linker::<T, Log>(linker, |s| s.log())
+}
+
+impl log::Host for LogImport<'_> {
     fn log(&mut self, level: Level, mut message: String) -> wasmtime::Result<()> {
-        if self.log.lines >= MAX_LINES_PER_CALL {
-            self.log.dropped += 1;
+        if self.budget.lines >= MAX_LINES_PER_CALL {
+            self.budget.dropped += 1;
             return Ok(());
         }
-        self.log.lines += 1;
+        self.budget.lines += 1;
         if message.len() > MAX_MESSAGE {
             let mut end = MAX_MESSAGE;
             while !message.is_char_boundary(end) {
@@ -32,7 +52,7 @@ impl log::Host for HostState {
             message.truncate(end);
             message.push('…');
         }
-        let operator = &*self.operator;
+        let operator = self.operator;
         match level {
             Level::Trace => tracing::trace!(operator = %operator, "plugin: {message}"),
             Level::Debug => tracing::debug!(operator = %operator, "plugin: {message}"),

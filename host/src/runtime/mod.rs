@@ -17,6 +17,7 @@ mod spawn;
 mod stage;
 #[cfg(debug_assertions)]
 mod test_hooks;
+mod watermark;
 mod wiring;
 mod worker;
 

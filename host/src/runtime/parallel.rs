@@ -9,7 +9,7 @@ use super::worker::run_chain;
 use super::{EdgeReceiver, EdgeSender, Outlet, Shutdown, edge};
 use crate::key_group;
 use crate::metrics::StageStats;
-use crate::operator::Chain;
+use crate::operators::Chain;
 use crate::plan::Routing;
 use std::sync::Arc;
 
@@ -105,7 +105,7 @@ mod stage_tests {
     use super::super::Barrier;
     use super::*;
     use crate::batch::Batch;
-    use crate::operator::{Operator, OperatorError};
+    use crate::operators::{Operator, OperatorError};
     use crate::record::Record;
     use bytes::Bytes;
 

@@ -14,7 +14,7 @@ use crate::checkpoint::{
 };
 use crate::connectors::{ConnectorError, Sink, Source};
 use crate::metrics::{OperatorEntry, RunGraph, StageStats};
-use crate::operator::{Chain, SideOutput};
+use crate::operators::{Chain, SideOutput};
 use crate::plan::{
     Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink, OpenSource, OperatorStage, Plan,
     SinkNode,
@@ -126,7 +126,7 @@ pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Resul
             .stages
             .iter()
             .flat_map(|s| &s.operators)
-            .any(|op| matches!(&op.kind, NodeKind::Window { spec, .. } if spec.processing_time))
+            .any(|op| matches!(&op.kind, NodeKind::Window(w) if w.spec.processing_time))
             .then_some(PROCESSING_TICK),
     };
     let graph = RunGraph {
@@ -452,7 +452,7 @@ fn operator_entries(plan: &Plan) -> Vec<OperatorEntry> {
             failures: op.failures.clone(),
             calls: op.calls.clone(),
             late: match &op.kind {
-                NodeKind::Window { late_records, .. } => Some(late_records.clone()),
+                NodeKind::Window(w) => Some(w.late_records.clone()),
                 _ => None,
             },
         })

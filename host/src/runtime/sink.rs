@@ -7,7 +7,7 @@ use super::{EdgeReceiver, Message, Shutdown};
 use crate::checkpoint::{CheckpointEvent, CheckpointStore};
 use crate::connectors::Sink;
 use crate::metrics::StageStats;
-use crate::operator::SideOutput;
+use crate::operators::SideOutput;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -3,14 +3,14 @@
 //! points and checkpoint barriers — in their place between the batches.
 
 use super::stage::StageError;
+use super::watermark::WatermarkGenerator;
 use super::{Barrier, Closed, Control, Message, Outlet, Shutdown};
 use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore, SavepointRequest};
 use crate::clock::now_ms;
 use crate::connectors::{Poll, Progress, Source};
 use crate::metrics::{StageStats, Telemetry};
-use crate::operator::SideOutput;
+use crate::operators::SideOutput;
 use crate::plan::WatermarkSettings;
-use crate::time::WatermarkGenerator;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -12,7 +12,7 @@ use super::worker::run_chain;
 use super::{Control, RunError, Shutdown};
 use crate::connectors::{Sink, Source};
 use crate::metrics::{RunGraph, StageEntry, StageStats, Telemetry};
-use crate::operator::Chain;
+use crate::operators::Chain;
 use crate::plan::{OperatorStage, Producer};
 use std::sync::Arc;
 

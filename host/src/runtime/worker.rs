@@ -4,7 +4,7 @@ use super::stage::{StageError, record_count};
 use super::{EdgeReceiver, Message, Outlet};
 use crate::batch::Batch;
 use crate::metrics::StageStats;
-use crate::operator::{Chain, OperatorError};
+use crate::operators::{Chain, OperatorError};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

@@ -1,7 +1,7 @@
 //! The manifest settings of the Kafka source and sink.
 
 use crate::config_string::ConfigString;
-use crate::operator::FailurePolicy;
+use crate::operators::FailurePolicy;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -38,7 +38,7 @@ pub struct KafkaSourceSpec {
     pub bounded: bool,
     /// The largest record (key, value and headers) it passes on; a larger
     /// one follows `on_error`.
-    #[serde(default = "default_max_record_bytes")]
+    #[serde(default = "crate::connectors::config::default_max_record_bytes")]
     pub max_record_bytes: usize,
     /// How often an unbounded source looks for partitions added to its
     /// topics (read from their beginning).
@@ -125,10 +125,6 @@ pub struct KafkaSinkSpec {
 
 const fn default_linger() -> std::time::Duration {
     std::time::Duration::from_millis(5)
-}
-
-const fn default_max_record_bytes() -> usize {
-    16 << 20
 }
 
 const fn default_partition_discovery() -> std::time::Duration {

@@ -8,7 +8,7 @@
 
 use super::config::{KafkaSinkSpec, KafkaSourceSpec};
 use super::{KafkaSink, KafkaSource};
-use crate::operator::FailureHandler;
+use crate::operators::FailureHandler;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 

@@ -2,6 +2,7 @@
 //! at-least-once sink, both through librdkafka (`rdkafka`).
 
 mod config;
+mod connector;
 #[cfg(test)]
 mod credentials_test;
 mod lag;
@@ -11,16 +12,14 @@ mod source;
 mod topic_admin;
 mod transactional;
 
-pub use config::{
-    KafkaFormat, KafkaSecurity, KafkaSinkSpec, KafkaSourceSpec, SecurityProtocol, StartFrom, config_strings,
-};
+pub use config::{KafkaFormat, KafkaSecurity, KafkaSinkSpec, KafkaSourceSpec, SecurityProtocol, StartFrom};
 pub use sink::KafkaSink;
 pub use source::KafkaSource;
 pub use transactional::{TRANSACTION_TIMEOUT, TransactionalKafkaSink, committed_checkpoint};
 
 use super::ConnectorError;
 use crate::batch::Batch;
-use crate::operator::FailureHandler;
+use crate::operators::FailureHandler;
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};

@@ -15,7 +15,7 @@ use crate::batch::Batch;
 use crate::connectors::refuse;
 use crate::connectors::{ConnectorError, Poll, Source, SplitLag};
 use crate::json::field;
-use crate::operator::FailureHandler;
+use crate::operators::FailureHandler;
 use crate::record::Record;
 use bytes::Bytes;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};

@@ -15,7 +15,7 @@ use super::topic_admin::{TopicAdmin, TopicLimits};
 use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
-use crate::operator::FailureHandler;
+use crate::operators::FailureHandler;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;

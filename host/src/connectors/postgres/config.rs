@@ -1,7 +1,7 @@
 //! The manifest settings of the PostgreSQL sink.
 
 use crate::config_string::ConfigString;
-use crate::operator::FailurePolicy;
+use crate::operators::FailurePolicy;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;

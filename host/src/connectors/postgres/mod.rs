@@ -3,6 +3,7 @@
 
 mod config;
 mod connection;
+mod connector;
 mod rows;
 mod schema;
 mod sink;

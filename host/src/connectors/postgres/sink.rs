@@ -29,7 +29,7 @@ use super::rows::RowMapping;
 use super::schema;
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink, refuse};
-use crate::operator::FailureHandler;
+use crate::operators::FailureHandler;
 use bytes::Bytes;
 use futures_util::SinkExt;
 use std::pin::Pin;

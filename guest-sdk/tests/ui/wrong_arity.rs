@@ -1,0 +1,9 @@
+use mailer_sdk::{Record, Result, operator};
+
+#[operator(map)]
+fn upper(r: Record, extra: Record) -> Result<Record> {
+    let _ = extra;
+    Ok(r)
+}
+
+fn main() {}

@@ -1,0 +1,141 @@
+//! The Kafka source's and sink's manifest tables as connectors: their
+//! checks, descriptions and how each is opened.
+
+use super::config::config_strings;
+use super::{
+    KafkaFormat, KafkaSink, KafkaSinkSpec, KafkaSource, KafkaSourceSpec, TRANSACTION_TIMEOUT,
+    TransactionalKafkaSink, committed_checkpoint,
+};
+use crate::connectors::config::{
+    CommittedCheckpoint, ConfigProblem, ConfigStrings, ConnectorContext, Endpoint, OpenSink, OpenSource,
+    ProblemAt, SinkConfig, SourceConfig, fields_need_format,
+};
+use crate::operators::{FailureHandler, FailurePolicy};
+use std::time::Duration;
+
+impl SourceConfig for KafkaSourceSpec {
+    fn config_strings(&mut self) -> ConfigStrings<'_> {
+        config_strings(
+            &mut self.bootstrap_servers,
+            self.security.as_mut(),
+            &mut self.options,
+        )
+    }
+
+    fn on_error(&self) -> Option<FailurePolicy> {
+        Some(self.on_error)
+    }
+
+    fn check(&self, _: &ConnectorContext<'_>) -> Result<(), ConfigProblem> {
+        if self.topics.is_empty() {
+            return Err(ConfigProblem::field(
+                "topics",
+                "`topics` is empty: name at least one topic",
+            ));
+        }
+        if self.max_record_bytes == 0 {
+            return Err(ConfigProblem::field(
+                "max_record_bytes",
+                "max_record_bytes must be at least 1",
+            ));
+        }
+        if self.format != KafkaFormat::Json {
+            fields_need_format(
+                &self.key_field,
+                &self.timestamp_field,
+                "json",
+                "other values have no fields",
+            )?;
+        }
+        Ok(())
+    }
+
+    fn endpoint(&self, _: &ConnectorContext<'_>, name: &str) -> Endpoint<OpenSource> {
+        let description = format!(
+            "kafka topics {} (group `{}`)",
+            self.topics.join(", "),
+            self.group_id
+        );
+        let (spec, operator) = (self.clone(), name.to_owned());
+        Endpoint {
+            name: name.to_owned(),
+            description,
+            open: Box::new(move |dead_letter| {
+                let rejects = FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
+                Ok(Box::new(KafkaSource::open(&spec, rejects)?) as _)
+            }),
+        }
+    }
+}
+
+impl SinkConfig for KafkaSinkSpec {
+    fn config_strings(&mut self) -> ConfigStrings<'_> {
+        config_strings(
+            &mut self.bootstrap_servers,
+            self.security.as_mut(),
+            &mut self.options,
+        )
+    }
+
+    fn on_error(&self) -> Option<FailurePolicy> {
+        Some(self.on_error)
+    }
+
+    fn commits_with_checkpoints(&self) -> bool {
+        self.exactly_once
+    }
+
+    fn check(&self, cx: &ConnectorContext<'_>) -> Result<(), ConfigProblem> {
+        let Some(interval) = cx.checkpoint_interval.filter(|_| self.exactly_once) else {
+            return Ok(());
+        };
+        // A transaction stays open for an interval and the checkpoint
+        // after it; the brokers abort one open past the timeout.
+        let timeout = self
+            .options
+            .get("transaction.timeout.ms")
+            .and_then(|v| v.value().parse().ok())
+            .map_or(TRANSACTION_TIMEOUT, Duration::from_millis);
+        if interval * 2 > timeout {
+            return Err(ConfigProblem {
+                at: ProblemAt::Checkpoint("interval"),
+                message: format!(
+                    "the checkpoint interval ({interval:?}) must be at most half the Kafka sink's transaction timeout ({timeout:?}, `transaction.timeout.ms`): each transaction stays open for an interval and the checkpoint after it, and the brokers abort one open longer"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn endpoint(&self, cx: &ConnectorContext<'_>, name: &str) -> Endpoint<OpenSink> {
+        // What its dead letters' `mailer.operator` header names.
+        let (spec, operator, pipeline) = (self.clone(), name.to_owned(), cx.pipeline.to_owned());
+        if self.exactly_once {
+            Endpoint {
+                name: name.to_owned(),
+                description: format!("kafka topic `{}` (exactly once, transactional)", self.topic),
+                open: Box::new(move |dead_letter| {
+                    let rejects =
+                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
+                    Ok(Box::new(TransactionalKafkaSink::open(&spec, &pipeline, rejects)?) as _)
+                }),
+            }
+        } else {
+            Endpoint {
+                name: name.to_owned(),
+                description: format!("kafka topic `{}`", self.topic),
+                open: Box::new(move |dead_letter| {
+                    let rejects =
+                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
+                    Ok(Box::new(KafkaSink::open(&spec, rejects)?) as _)
+                }),
+            }
+        }
+    }
+
+    fn committed_checkpoint(&self, cx: &ConnectorContext<'_>) -> Option<CommittedCheckpoint> {
+        let (spec, pipeline) = (self.clone(), cx.pipeline.to_owned());
+        self.exactly_once
+            .then(|| Box::new(move || Ok(committed_checkpoint(&spec, &pipeline)?)) as CommittedCheckpoint)
+    }
+}

@@ -1,0 +1,152 @@
+//! `aggregate`: running count, sum, min, max and avg per key, one updated
+//! result per record (like a reduce); the accumulators live in the state
+//! backend.
+
+use crate::batch::Batch;
+use crate::operators::NativeFactory;
+use crate::operators::window::{Accumulator, AggregateKind, needs_values, number_of};
+use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::record::Record;
+use crate::state::{StateBackend, keys};
+use std::sync::Arc;
+
+/// Running aggregates per key.
+pub struct RunningAggregate {
+    name: String,
+    op: u16,
+    key_groups: u32,
+    aggregates: Vec<AggregateKind>,
+    field: Option<String>,
+    state: Box<dyn StateBackend>,
+    failure: FailureHandler,
+}
+
+/// Makes the running `aggregates` of each key over the JSON `field` of the
+/// values (the value itself when absent), for operator `name`.
+pub fn aggregate_factory(name: &str, aggregates: Vec<AggregateKind>, field: Option<String>) -> NativeFactory {
+    let name = name.to_owned();
+    Arc::new(move |ctx, failure| {
+        let state = ctx.open_state(&name)?;
+        Ok(Box::new(RunningAggregate::new(
+            &name,
+            ctx.op_index,
+            ctx.key_groups,
+            aggregates.clone(),
+            field.clone(),
+            state,
+            failure,
+        )))
+    })
+}
+
+impl RunningAggregate {
+    /// The operator `name` (state namespace `op`) computing `aggregates` of
+    /// `field` (the value itself when absent).
+    pub fn new(
+        name: &str,
+        op: u16,
+        key_groups: u32,
+        aggregates: Vec<AggregateKind>,
+        field: Option<String>,
+        state: Box<dyn StateBackend>,
+        failure: FailureHandler,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            op,
+            key_groups,
+            aggregates,
+            field,
+            state,
+            failure,
+        }
+    }
+}
+
+impl Operator for RunningAggregate {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+        crate::operators::snapshot_state(&self.name, self.state.as_mut(), dir)
+    }
+
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        let mut out = Vec::with_capacity(input.len());
+        let needs = needs_values(&self.aggregates);
+        for rec in input.into_records() {
+            let v = if needs {
+                match number_of(&rec, self.field.as_deref()) {
+                    Ok(n) => Some(n),
+                    Err(reason) => {
+                        self.failure.fail(rec, &reason)?;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            let k = keys::of_key(self.key_groups, self.op, rec.key_bytes());
+            let stored = self
+                .state
+                .get(&k)
+                .map_err(|e| OperatorError::state(&self.name, e))?;
+            let mut acc = stored.and_then(|b| Accumulator::decode(&b)).unwrap_or_default();
+            acc.add(v);
+            self.state
+                .put(&k, &acc.encode())
+                .map_err(|e| OperatorError::state(&self.name, e))?;
+            let mut json = String::from("{\"key\":");
+            json.push_str(&serde_json::Value::from(String::from_utf8_lossy(rec.key_bytes())).to_string());
+            json.push(',');
+            acc.write_json(&self.aggregates, &mut json);
+            json.push('}');
+            out.push(Record::new(rec.key, json, rec.timestamp));
+        }
+        Ok(Batch::Records(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operators::FailurePolicy;
+    use crate::state::MemoryBackend;
+    use bytes::Bytes;
+
+    #[test]
+    fn running_aggregates_per_key() {
+        let failure = FailureHandler::new("a", FailurePolicy::Skip, None, Default::default());
+        let mut a = RunningAggregate::new(
+            "a",
+            1,
+            128,
+            vec![AggregateKind::Count, AggregateKind::Sum, AggregateKind::Max],
+            Some("n".into()),
+            Box::new(MemoryBackend::default()),
+            failure,
+        );
+        let rec =
+            |k: &'static str, v: &str| Record::new(Some(Bytes::from_static(k.as_bytes())), v.to_owned(), 0);
+        let input = vec![
+            rec("x", r#"{"n":3}"#),
+            rec("y", r#"{"n":1}"#),
+            rec("x", r#"{"n":-1}"#),
+            rec("x", "{}"),
+        ];
+        let out = a.process(Batch::Records(input)).unwrap().into_records();
+        let values: Vec<String> = out
+            .iter()
+            .map(|r| String::from_utf8(r.value.to_vec()).unwrap())
+            .collect();
+        assert_eq!(
+            values,
+            [
+                r#"{"key":"x","count":1,"sum":3,"max":3}"#,
+                r#"{"key":"y","count":1,"sum":1,"max":1}"#,
+                r#"{"key":"x","count":2,"sum":2,"max":3}"#,
+            ]
+        );
+    }
+}

@@ -1,0 +1,103 @@
+//! What making an operator instance takes: the worker's context, the
+//! operator's identity, and the error when it cannot be made. Each family
+//! (`builtin`, `wasm`, `window`) makes its own instances from these.
+
+use super::{FailureHandler, Operator, SideOutput};
+use crate::checkpoint::Restore;
+use crate::plugin::{CallStats, Grants, LoadedPlugin, PluginError, PluginInstance, PluginLimits, Sandbox};
+use crate::state::{BackendKind, SnapshotSource, StateBackend, StateError};
+use std::sync::Arc;
+
+/// Why an operator instance could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum InstantiateError {
+    /// Its plugin could not be instantiated.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// Its state backend could not be opened.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// Makes one native operator instance per worker.
+pub type NativeFactory = Arc<
+    dyn Fn(&InstanceContext<'_>, FailureHandler) -> Result<Box<dyn Operator>, InstantiateError> + Send + Sync,
+>;
+
+/// What an operator instance is given when a worker creates it.
+pub struct InstanceContext<'a> {
+    /// The dead-letter channel, if the pipeline has one.
+    pub dead_letter: Option<SideOutput>,
+    /// The late-record channel, if the pipeline has one.
+    pub late_output: Option<SideOutput>,
+    /// Where state lives.
+    pub state: &'a BackendKind,
+    /// The stage's name (names state folders).
+    pub stage: &'a str,
+    /// The worker's index in its stage.
+    pub worker: usize,
+    /// The operator's index in the pipeline (its state namespace).
+    pub op_index: u16,
+    /// The number of key groups.
+    pub key_groups: u32,
+    /// The stage's parallelism.
+    pub parallelism: usize,
+    /// The checkpoint to restore state from, if any.
+    pub restore: Option<&'a Restore>,
+}
+
+impl InstanceContext<'_> {
+    /// The state backend of operator `operator` on this worker: fresh, or
+    /// holding this worker's key groups from the checkpoint restored.
+    pub fn open_state(&self, operator: &str) -> Result<Box<dyn StateBackend>, StateError> {
+        let stage = format!("{}-{operator}", self.stage);
+        let Some(restore) = self.restore else {
+            return self.state.open(&stage, self.worker);
+        };
+        let sources: Vec<SnapshotSource> = restore
+            .metadata
+            .of_operator(operator)
+            .map(|s| SnapshotSource {
+                path: restore.dir.join(&s.path),
+                backend: s.backend.clone(),
+                same_key_groups: s.parallelism == self.parallelism && s.worker == self.worker,
+            })
+            .collect();
+        if sources.is_empty() {
+            return Err(StateError::Restore(format!(
+                "checkpoint {} has no state for operator `{operator}`",
+                restore.metadata.id
+            )));
+        }
+        let (key_groups, parallelism, worker) = (self.key_groups, self.parallelism, self.worker);
+        let owns =
+            move |kg: u16| crate::key_group::worker_of(u32::from(kg), key_groups, parallelism) == worker;
+        self.state.restore(&stage, self.worker, &sources, &owns)
+    }
+}
+
+/// The operator an instance is made for: its name and what all of its
+/// workers share.
+pub struct OperatorIdentity<'a> {
+    /// Its unique name.
+    pub name: &'a str,
+    /// Its plugin calls, counted over all workers.
+    pub calls: &'a Arc<CallStats>,
+    /// What its plugin may reach.
+    pub grants: &'a Arc<Grants>,
+}
+
+impl OperatorIdentity<'_> {
+    /// An instance of `plugin` in this operator's sandbox, counting its calls.
+    pub fn plugin_instance(
+        &self,
+        plugin: &Arc<LoadedPlugin>,
+        limits: PluginLimits,
+    ) -> Result<PluginInstance, PluginError> {
+        let sandbox = Sandbox {
+            operator: self.name.to_owned(),
+            grants: self.grants.clone(),
+        };
+        Ok(PluginInstance::sandboxed(plugin.clone(), limits, sandbox)?.with_calls(self.calls.clone()))
+    }
+}

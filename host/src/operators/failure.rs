@@ -1,0 +1,167 @@
+//! The failure policy of an operator: what happens to a record it traps,
+//! times out or returns an error on.
+
+use super::{OperatorError, SideOutput};
+use crate::record::Record;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Header carrying the reason on a dead-lettered record.
+pub const REASON_HEADER: &str = "mailer.error";
+/// Header carrying the operator's name on a dead-lettered record.
+pub const OPERATOR_HEADER: &str = "mailer.operator";
+
+/// What to do with a record an operator fails on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailurePolicy {
+    /// Stop the pipeline with an error naming the operator, record and reason.
+    #[default]
+    Fail,
+    /// Drop the record (counted and logged).
+    Skip,
+    /// Send the record with the reason to the pipeline's `dead_letter` sink.
+    DeadLetter,
+}
+
+/// Counts of what the policy did, shared with metrics.
+#[derive(Debug, Default)]
+pub struct FailureStats {
+    /// Records the operator was given (plugin operators count them).
+    pub records: AtomicU64,
+    /// Records the operator failed on.
+    pub failures: AtomicU64,
+    /// Records dropped by `skip`.
+    pub skipped: AtomicU64,
+    /// Records sent to the dead-letter sink.
+    pub dead_lettered: AtomicU64,
+}
+
+/// Applies one operator's failure policy.
+#[derive(Debug, Clone)]
+pub struct FailureHandler {
+    operator: Arc<str>,
+    policy: FailurePolicy,
+    dead_letter: Option<SideOutput>,
+    stats: Arc<FailureStats>,
+}
+
+impl FailureHandler {
+    /// A handler for `operator`; `dead_letter` must be set for `DeadLetter`.
+    pub fn new(
+        operator: &str,
+        policy: FailurePolicy,
+        dead_letter: Option<SideOutput>,
+        stats: Arc<FailureStats>,
+    ) -> Self {
+        Self {
+            operator: operator.into(),
+            policy,
+            dead_letter,
+            stats,
+        }
+    }
+
+    /// The counts shared with metrics.
+    pub fn stats(&self) -> &Arc<FailureStats> {
+        &self.stats
+    }
+
+    /// The operator was given `n` more records.
+    pub fn count_records(&self, n: usize) {
+        self.stats.records.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Handles one failed record.
+    pub fn fail(&self, mut record: Record, reason: &str) -> Result<(), OperatorError> {
+        self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        match (self.policy, &self.dead_letter) {
+            (FailurePolicy::Fail, _) => Err(OperatorError::RecordFailed {
+                operator: self.operator.to_string(),
+                record: preview(&record),
+                reason: reason.to_owned(),
+            }),
+            (FailurePolicy::Skip, _) => {
+                self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(operator = %self.operator, record = %preview(&record), %reason, "record skipped");
+                Ok(())
+            }
+            (FailurePolicy::DeadLetter, Some(tx)) => {
+                tracing::warn!(operator = %self.operator, record = %preview(&record), %reason, "record dead-lettered");
+                record
+                    .headers
+                    .push((REASON_HEADER.into(), Bytes::copy_from_slice(reason.as_bytes())));
+                record.headers.push((
+                    OPERATOR_HEADER.into(),
+                    Bytes::copy_from_slice(self.operator.as_bytes()),
+                ));
+                tx.send(record).map_err(|_| OperatorError::DeadLetterClosed {
+                    operator: self.operator.to_string(),
+                })?;
+                self.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            (FailurePolicy::DeadLetter, None) => Err(OperatorError::DeadLetterClosed {
+                operator: self.operator.to_string(),
+            }),
+        }
+    }
+}
+
+/// A short printable view of a record for logs and errors: key and value as
+/// lossy UTF-8, each cut at 64 bytes.
+pub fn preview(record: &Record) -> String {
+    fn cut(b: &[u8]) -> String {
+        let s = String::from_utf8_lossy(&b[..b.len().min(64)]).into_owned();
+        if b.len() > 64 { s + "…" } else { s }
+    }
+    let mut s = String::new();
+    if let Some(k) = &record.key {
+        let _ = write!(s, "key={:?} ", cut(k));
+    }
+    let _ = write!(s, "value={:?}", cut(&record.value));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(v: &'static str) -> Record {
+        Record::new(Some(Bytes::from_static(b"k")), v, 5)
+    }
+
+    #[test]
+    fn fail_policy_names_operator_record_and_reason() {
+        let h = FailureHandler::new("parse", FailurePolicy::Fail, None, Default::default());
+        let e = h.fail(rec("x"), "not a number").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            r#"operator `parse` failed on record key="k" value="x": not a number"#
+        );
+    }
+
+    #[test]
+    fn dead_letter_adds_reason_and_operator_headers() {
+        let (tx, rx) = SideOutput::channel(1);
+        let h = FailureHandler::new("parse", FailurePolicy::DeadLetter, Some(tx), Default::default());
+        h.fail(rec("x"), "bad").unwrap();
+        let Ok(crate::operators::SideMessage::Record(r)) = rx.try_recv() else {
+            panic!("a dead letter was sent")
+        };
+        assert_eq!(r.value, "x");
+        assert_eq!(r.headers[0], (REASON_HEADER.to_string(), Bytes::from("bad")));
+        assert_eq!(r.headers[1], (OPERATOR_HEADER.to_string(), Bytes::from("parse")));
+        assert_eq!(h.stats().dead_lettered.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn skip_counts_and_drops() {
+        let h = FailureHandler::new("parse", FailurePolicy::Skip, None, Default::default());
+        h.fail(rec("x"), "bad").unwrap();
+        assert_eq!(h.stats().skipped.load(Ordering::Relaxed), 1);
+    }
+}

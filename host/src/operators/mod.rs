@@ -1,0 +1,130 @@
+//! Operators: what a stage runs on each batch, the chain a stage runs them
+//! in, and what happens to a record an operator fails on; one folder per
+//! family: [`builtin`] (no plugin), [`wasm`] (plugins of the map, filter,
+//! flat-map, reduce and process worlds) and [`window`].
+
+pub mod builtin;
+mod chain;
+mod factory;
+mod failure;
+mod side_output;
+pub mod wasm;
+pub mod window;
+
+pub use chain::Chain;
+pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity};
+pub use failure::{FailureHandler, FailurePolicy, FailureStats};
+pub use side_output::{SideMessage, SideOutput};
+
+use crate::batch::Batch;
+use crate::plugin::LoadedPlugin;
+use crate::record::Record;
+use std::sync::Arc;
+
+/// One operator instance, owned by one worker of a stage.
+pub trait Operator: Send {
+    /// The operator's name in the manifest (for logs and errors).
+    fn name(&self) -> &str;
+
+    /// Handles a batch in stream order and returns its output.
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError>;
+
+    /// Event time advanced to `watermark` (ms); may emit records.
+    fn on_watermark(&mut self, _watermark: i64, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// Processing time advanced to `now` (ms); may emit records.
+    fn on_processing_time(&mut self, _now: i64, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// The input is complete; emit what is still held back.
+    fn on_end(&mut self, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// A swap point passed: run `plugin` (of the operator's world) from now
+    /// on, keeping the state. Operators without a plugin are never asked.
+    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
+        Err(OperatorError::Swap {
+            operator: self.name().to_owned(),
+            reason: format!("it runs no plugin to replace with {}", plugin.path().display()),
+        })
+    }
+
+    /// A checkpoint barrier passed: write the operator's state into `dir`
+    /// (a folder that does not exist yet) and say whether it has any.
+    /// Stateless operators write nothing.
+    fn snapshot(&mut self, _dir: &std::path::Path) -> Result<bool, OperatorError> {
+        Ok(false)
+    }
+}
+
+/// What a keyed operator's [`Operator::snapshot`] does: writes its `state`
+/// into `dir` (it has state, even when empty).
+pub fn snapshot_state(
+    operator: &str,
+    state: &mut dyn crate::state::StateBackend,
+    dir: &std::path::Path,
+) -> Result<bool, OperatorError> {
+    state
+        .snapshot(dir)
+        .map_err(|e| OperatorError::state(operator, e))?;
+    Ok(true)
+}
+
+impl OperatorError {
+    /// The state backend of operator `operator` failed.
+    pub fn state(operator: &str, e: impl std::fmt::Display) -> Self {
+        OperatorError::State {
+            operator: operator.to_owned(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Why an operator stopped the pipeline.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// A record failed under the `fail` policy.
+    #[error("operator `{operator}` failed on record {record}: {reason}")]
+    RecordFailed {
+        /// The operator's name.
+        operator: String,
+        /// A short, printable view of the record.
+        record: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The dead-letter sink stopped, so a failing record had nowhere to go.
+    #[error("operator `{operator}` could not dead-letter a record: the dead-letter sink stopped")]
+    DeadLetterClosed {
+        /// The operator's name.
+        operator: String,
+    },
+    /// The state backend failed.
+    #[error("operator `{operator}`: state: {reason}")]
+    State {
+        /// The operator's name.
+        operator: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A swap point could not be applied.
+    #[error("operator `{operator}` could not swap its plugin: {reason}")]
+    Swap {
+        /// The operator's name.
+        operator: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The plugin could not be instantiated again after a trap.
+    #[error("operator `{operator}`: {reason}")]
+    Plugin {
+        /// The operator's name.
+        operator: String,
+        /// What went wrong.
+        reason: String,
+    },
+}

@@ -1,0 +1,37 @@
+//! Operators that run a Wasm plugin of the record worlds: map, filter and
+//! flat-map ([`WasmStateless`]), reduce ([`WasmReduce`]) and process
+//! ([`WasmProcess`]), with the retry of a failed batch record by record.
+
+mod node;
+mod process;
+mod reduce;
+mod retry;
+mod stateless;
+
+pub use node::WasmNode;
+pub use process::WasmProcess;
+pub use reduce::WasmReduce;
+pub use retry::fatal;
+pub use stateless::WasmStateless;
+
+use crate::operators::OperatorError;
+use crate::plugin::{LoadedPlugin, PluginInstance};
+
+/// Switches operator `name`'s `instance` to `plugin`, keeping its state.
+pub(crate) fn swap_instance(
+    name: &str,
+    instance: &mut PluginInstance,
+    plugin: &std::sync::Arc<LoadedPlugin>,
+) -> Result<(), OperatorError> {
+    let old = instance.swap(plugin.clone()).map_err(|e| OperatorError::Swap {
+        operator: name.to_owned(),
+        reason: e.to_string(),
+    })?;
+    tracing::debug!(
+        operator = name,
+        from = old.digest(),
+        to = plugin.digest(),
+        "plugin swapped"
+    );
+    Ok(())
+}

@@ -1,0 +1,286 @@
+//! The keyed process operator: a plugin of the process world handles each
+//! record and each due timer of a key, with the key's state and timers
+//! behind its imports.
+//!
+//! A batch is split by key (keeping each key's order) and each key's records
+//! go in one call, so a call only ever sees one key. A call's state changes
+//! are kept only when every record of it succeeded; otherwise they are
+//! dropped and the records go one per call, so a failed record changes no
+//! state and the others count once.
+//!
+//! Event-time timers fire when the watermark reaches them, processing-time
+//! timers when the source's processing-time ticks do, in time order; at the
+//! end of the input every event-time timer fires. A timer that a timer
+//! callback registers at or before the time being fired waits for the next
+//! advance.
+
+use super::retry::fatal;
+use crate::batch::Batch;
+use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::plugin::{CallError, CallMode, PluginInstance};
+use crate::plugin::{KeyedContext, TimeDomain};
+use crate::plugin::{Outcome, Raw};
+use crate::record::Record;
+use bytes::Bytes;
+use std::collections::HashMap;
+
+/// A keyed process function backed by a plugin of the process world.
+pub struct WasmProcess {
+    name: String,
+    instance: PluginInstance,
+    mode: CallMode,
+    failure: FailureHandler,
+    /// Per time domain: every timer at or before this has fired.
+    fired_upto: [i64; 2],
+}
+
+impl WasmProcess {
+    /// The operator `name` calling `instance` in `mode`, with the key's
+    /// state and timers in `keyed`.
+    pub fn new(
+        name: &str,
+        instance: PluginInstance,
+        keyed: KeyedContext,
+        mode: CallMode,
+        failure: FailureHandler,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            instance: instance.with_keyed(keyed),
+            mode,
+            failure,
+            fired_upto: [i64::MIN; 2],
+        }
+    }
+
+    fn ctx(&mut self) -> &mut KeyedContext {
+        self.instance
+            .keyed()
+            .expect("a process operator's instance holds keyed state")
+    }
+
+    /// Ends a call: keeps its state changes when `ok`, drops them otherwise.
+    /// A backend failure during the call stops the operator.
+    fn finish(&mut self, ok: bool) -> Result<(), OperatorError> {
+        let name = self.name.clone();
+        let ctx = self.ctx();
+        if let Some(e) = ctx.take_backend_error() {
+            ctx.abort();
+            return Err(OperatorError::state(&name, e));
+        }
+        if ok {
+            ctx.commit().map_err(|e| OperatorError::state(&name, e))
+        } else {
+            ctx.abort();
+            Ok(())
+        }
+    }
+
+    /// One key's records: one call for all, or one per record when that
+    /// call (or any record of it) failed.
+    fn key_records(
+        &mut self,
+        key: &[u8],
+        records: Vec<Record>,
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
+        let records = match self.mode {
+            CallMode::Record => records,
+            CallMode::Batch => {
+                let batch = Batch::Records(records);
+                self.ctx().enter(key);
+                let result = self
+                    .instance
+                    .batch_outcomes(&batch.encode(), batch.len())
+                    .map_err(|e| fatal(&self.name, e))?;
+                let reason = match result {
+                    Ok(outcomes) => match outcomes.items().iter().find_map(|r| match r {
+                        Raw::Failed(m) => Some(outcomes.message(*m)),
+                        _ => None,
+                    }) {
+                        None => {
+                            self.finish(true)?;
+                            let mut spans = Vec::new();
+                            for raw in outcomes.items() {
+                                if let Raw::Records { first, count } = *raw {
+                                    spans.extend_from_slice(outcomes.nested(first, count));
+                                }
+                            }
+                            out.extend(Batch::Encoded(outcomes.encoded(spans)).into_records());
+                            return Ok(());
+                        }
+                        Some(reason) => reason,
+                    },
+                    Err(reason) => reason,
+                };
+                self.finish(false)?;
+                if batch.len() > 1 {
+                    tracing::warn!(operator = %self.name, %reason, records = batch.len(),
+                        "call failed; retrying its records one by one");
+                }
+                batch.into_records()
+            }
+        };
+        for rec in records {
+            self.one_record(key, rec, out)?;
+        }
+        Ok(())
+    }
+
+    fn one_record(&mut self, key: &[u8], rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        self.ctx().enter(key);
+        let outcome = match self.mode {
+            CallMode::Record => self.instance.one_outcome(&rec, None),
+            CallMode::Batch => {
+                let input = Batch::Records(vec![rec.clone()]).encode().into_owned();
+                self.instance
+                    .batch_outcomes(&input, 1)
+                    .map(|r| r.and_then(|o| o.owned(0)))
+            }
+        }
+        .map_err(|e| fatal(&self.name, e))?;
+        match outcome {
+            Ok(Outcome::Records(records)) => {
+                self.finish(true)?;
+                out.extend(records);
+            }
+            Ok(_) => unreachable!("decoded by the process world"),
+            Err(reason) => {
+                self.finish(false)?;
+                self.failure.fail(rec, &reason)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fires every timer of `domain` due at `upto`, in time order.
+    fn fire(&mut self, domain: TimeDomain, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        let i = domain.index();
+        let next = self.fired_upto[i].saturating_add(1);
+        let from = self
+            .ctx()
+            .take_earliest_timer(domain)
+            .map_or(next, |t| t.min(next));
+        self.fired_upto[i] = self.fired_upto[i].max(upto);
+        if from > upto {
+            return Ok(());
+        }
+        let name = self.name.clone();
+        let due = self
+            .ctx()
+            .take_due_timers(domain, from, upto)
+            .map_err(|e| OperatorError::state(&name, e))?;
+        for (at, key) in due {
+            self.ctx().enter(&key);
+            let result = match self.instance.call_on_timer(&key, domain, at) {
+                Ok(result) => result,
+                Err(CallError::Instantiate(e)) => return Err(fatal(&self.name, e)),
+                Err(e) => Err(e.to_string()),
+            };
+            match result {
+                Ok(records) => {
+                    self.finish(true)?;
+                    out.extend(records);
+                }
+                Err(reason) => {
+                    self.finish(false)?;
+                    self.failure.fail(timer_record(key, domain, at), &reason)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a failed timer looks like to the failure policy (and the dead-letter
+/// sink): the key, and the timer as the value.
+fn timer_record(key: Vec<u8>, domain: TimeDomain, at: i64) -> Record {
+    let domain = match domain {
+        TimeDomain::EventTime => "event-time",
+        TimeDomain::ProcessingTime => "processing-time",
+    };
+    let value = format!(r#"{{"timer":{at},"domain":"{domain}"}}"#);
+    Record::new(Some(Bytes::from(key)), value, at)
+}
+
+/// The records of a batch grouped by key, keys in order of first
+/// appearance, each key's records in order.
+fn by_key(records: Vec<Record>) -> Vec<(Bytes, Vec<Record>)> {
+    let mut slot: HashMap<Bytes, usize> = HashMap::new();
+    let mut groups: Vec<(Bytes, Vec<Record>)> = Vec::new();
+    for rec in records {
+        let key = rec.key.clone().unwrap_or_default();
+        let i = *slot.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(rec);
+    }
+    groups
+}
+
+impl Operator for WasmProcess {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn swap_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+    ) -> Result<(), OperatorError> {
+        super::swap_instance(&self.name, &mut self.instance, plugin)
+    }
+
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        self.failure.count_records(input.len());
+        let mut out = Vec::new();
+        for (key, records) in by_key(input.into_records()) {
+            self.key_records(&key, records, &mut out)?;
+        }
+        Ok(Batch::Records(out))
+    }
+
+    fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        self.ctx().set_watermark(watermark);
+        self.fire(TimeDomain::EventTime, watermark, out)
+    }
+
+    fn on_processing_time(&mut self, now: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        self.fire(TimeDomain::ProcessingTime, now, out)
+    }
+
+    fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        self.ctx().set_watermark(i64::MAX);
+        self.fire(TimeDomain::EventTime, i64::MAX, out)
+    }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+        let name = self.name.clone();
+        self.ctx()
+            .snapshot(dir)
+            .map_err(|e| OperatorError::state(&name, e))?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping_keeps_each_keys_order() {
+        let rec = |k: &'static str, v: &'static str| Record::new(Some(Bytes::from(k)), v, 0);
+        let groups = by_key(vec![rec("a", "1"), rec("b", "2"), rec("a", "3")]);
+        let shown: Vec<(Bytes, Vec<Bytes>)> = groups
+            .into_iter()
+            .map(|(k, rs)| (k, rs.into_iter().map(|r| r.value).collect()))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                (Bytes::from("a"), vec![Bytes::from("1"), Bytes::from("3")]),
+                (Bytes::from("b"), vec![Bytes::from("2")]),
+            ]
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! Map, filter and flat-map operators backed by a plugin.
+
+use super::retry::{self, PluginCalls, fatal};
+use crate::batch::Batch;
+use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::plugin::{CallMode, PluginInstance, World};
+use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
+use crate::record::Record;
+
+/// A stateless operator whose logic is a plugin of the map, filter or
+/// flat-map world. In batch mode its output stays encoded, so the next
+/// plugin of the chain takes it without a decode.
+pub struct WasmStateless {
+    name: String,
+    instance: PluginInstance,
+    mode: CallMode,
+    failure: FailureHandler,
+}
+
+impl WasmStateless {
+    /// The operator `name` calling `instance` in `mode`.
+    pub fn new(name: &str, instance: PluginInstance, mode: CallMode, failure: FailureHandler) -> Self {
+        Self {
+            name: name.to_owned(),
+            instance,
+            mode,
+            failure,
+        }
+    }
+
+    /// Applies a whole batch's outcomes; failed records go to the policy.
+    fn apply_all(&self, input: Batch, outcomes: &Outcomes) -> Result<Batch, OperatorError> {
+        let fail = |i: usize, m| self.failure.fail(input.record(i), &outcomes.message(m));
+        if self.instance.plugin().world() == World::Filter {
+            let mut keep = Vec::with_capacity(input.len());
+            for (i, raw) in outcomes.items().iter().enumerate() {
+                keep.push(match *raw {
+                    Raw::Keep(k) => k,
+                    Raw::Failed(m) => {
+                        fail(i, m)?;
+                        false
+                    }
+                    _ => unreachable!("parsed as a filter output"),
+                });
+            }
+            return Ok(input.select(&keep));
+        }
+        let mut spans = Vec::with_capacity(input.len());
+        for (i, raw) in outcomes.items().iter().enumerate() {
+            match *raw {
+                Raw::Record(s) => spans.push(s),
+                Raw::Records { first, count } => spans.extend_from_slice(outcomes.nested(first, count)),
+                Raw::Failed(m) => fail(i, m)?,
+                _ => unreachable!("parsed as a map or flat-map output"),
+            }
+        }
+        Ok(Batch::Encoded(outcomes.encoded(spans)))
+    }
+
+    /// One record's outcome, alone (per-record mode, or after a failed
+    /// batch call).
+    fn one(&mut self, rec: &Record) -> Result<RecordOutcome, OperatorError> {
+        let res = match self.mode {
+            CallMode::Record => self.instance.one_outcome(rec, None),
+            CallMode::Batch => {
+                let input = Batch::Records(vec![rec.clone()]).encode().into_owned();
+                self.instance
+                    .batch_outcomes(&input, 1)
+                    .map(|r| r.and_then(|o| o.owned(0)))
+            }
+        };
+        res.map_err(|e| fatal(&self.name, e))
+    }
+
+    fn apply_one(
+        &self,
+        rec: Record,
+        outcome: RecordOutcome,
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
+        match outcome {
+            Ok(Outcome::Record(r)) => out.push(r),
+            Ok(Outcome::Keep(keep)) => {
+                if keep {
+                    out.push(rec);
+                }
+            }
+            Ok(Outcome::Records(rs)) => out.extend(rs),
+            Ok(Outcome::Accumulator(_)) => unreachable!("decoded by a stateless world"),
+            Err(reason) => self.failure.fail(rec, &reason)?,
+        }
+        Ok(())
+    }
+}
+
+impl PluginCalls for WasmStateless {
+    fn operator_name(&self) -> &str {
+        &self.name
+    }
+
+    fn call_mode(&self) -> CallMode {
+        self.mode
+    }
+
+    fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
+        match self.instance.batch_outcomes(&input.encode(), input.len()) {
+            Err(e) => Err(fatal(&self.name, e)),
+            Ok(Ok(outcomes)) => self.apply_all(input, &outcomes).map(Ok),
+            Ok(Err(reason)) => Ok(Err((reason, input))),
+        }
+    }
+
+    fn single(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        let outcome = self.one(&rec)?;
+        self.apply_one(rec, outcome, out)
+    }
+}
+
+impl Operator for WasmStateless {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn swap_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+    ) -> Result<(), OperatorError> {
+        super::swap_instance(&self.name, &mut self.instance, plugin)
+    }
+
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        self.failure.count_records(input.len());
+        retry::process(self, input)
+    }
+}

@@ -1,0 +1,354 @@
+//! Hot swap of plugins while the pipeline runs: a new version is compiled
+//! and checked against its operator's world off the hot path, kept in the
+//! plugin store by digest, and handed to the source as a swap point (see
+//! `runtime::message`); every worker switches when the point reaches it,
+//! keeping its state. A swapped-in version is on probation and rolled back
+//! when too many records fail. The admin API is its HTTP face.
+
+mod views;
+
+pub use views::{OperatorView, PluginView, SwapRecord, SwapStatus};
+
+use crate::operators::FailureStats;
+use crate::plan::PluginOperator;
+use crate::plugin::{LoadedPlugin, PluginEngine, World};
+use crate::runtime::SwapPoint;
+use crate::runtime::{Control, Shutdown};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Why a swap was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum SwapError {
+    /// No operator of that name runs a plugin.
+    #[error("no operator `{0}` with a plugin in this pipeline (see GET /api/operators)")]
+    NoOperator(String),
+    /// The new version does not load, or implements another world.
+    #[error("operator `{operator}`: {reason}")]
+    Refused {
+        /// The operator.
+        operator: String,
+        /// Why.
+        reason: String,
+    },
+    /// A rollback with no earlier version.
+    #[error("operator `{0}` runs its first version: there is nothing to roll back to")]
+    NothingToRollBack(String),
+}
+
+/// A swap of the history with its point in the stream.
+struct Entry {
+    record: SwapRecord,
+    point: Arc<SwapPoint>,
+}
+
+impl Entry {
+    /// The record, its status as of now.
+    fn now(&self) -> SwapRecord {
+        let applied = self.point.applied.load(Ordering::Relaxed);
+        SwapRecord {
+            status: if applied >= self.record.workers {
+                SwapStatus::Applied
+            } else {
+                SwapStatus::Pending
+            },
+            applied_workers: applied,
+            ..self.record.clone()
+        }
+    }
+}
+
+struct Versions {
+    world: World,
+    current: Arc<LoadedPlugin>,
+    previous: Vec<Arc<LoadedPlugin>>,
+    failures: Arc<FailureStats>,
+    workers: usize,
+}
+
+/// How a swapped-in version is watched: over its first `records`, more
+/// than `share` of them failing rolls it back.
+#[derive(Debug, Clone, Copy)]
+pub struct Probation {
+    /// Records watched.
+    pub records: u64,
+    /// The share of failures that rolls back.
+    pub share: f64,
+}
+
+/// The swaps of one running pipeline.
+pub struct Swaps {
+    pipeline: String,
+    engine: Arc<PluginEngine>,
+    shutdown: Shutdown,
+    control: Control,
+    store: PathBuf,
+    probation: Probation,
+    operators: Mutex<BTreeMap<String, Versions>>,
+    history: Mutex<Vec<Entry>>,
+    next_id: AtomicU64,
+}
+
+impl Swaps {
+    /// Swaps for the plugin `operators` of `pipeline`, keeping uploaded
+    /// versions in `store`, each new version on `probation`.
+    pub fn new(
+        pipeline: &str,
+        engine: Arc<PluginEngine>,
+        (shutdown, control): (Shutdown, Control),
+        store: PathBuf,
+        probation: Probation,
+        operators: impl IntoIterator<Item = PluginOperator>,
+    ) -> Self {
+        let operators = operators
+            .into_iter()
+            .map(|op| {
+                (
+                    op.name,
+                    Versions {
+                        world: op.plugin.world(),
+                        current: op.plugin,
+                        previous: Vec::new(),
+                        failures: op.failures,
+                        workers: op.workers,
+                    },
+                )
+            })
+            .collect();
+        Self {
+            pipeline: pipeline.to_owned(),
+            engine,
+            shutdown,
+            control,
+            store,
+            probation,
+            operators: Mutex::new(operators),
+            history: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The plugin operators and their versions.
+    pub fn operators(&self) -> Vec<OperatorView> {
+        let operators = self.operators.lock().expect("operators lock");
+        operators
+            .iter()
+            .map(|(name, v)| OperatorView {
+                name: name.clone(),
+                world: v.world.to_string(),
+                plugin: PluginView::of(&v.current),
+                previous: v.previous.iter().rev().map(|p| PluginView::of(p)).collect(),
+            })
+            .collect()
+    }
+
+    /// The pipeline's name.
+    pub fn pipeline(&self) -> &str {
+        &self.pipeline
+    }
+
+    /// Every swap so far, oldest first.
+    pub fn history(&self) -> Vec<SwapRecord> {
+        self.history
+            .lock()
+            .expect("history lock")
+            .iter()
+            .map(Entry::now)
+            .collect()
+    }
+
+    /// Swaps `operator` to the component in `bytes`: stored by digest,
+    /// compiled, checked against the operator's world, then put in the
+    /// stream, and watched over its probation. Blocking (compiling takes
+    /// tens of milliseconds).
+    pub fn swap(self: &Arc<Self>, operator: &str, bytes: &[u8]) -> Result<SwapRecord, SwapError> {
+        let (world, fueled) = self.kind_of(operator)?;
+        let refused = |reason: String| SwapError::Refused {
+            operator: operator.to_owned(),
+            reason,
+        };
+        let path = self
+            .stored(bytes)
+            .map_err(|e| refused(format!("storing the component: {e}")))?;
+        let plugin = self
+            .engine
+            .load_with(&path, world, operator, fueled)
+            .map_err(|e| refused(e.to_string()))?;
+        if plugin.world() != world {
+            return Err(refused(format!(
+                "the new version implements the {} world, the running one the {world} world",
+                plugin.world()
+            )));
+        }
+        let counts = self.counts(operator)?;
+        let record = self.switch(operator, plugin, Change::Swap)?;
+        let swaps = Arc::clone(self);
+        let (operator, id) = (operator.to_owned(), record.id);
+        std::thread::Builder::new()
+            .name("swap-probation".into())
+            .spawn(move || swaps.watch(&operator, id, counts))
+            .map_err(|e| refused(format!("cannot watch the new version: {e}")))?;
+        Ok(record)
+    }
+
+    /// The operator's counts now: (records, failures).
+    fn counts(&self, operator: &str) -> Result<(u64, u64), SwapError> {
+        let operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        Ok((
+            v.failures.records.load(Ordering::Relaxed),
+            v.failures.failures.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Watches swap `id` of `operator` from the counts at its request until
+    /// its probation's records passed, rolling it back when more than the
+    /// allowed share of them failed. Ends early when another swap of the
+    /// operator follows, or the pipeline stops.
+    fn watch(&self, operator: &str, id: u64, (records0, failures0): (u64, u64)) {
+        let allowed = (self.probation.share * self.probation.records as f64).floor() as u64;
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let newest = self
+                .history
+                .lock()
+                .expect("history lock")
+                .iter()
+                .rev()
+                .find(|e| e.record.operator == operator)
+                .map(|e| e.record.id);
+            if newest != Some(id) || self.shutdown.is_cancelled() {
+                return;
+            }
+            let Ok((records, failures)) = self.counts(operator) else {
+                return;
+            };
+            let (seen, failed) = (records - records0, failures - failures0);
+            if failed > allowed {
+                tracing::warn!(
+                    pipeline = %self.pipeline,
+                    operator,
+                    failed,
+                    seen,
+                    "the new plugin version failed too often on probation: rolling it back"
+                );
+                if let Err(e) = self.roll_back(operator, Change::AutomaticRollback) {
+                    tracing::error!(operator, error = %e, "the automatic rollback failed");
+                }
+                return;
+            }
+            if seen >= self.probation.records {
+                tracing::info!(
+                    operator,
+                    failed,
+                    seen,
+                    "the new plugin version passed its probation"
+                );
+                return;
+            }
+        }
+    }
+
+    /// Swaps `operator` back to the version before the running one.
+    pub fn rollback(&self, operator: &str) -> Result<SwapRecord, SwapError> {
+        self.roll_back(operator, Change::Rollback)
+    }
+
+    fn roll_back(&self, operator: &str, change: Change) -> Result<SwapRecord, SwapError> {
+        let previous = {
+            let mut operators = self.operators.lock().expect("operators lock");
+            let v = operators
+                .get_mut(operator)
+                .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+            v.previous
+                .pop()
+                .ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?
+        };
+        self.switch(operator, previous, change)
+    }
+
+    /// The operator's world, and whether its plugins count fuel.
+    fn kind_of(&self, operator: &str) -> Result<(World, bool), SwapError> {
+        let operators = self.operators.lock().expect("operators lock");
+        operators
+            .get(operator)
+            .map(|v| (v.world, v.current.fueled()))
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))
+    }
+
+    /// Writes `bytes` to the store as `<digest>.wasm` (once) and returns
+    /// its path.
+    fn stored(&self, bytes: &[u8]) -> std::io::Result<PathBuf> {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let path = self.store.join(format!("{digest}.wasm"));
+        if !path.is_file() {
+            std::fs::create_dir_all(&self.store)?;
+            let tmp = self.store.join(format!("{digest}.tmp"));
+            std::fs::write(&tmp, bytes)?;
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+        }
+        Ok(path)
+    }
+
+    fn switch(
+        &self,
+        operator: &str,
+        plugin: Arc<LoadedPlugin>,
+        change: Change,
+    ) -> Result<SwapRecord, SwapError> {
+        let rollback = change != Change::Swap;
+        let mut operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get_mut(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        let old = std::mem::replace(&mut v.current, plugin.clone());
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let point = Arc::new(SwapPoint::new(id, operator, plugin.clone()));
+        let record = SwapRecord {
+            id,
+            operator: operator.to_owned(),
+            from: old.digest().to_owned(),
+            to: plugin.digest().to_owned(),
+            rollback,
+            automatic: change == Change::AutomaticRollback,
+            requested_at_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            status: SwapStatus::Pending,
+            applied_workers: 0,
+            workers: v.workers,
+        };
+        if !rollback {
+            v.previous.push(old);
+        }
+        self.control.request_swap(point.clone());
+        tracing::info!(
+            pipeline = %self.pipeline,
+            operator,
+            from = %record.from,
+            to = %record.to,
+            rollback,
+            "plugin swap requested"
+        );
+        self.history.lock().expect("history lock").push(Entry {
+            record: record.clone(),
+            point,
+        });
+        Ok(record)
+    }
+}
+
+/// What a switch is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Swap,
+    Rollback,
+    AutomaticRollback,
+}
