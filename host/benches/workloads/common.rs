@@ -1,15 +1,14 @@
 //! What the workloads share: plans, nodes, measuring and printing.
 
 use mailer::batch::Batch;
+use mailer::connectors::Endpoint;
 use mailer::connectors::{BlackholeSink, GeneratorSource};
 use mailer::manifest::defaults;
 use mailer::operators::wasm::WasmNode;
 use mailer::operators::{FailurePolicy, Operator};
+use mailer::operators::{InstanceContext, InstantiateError};
 use mailer::plan::Routing;
-use mailer::plan::{
-    Endpoint, InstanceContext, InstantiateError, NodeKind, OperatorNode, OperatorStage, Plan, SinkNode,
-    WatermarkSettings,
-};
+use mailer::plan::{NodeKind, OperatorNode, OperatorStage, Plan, SinkNode, WatermarkSettings};
 use mailer::plugin::{CallMode, PluginEngine, PluginLimits, World};
 use mailer::runtime::{RunReport, Shutdown, run};
 use mailer::state::BackendKind;

@@ -19,9 +19,10 @@
 
 use crate::common::{env_or, peak_rss_kib, plan, records, stage, wasm, wasm_at};
 use mailer::batch::Batch;
+use mailer::connectors::Endpoint;
 use mailer::connectors::{ConnectorError, Poll, Source};
 use mailer::operators::FailurePolicy;
-use mailer::plan::{Endpoint, NodeKind};
+use mailer::plan::NodeKind;
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
 use mailer::runtime::{RunReport, Shutdown, run};

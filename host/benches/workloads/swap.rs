@@ -6,9 +6,9 @@
 
 use crate::common::peak_rss_kib;
 use mailer::batch::Batch;
+use mailer::connectors::Endpoint;
 use mailer::connectors::{ConnectorError, Sink};
 use mailer::manifest::Manifest;
-use mailer::plan::Endpoint;
 use mailer::plugin::{PluginEngine, World};
 use mailer::runtime::SwapPoint;
 use mailer::runtime::{Control, Shutdown, run_with};

@@ -40,16 +40,13 @@ mod native;
 pub use launch::{LaunchError, launch};
 
 use crate::checkpoint::{CheckpointSettings, StartFrom};
-use crate::connectors::{Sink, Source};
+use crate::connectors::{Endpoint, OpenSink, Sink, Source};
 use crate::manifest::Stream as StreamRef;
 use crate::metrics::Telemetry;
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::{AggregateKind, WindowNode, WindowSpec};
-use crate::operators::{FailurePolicy, Operator};
-use crate::plan::{
-    AdminSettings, Draft, Endpoint, NativeFactory, NodeKind, OperatorNode, Placed, Plan, Step,
-    WatermarkSettings,
-};
+use crate::operators::{FailurePolicy, NativeFactory, Operator};
+use crate::plan::{AdminSettings, Draft, NodeKind, OperatorNode, Placed, Plan, Step, WatermarkSettings};
 use crate::plugin::{CallMode, LoadedPlugin, PluginEngine, PluginError, PluginLimits, World};
 use crate::record::Record;
 use crate::runtime::{Control, RunReport, Shutdown};
@@ -114,7 +111,7 @@ struct Inner {
     problems: Vec<String>,
     engine: Option<PluginEngine>,
     settings: Settings,
-    dead_letter: Option<Endpoint<crate::plan::OpenSink>>,
+    dead_letter: Option<Endpoint<OpenSink>>,
     admin: Option<AdminSettings>,
 }
 
@@ -623,7 +620,7 @@ fn node(name: &str, kind: NodeKind) -> OperatorNode {
     }
 }
 
-fn endpoint_of_sink(name: &str, sink: impl Sink + 'static) -> Endpoint<crate::plan::OpenSink> {
+fn endpoint_of_sink(name: &str, sink: impl Sink + 'static) -> Endpoint<OpenSink> {
     Endpoint {
         name: name.to_owned(),
         description: format!("{name} (built in code)"),

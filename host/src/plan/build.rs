@@ -3,10 +3,11 @@
 
 use super::AdminSettings;
 use super::draft::{Draft, Placed, Step};
-use super::{Endpoint, NativeFactory, NodeKind, OpenSink, OpenSource, OperatorNode, Plan, WatermarkSettings};
+use super::{NodeKind, OperatorNode, Plan, WatermarkSettings};
 use crate::checkpoint::CheckpointSettings;
 use crate::checkpoint::CommittedCheckpoint;
 use crate::clock::millis;
+use crate::connectors::{Endpoint, OpenSink, OpenSource};
 use crate::json::from_toml;
 use crate::manifest::{
     GrantsSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName,
@@ -14,6 +15,7 @@ use crate::manifest::{
 };
 use crate::metrics::Telemetry;
 use crate::operators::FailurePolicy;
+use crate::operators::NativeFactory;
 use crate::operators::builtin::{
     ReshapeKind, aggregate_factory, field_filter_factory, key_from_field_factory, reshape_factory,
 };

@@ -4,7 +4,8 @@
 //! the same way for both.
 
 use super::place::Placer;
-use super::{Endpoint, OpenSink, OpenSource, OperatorNode, OperatorStage, SinkNode};
+use super::{OperatorNode, OperatorStage, SinkNode};
+use crate::connectors::{Endpoint, OpenSink, OpenSource};
 use crate::manifest::Stream;
 
 /// One step of the graph.

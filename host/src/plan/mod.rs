@@ -14,11 +14,11 @@ pub use draft::{Draft, Placed, Step};
 use crate::checkpoint::{
     CheckpointSettings, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore, RestoreTarget,
 };
-pub use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
+use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use crate::operators::{FailureHandler, FailurePolicy, FailureStats, Operator, OperatorIdentity};
-pub use crate::operators::{InstanceContext, InstantiateError, NativeFactory};
+use crate::operators::{InstanceContext, InstantiateError, NativeFactory};
 use crate::plugin::{LoadedPlugin, PluginError};
 use crate::state::BackendKind;
 use std::net::SocketAddr;

@@ -12,13 +12,10 @@ use crate::checkpoint::{
     CheckpointSettings, CheckpointStats, CheckpointStore, CoordinatorSetup, Restore, WorkerCheckpoints,
     run_coordinator,
 };
-use crate::connectors::{ConnectorError, Sink, Source};
+use crate::connectors::{ConnectorError, Endpoint, OpenSink, OpenSource, Sink, Source};
 use crate::metrics::{OperatorEntry, RunGraph, StageStats};
-use crate::operators::{Chain, SideOutput};
-use crate::plan::{
-    Endpoint, InstanceContext, InstantiateError, NodeKind, OpenSink, OpenSource, OperatorStage, Plan,
-    SinkNode,
-};
+use crate::operators::{Chain, InstanceContext, InstantiateError, SideOutput};
+use crate::plan::{NodeKind, OperatorStage, Plan, SinkNode};
 use crate::state::BackendKind;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
