@@ -9,13 +9,20 @@ mod workdir;
 
 pub use workdir::Workdir;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// The repository's root.
+/// The repository's root: the workspace folder (the one with `Cargo.lock`)
+/// around the package cargo runs the test or benchmark of. Found at run
+/// time, not compile time: checkouts that share one target folder share
+/// this crate's build, which must find the checkout it runs in.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("test-support sits in the repository")
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::current_dir().expect("a current folder"));
+    start
+        .ancestors()
+        .find(|d| d.join("Cargo.lock").is_file())
+        .unwrap_or_else(|| panic!("no workspace (Cargo.lock) around {}", start.display()))
         .to_owned()
 }
 
