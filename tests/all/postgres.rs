@@ -8,7 +8,7 @@ use mailer::connectors::splitmix64;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use mailer_test_support::postgres::{TestDb, sql};
+pub use mailer_test_support::postgres::{TestDb, server, sql};
 
 const RECORDS: u64 = 60_000;
 const KEYS: u64 = 20;
@@ -532,15 +532,25 @@ fn tls_require_encrypts_and_verify_full_checks_the_certificate() {
 /// (as behind a broken network) and learns of the cut only when it next
 /// reads.
 struct Relay {
-    port: u16,
+    /// The test server's URL with the relay's address in place of the
+    /// server's.
+    url: String,
     clients: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
 }
 
 impl Relay {
     fn start() -> Self {
         use std::net::{TcpListener, TcpStream};
+        let server_url = server();
+        let authority = server_url
+            .split_once("://")
+            .map_or(server_url.as_str(), |(_, a)| a);
+        let upstream = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, a)| a)
+            .to_owned();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let url = server_url.replacen(&upstream, &listener.local_addr().unwrap().to_string(), 1);
         let clients = std::sync::Arc::new(std::sync::Mutex::new(Vec::<TcpStream>::new()));
         let kept = clients.clone();
         std::thread::spawn(move || {
@@ -548,7 +558,7 @@ impl Relay {
             let mut servers = Vec::new();
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
-                let server = TcpStream::connect("127.0.0.1:5432").unwrap();
+                let server = TcpStream::connect(&upstream).unwrap();
                 kept.lock().unwrap().push(client.try_clone().unwrap());
                 servers.push(server.try_clone().unwrap());
                 for (mut from, mut to) in [
@@ -562,11 +572,11 @@ impl Relay {
                 }
             }
         });
-        Self { port, clients }
+        Self { url, clients }
     }
 
     fn dsn(&self, db: &TestDb) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{}", self.port, db.name)
+        format!("{}/{}", self.url, db.name)
     }
 
     /// Closes every connection made so far, on the client's side.

@@ -6,6 +6,7 @@ use super::{
     KafkaFormat, KafkaSink, KafkaSinkSpec, KafkaSource, KafkaSourceSpec, TRANSACTION_TIMEOUT,
     TransactionalKafkaSink, committed_checkpoint,
 };
+use crate::connectors::Sink;
 use crate::connectors::config::{
     CommittedCheckpoint, ConfigProblem, ConfigStrings, ConnectorContext, Endpoint, OpenSink, OpenSource,
     ProblemAt, SinkConfig, SourceConfig, fields_need_format,
@@ -110,26 +111,22 @@ impl SinkConfig for KafkaSinkSpec {
     fn endpoint(&self, cx: &ConnectorContext<'_>, name: &str) -> Endpoint<OpenSink> {
         // What its dead letters' `mailer.operator` header names.
         let (spec, operator, pipeline) = (self.clone(), name.to_owned(), cx.pipeline.to_owned());
-        if self.exactly_once {
-            Endpoint {
-                name: name.to_owned(),
-                description: format!("kafka topic `{}` (exactly once, transactional)", self.topic),
-                open: Box::new(move |dead_letter| {
-                    let rejects =
-                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
-                    Ok(Box::new(TransactionalKafkaSink::open(&spec, &pipeline, rejects)?) as _)
-                }),
-            }
+        let mode = if self.exactly_once {
+            " (exactly once, transactional)"
         } else {
-            Endpoint {
-                name: name.to_owned(),
-                description: format!("kafka topic `{}`", self.topic),
-                open: Box::new(move |dead_letter| {
-                    let rejects =
-                        FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
-                    Ok(Box::new(KafkaSink::open(&spec, rejects)?) as _)
-                }),
-            }
+            ""
+        };
+        Endpoint {
+            name: name.to_owned(),
+            description: format!("kafka topic `{}`{mode}", self.topic),
+            open: Box::new(move |dead_letter| {
+                let rejects = FailureHandler::new(&operator, spec.on_error, dead_letter, Default::default());
+                Ok(if spec.exactly_once {
+                    Box::new(TransactionalKafkaSink::open(&spec, &pipeline, rejects)?) as Box<dyn Sink>
+                } else {
+                    Box::new(KafkaSink::open(&spec, rejects)?)
+                })
+            }),
         }
     }
 
