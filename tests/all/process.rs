@@ -7,9 +7,9 @@ use bytes::Bytes;
 use mailer::batch::Batch;
 use mailer::operators::wasm::WasmProcess;
 use mailer::operators::{FailureHandler, FailurePolicy, Operator};
-use mailer::plugin::{CallMode, KeyedContext, PluginEngine, PluginLimits, World};
+use mailer::plugin::{CallMode, PluginEngine, PluginLimits, World};
 use mailer::record::Record;
-use mailer::state::{BackendKind, StateBackend};
+use mailer::state::{BackendKind, KeyedContext, KeyedState, StateBackend};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -31,9 +31,7 @@ fn operator(
     };
     let instance = mailer::plugin::PluginInstance::new(plugin, limits).unwrap();
     let keyed = KeyedContext::new(
-        backend,
-        1,
-        128,
+        KeyedState::new(backend, 1, 128),
         Default::default(),
         Arc::new(move || clock.load(Ordering::Relaxed)),
     );

@@ -8,7 +8,7 @@ use mailer::checkpoint::CheckpointSettings;
 use mailer::operators::{Operator, OperatorError};
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
-use mailer::state::{BackendKind, StateBackend, keys};
+use mailer::state::{BackendKind, KeyedState};
 use std::time::Duration;
 
 const KEYS: u64 = 100_000;
@@ -41,8 +41,6 @@ fn run(name: &str, how: &str, parallelism: usize, backend: &str, checkpoints: bo
     } else {
         native("sum", |ctx| {
             Ok(Box::new(NativeSum {
-                op: ctx.op_index,
-                key_groups: ctx.key_groups,
                 state: ctx.open_state("sum")?,
             }))
         })
@@ -69,9 +67,7 @@ fn run(name: &str, how: &str, parallelism: usize, backend: &str, checkpoints: bo
 
 /// The running sum per key, in the state backend like the plugin's.
 struct NativeSum {
-    op: u16,
-    key_groups: u32,
-    state: Box<dyn StateBackend>,
+    state: KeyedState,
 }
 
 impl Operator for NativeSum {
@@ -97,13 +93,8 @@ impl Operator for NativeSum {
         // The batch's output values, split off one by one: one allocation a batch.
         let mut values = bytes::BytesMut::with_capacity(input.len() * 12);
         for r in records_of(input) {
-            k.clear();
-            keys::keyed_into(
-                &mut k,
-                keys::group(r.key_bytes(), self.key_groups),
-                self.op,
-                r.key_bytes(),
-            );
+            let key_group = self.state.key_group(r.key_bytes());
+            self.state.entry_into(&mut k, key_group, r.key_bytes(), &[]);
             let mut acc = 0i64;
             self.state
                 .read_with(&k, &mut |a| {

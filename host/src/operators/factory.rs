@@ -5,7 +5,7 @@
 use super::{FailureHandler, Operator, SideOutput};
 use crate::checkpoint::Restore;
 use crate::plugin::{CallStats, Grants, LoadedPlugin, PluginError, PluginInstance, PluginLimits, Sandbox};
-use crate::state::{BackendKind, SnapshotSource, StateBackend, StateError};
+use crate::state::{BackendKind, KeyedState, SnapshotSource, StateBackend, StateError};
 use std::sync::Arc;
 
 /// Why an operator instance could not be created.
@@ -47,9 +47,14 @@ pub struct InstanceContext<'a> {
 }
 
 impl InstanceContext<'_> {
-    /// The state backend of operator `operator` on this worker: fresh, or
+    /// The keyed state of operator `operator` on this worker: fresh, or
     /// holding this worker's key groups from the checkpoint restored.
-    pub fn open_state(&self, operator: &str) -> Result<Box<dyn StateBackend>, StateError> {
+    pub fn open_state(&self, operator: &str) -> Result<KeyedState, StateError> {
+        let backend = self.open_backend(operator)?;
+        Ok(KeyedState::new(backend, self.op_index, self.key_groups))
+    }
+
+    fn open_backend(&self, operator: &str) -> Result<Box<dyn StateBackend>, StateError> {
         let stage = format!("{}-{operator}", self.stage);
         let Some(restore) = self.restore else {
             return self.state.open(&stage, self.worker);

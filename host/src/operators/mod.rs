@@ -65,7 +65,7 @@ pub trait Operator: Send {
 /// into `dir` (it has state, even when empty).
 pub fn snapshot_state(
     operator: &str,
-    state: &mut dyn crate::state::StateBackend,
+    state: &mut crate::state::KeyedState,
     dir: &std::path::Path,
 ) -> Result<bool, OperatorError> {
     state

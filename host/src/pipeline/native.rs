@@ -5,7 +5,7 @@
 use crate::batch::Batch;
 use crate::operators::{NativeFactory, Operator, OperatorError};
 use crate::record::Record;
-use crate::state::{StateBackend, keys};
+use crate::state::KeyedState;
 use std::sync::Arc;
 
 /// What a closure operator does with one record: pushes its outputs.
@@ -54,8 +54,6 @@ pub(super) fn reduce_factory(name: &str, f: Fold) -> NativeFactory {
         Ok(Box::new(Reduce {
             state: ctx.open_state(&name)?,
             name: name.clone(),
-            op: ctx.op_index,
-            key_groups: ctx.key_groups,
             f: f.clone(),
         }) as Box<dyn Operator>)
     })
@@ -67,9 +65,7 @@ pub(super) fn reduce_factory(name: &str, f: Fold) -> NativeFactory {
 /// the `reduce` world does.
 pub(super) struct Reduce {
     name: String,
-    op: u16,
-    key_groups: u32,
-    state: Box<dyn StateBackend>,
+    state: KeyedState,
     f: Fold,
 }
 
@@ -82,7 +78,7 @@ impl Operator for Reduce {
         let mut out = Vec::with_capacity(input.len());
         let failed = |e| OperatorError::state(&self.name, e);
         for record in input.into_records() {
-            let entry = keys::of_key(self.key_groups, self.op, record.key_bytes());
+            let entry = self.state.key_entry(record.key_bytes());
             let accumulator = self.state.get(&entry).map_err(failed)?;
             let next = (self.f)(accumulator.as_deref(), &record);
             self.state.put(&entry, &next).map_err(failed)?;
@@ -92,7 +88,7 @@ impl Operator for Reduce {
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
-        crate::operators::snapshot_state(&self.name, self.state.as_mut(), dir)
+        crate::operators::snapshot_state(&self.name, &mut self.state, dir)
     }
 }
 
@@ -127,9 +123,7 @@ mod tests {
         });
         let mut op = Reduce {
             name: "sum".into(),
-            op: 1,
-            key_groups: 128,
-            state: Box::new(crate::state::MemoryBackend::default()),
+            state: KeyedState::new(Box::new(crate::state::MemoryBackend::default()), 1, 128),
             f: sum,
         };
         let rec = |k: &'static str, v: &'static str| {

@@ -22,7 +22,7 @@ pub struct HostState {
     /// What its memories and tables may hold.
     pub(super) budget: super::limiter::InstanceBudget,
     /// Keyed state and timers (process plugins only).
-    pub(super) keyed: Option<super::keyed::KeyedContext>,
+    pub(super) keyed: Option<crate::state::KeyedContext>,
     /// The operator, for the plugin's log lines.
     pub(super) operator: std::sync::Arc<str>,
     /// The `log` import's lines in the current call.

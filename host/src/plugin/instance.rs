@@ -8,11 +8,11 @@ use super::captured::CapturedOutput;
 use super::engine::HostState;
 use super::generated::{Header as WitHeader, Record as WitRecord};
 use super::generated::{aggregate, filter, flat_map, map, process, reduce, window};
-use super::keyed::KeyedContext;
 use super::loaded::{LoadedPlugin, WorldPre};
 use super::outcome::{Outcome, Outcomes, RecordOutcome};
 use super::sandbox::Grants;
 use crate::record::Record;
+use crate::state::KeyedContext;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -444,13 +444,13 @@ impl PluginInstance {
     pub fn call_on_timer(
         &mut self,
         key: &[u8],
-        domain: super::keyed::TimeDomain,
+        domain: crate::state::TimeDomain,
         at: i64,
     ) -> Result<Result<Vec<Record>, String>, CallError> {
         use process::mailer::plugin::timers::TimeDomain as Wit;
         let domain = match domain {
-            super::keyed::TimeDomain::EventTime => Wit::EventTime,
-            super::keyed::TimeDomain::ProcessingTime => Wit::ProcessingTime,
+            crate::state::TimeDomain::EventTime => Wit::EventTime,
+            crate::state::TimeDomain::ProcessingTime => Wit::ProcessingTime,
         };
         let key = (!key.is_empty()).then_some(key);
         let max = self.limits.max_outputs_per_record;

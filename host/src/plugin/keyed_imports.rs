@@ -5,7 +5,7 @@
 //! [`KeyedContext::take_backend_error`] and stops.
 
 use super::generated::process::mailer::plugin::{state, timers};
-use super::keyed::{KeyedContext, KeyedError, TimeDomain};
+use crate::state::{KeyedContext, KeyedError, MapEntries, TimeDomain};
 use wasmtime::component::{HasData, Linker};
 
 /// What the `state` and `timers` imports reach in a store: the keyed
@@ -40,7 +40,7 @@ impl KeyedImport<'_> {
             .0
             .as_deref_mut()
             .ok_or_else(|| wasmtime::Error::msg("this operator has no keyed state"))?;
-        f(ctx).map_err(|e| ctx.trap(e))
+        f(ctx).map_err(|e| wasmtime::Error::msg(ctx.fail(e)))
     }
 }
 
@@ -77,7 +77,7 @@ impl state::Host for KeyedImport<'_> {
         self.keyed(|c| c.map_remove(&name, &key))
     }
 
-    fn map_entries(&mut self, name: String) -> wasmtime::Result<super::keyed::MapEntries> {
+    fn map_entries(&mut self, name: String) -> wasmtime::Result<MapEntries> {
         self.keyed(|c| c.map_entries(&name))
     }
 }

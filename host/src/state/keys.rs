@@ -29,12 +29,6 @@ pub fn keyed_into(k: &mut Vec<u8>, key_group: u16, op: u16, key: &[u8]) {
     k.extend_from_slice(key);
 }
 
-/// The entry of operator `op` for `key`, in the key's key group out of
-/// `key_groups`.
-pub fn of_key(key_groups: u32, op: u16, key: &[u8]) -> Vec<u8> {
-    keyed(group(key, key_groups), op, key)
-}
-
 /// The key group of `key` out of `key_groups`, as stored in entries.
 pub fn group(key: &[u8], key_groups: u32) -> u16 {
     crate::key_group::of_key(key, key_groups) as u16

@@ -1,8 +1,12 @@
 //! Keyed state, owned by the host: one backend per keyed worker, bytes in,
-//! bytes out, in key order. Operators lay their entries out with
-//! [`keys`], key group first, so a worker's state splits by key group.
+//! bytes out, in key order. Every keyed operator keeps its state and timers
+//! through one service, [`KeyedState`], which lays the entries out with
+//! [`keys`], key group first, so a worker's state splits by key group; a
+//! process function's named states sit on top of it ([`KeyedContext`]).
 
 mod cached;
+mod context;
+mod keyed;
 pub mod keys;
 mod memory;
 #[cfg(feature = "rocksdb")]
@@ -10,6 +14,8 @@ mod rocks;
 pub mod snapshot;
 
 pub use cached::CachedBackend;
+pub use context::{KeyedContext, KeyedError, MapEntries};
+pub use keyed::{KeyedState, TimeDomain, Timer};
 pub use memory::MemoryBackend;
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;

@@ -12,7 +12,7 @@
 use anyhow::{Context, Result};
 use std::path::Path;
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
-use wit_parser::Resolve;
+use wit_parser::{Resolve, SourceMap, UnresolvedPackageGroup};
 
 /// What a hostile component does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,11 +139,8 @@ impl Misdeed {
             .replace("{{TRIGGER}}", &self.trigger().to_string())
             .replace("{{MISDEED}}", self.body());
         let mut module = wat::parse_str(&text).context("filter.wat")?;
-        let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit");
         let mut resolve = Resolve::default();
-        let (package, _) = resolve
-            .push_dir(&wit)
-            .with_context(|| format!("{}", wit.display()))?;
+        let package = resolve.push_group(plugin_wit()?).context("wit/")?;
         let world = resolve.select_world(&[package], Some(self.world()))?;
         embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)?;
         let component = ComponentEncoder::default()
@@ -169,9 +166,38 @@ impl Misdeed {
     }
 }
 
+/// The plugin contract (`wit/`), compiled in: a build of this crate is
+/// shared by every checkout using the same target folder, so it must not
+/// read the files of the checkout it was built in.
+fn plugin_wit() -> Result<UnresolvedPackageGroup> {
+    let mut files = SourceMap::new();
+    for (name, text) in WIT_FILES {
+        files.push_str(&format!("wit/{name}"), *text);
+    }
+    files.parse().map_err(|(_, e)| anyhow::anyhow!("wit/: {e}"))
+}
+
+/// Every file of `wit/`, by name.
+const WIT_FILES: &[(&str, &str)] = &[
+    ("aliases.wit", include_str!("../../../wit/aliases.wit")),
+    ("plugin.wit", include_str!("../../../wit/plugin.wit")),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_wit_file_is_compiled_in() {
+        let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&wit)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let compiled: Vec<&str> = WIT_FILES.iter().map(|(name, _)| *name).collect();
+        assert_eq!(on_disk, compiled, "list wit/'s files in WIT_FILES");
+    }
 
     #[test]
     fn every_misdeed_builds_a_valid_component() {

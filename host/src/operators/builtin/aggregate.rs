@@ -7,17 +7,15 @@ use crate::operators::NativeFactory;
 use crate::operators::window::{Accumulator, AggregateKind, needs_values, number_of};
 use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
-use crate::state::{StateBackend, keys};
+use crate::state::KeyedState;
 use std::sync::Arc;
 
 /// Running aggregates per key.
 pub struct RunningAggregate {
     name: String,
-    op: u16,
-    key_groups: u32,
     aggregates: Vec<AggregateKind>,
     field: Option<String>,
-    state: Box<dyn StateBackend>,
+    state: KeyedState,
     failure: FailureHandler,
 }
 
@@ -29,8 +27,6 @@ pub fn aggregate_factory(name: &str, aggregates: Vec<AggregateKind>, field: Opti
         let state = ctx.open_state(&name)?;
         Ok(Box::new(RunningAggregate::new(
             &name,
-            ctx.op_index,
-            ctx.key_groups,
             aggregates.clone(),
             field.clone(),
             state,
@@ -40,21 +36,17 @@ pub fn aggregate_factory(name: &str, aggregates: Vec<AggregateKind>, field: Opti
 }
 
 impl RunningAggregate {
-    /// The operator `name` (state namespace `op`) computing `aggregates` of
-    /// `field` (the value itself when absent).
+    /// The operator `name` computing `aggregates` of `field` (the value
+    /// itself when absent), keeping accumulators in `state`.
     pub fn new(
         name: &str,
-        op: u16,
-        key_groups: u32,
         aggregates: Vec<AggregateKind>,
         field: Option<String>,
-        state: Box<dyn StateBackend>,
+        state: KeyedState,
         failure: FailureHandler,
     ) -> Self {
         Self {
             name: name.to_owned(),
-            op,
-            key_groups,
             aggregates,
             field,
             state,
@@ -69,7 +61,7 @@ impl Operator for RunningAggregate {
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
-        crate::operators::snapshot_state(&self.name, self.state.as_mut(), dir)
+        crate::operators::snapshot_state(&self.name, &mut self.state, dir)
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
@@ -87,7 +79,7 @@ impl Operator for RunningAggregate {
             } else {
                 None
             };
-            let k = keys::of_key(self.key_groups, self.op, rec.key_bytes());
+            let k = self.state.key_entry(rec.key_bytes());
             let stored = self
                 .state
                 .get(&k)
@@ -120,11 +112,9 @@ mod tests {
         let failure = FailureHandler::new("a", FailurePolicy::Skip, None, Default::default());
         let mut a = RunningAggregate::new(
             "a",
-            1,
-            128,
             vec![AggregateKind::Count, AggregateKind::Sum, AggregateKind::Max],
             Some("n".into()),
-            Box::new(MemoryBackend::default()),
+            KeyedState::new(Box::new(MemoryBackend::default()), 1, 128),
             failure,
         );
         let rec =

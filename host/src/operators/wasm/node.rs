@@ -4,7 +4,8 @@
 use super::{WasmProcess, WasmReduce, WasmStateless};
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
 use crate::operators::{FailureHandler, Operator};
-use crate::plugin::{CallMode, KeyedContext, LoadedPlugin, PluginLimits, World};
+use crate::plugin::{CallMode, LoadedPlugin, PluginLimits, World};
+use crate::state::KeyedContext;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -34,26 +35,12 @@ impl WasmNode {
         Ok(match self.plugin.world() {
             World::Reduce => {
                 let state = ctx.open_state(name)?;
-                Box::new(WasmReduce::new(
-                    name,
-                    ctx.op_index,
-                    ctx.key_groups,
-                    instance,
-                    self.mode,
-                    failure,
-                    state,
-                ))
+                Box::new(WasmReduce::new(name, instance, self.mode, failure, state))
             }
             World::Process => {
                 let state = ctx.open_state(name)?;
-                let keyed = KeyedContext::new(
-                    state,
-                    ctx.op_index,
-                    ctx.key_groups,
-                    self.state_ttl.clone(),
-                    Arc::new(crate::clock::now_ms),
-                )
-                .with_call_limit(self.limits.memory_bytes);
+                let keyed = KeyedContext::new(state, self.state_ttl.clone(), Arc::new(crate::clock::now_ms))
+                    .with_call_limit(self.limits.memory_bytes);
                 Box::new(WasmProcess::new(name, instance, keyed, self.mode, failure))
             }
             World::Map | World::Filter | World::FlatMap => {

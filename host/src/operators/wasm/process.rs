@@ -18,9 +18,9 @@ use super::retry::fatal;
 use crate::batch::Batch;
 use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::plugin::{CallError, CallMode, PluginInstance};
-use crate::plugin::{KeyedContext, TimeDomain};
 use crate::plugin::{Outcome, Raw};
 use crate::record::Record;
+use crate::state::{KeyedContext, TimeDomain};
 use bytes::Bytes;
 use std::collections::HashMap;
 

@@ -8,8 +8,7 @@ use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::plugin::{CallMode, PluginInstance};
 use crate::plugin::{Outcome, Raw, RecordOutcome};
 use crate::record::Record;
-use crate::state::StateBackend;
-use crate::state::keys;
+use crate::state::KeyedState;
 use bytes::Bytes;
 use hashbrown::HashTable;
 use mailer_wire::Writer;
@@ -19,32 +18,26 @@ use xxhash_rust::xxh3::xxh3_64;
 /// accumulator lives in the worker's state backend.
 pub struct WasmReduce {
     name: String,
-    op: u16,
-    key_groups: u32,
     instance: PluginInstance,
     mode: CallMode,
     failure: FailureHandler,
-    state: Box<dyn StateBackend>,
+    state: KeyedState,
     /// A state key, built in place record after record.
     key_buf: Vec<u8>,
 }
 
 impl WasmReduce {
-    /// The operator `name` (state namespace `op`) calling `instance` in
-    /// `mode`, keeping accumulators in `state`.
+    /// The operator `name` calling `instance` in `mode`, keeping
+    /// accumulators in `state`.
     pub fn new(
         name: &str,
-        op: u16,
-        key_groups: u32,
         instance: PluginInstance,
         mode: CallMode,
         failure: FailureHandler,
-        state: Box<dyn StateBackend>,
+        state: KeyedState,
     ) -> Self {
         Self {
             name: name.to_owned(),
-            op,
-            key_groups,
             instance,
             mode,
             failure,
@@ -55,8 +48,8 @@ impl WasmReduce {
 
     /// Builds `key`'s state key in `key_buf`.
     fn fill_state_key(&mut self, key: &[u8]) {
-        self.key_buf.clear();
-        keys::keyed_into(&mut self.key_buf, keys::group(key, self.key_groups), self.op, key);
+        let key_group = self.state.key_group(key);
+        self.state.entry_into(&mut self.key_buf, key_group, key, &[]);
     }
 
     fn accumulator(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {
@@ -198,6 +191,6 @@ impl Operator for WasmReduce {
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
-        crate::operators::snapshot_state(&self.name, self.state.as_mut(), dir)
+        crate::operators::snapshot_state(&self.name, &mut self.state, dir)
     }
 }

@@ -37,9 +37,7 @@ impl WindowNode {
         };
         let op = WindowOperator::new(
             node.name,
-            ctx.op_index,
             self.spec.clone(),
-            ctx.key_groups,
             state,
             late,
             self.late_records.clone(),

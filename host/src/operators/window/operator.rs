@@ -16,8 +16,8 @@ use crate::clock::Clock;
 use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
-use crate::state::StateBackend;
-use crate::state::keys::{self, TIMERS};
+use crate::state::keys;
+use crate::state::{KeyedState, TimeDomain};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +27,9 @@ const FIRE: u8 = 0;
 const CLEANUP: u8 = 1;
 /// At most this many windows are finished in one call.
 const FIRED_AT_ONCE: usize = 1024;
+/// Where a window's timers are kept, whichever time it windows by: both
+/// kinds fire on the operator's one clock ([`WindowOperator::advance`]).
+const TIMERS_DOMAIN: TimeDomain = TimeDomain::EventTime;
 
 /// What a window operator computes.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,10 +60,8 @@ pub enum LatePolicy {
 /// One keyed worker's window operator.
 pub struct WindowOperator {
     name: String,
-    op: u16,
     spec: WindowSpec,
-    key_groups: u32,
-    state: Box<dyn StateBackend>,
+    state: KeyedState,
     watermark: i64,
     /// Every timer at or before this has fired.
     fired_upto: i64,
@@ -72,15 +73,11 @@ pub struct WindowOperator {
 }
 
 impl WindowOperator {
-    /// The operator `name` (state namespace `op`) over `key_groups` key
-    /// groups, keeping its state in `state`.
-    #[allow(clippy::too_many_arguments)]
+    /// The operator `name`, keeping its windows and timers in `state`.
     pub fn new(
         name: &str,
-        op: u16,
         spec: WindowSpec,
-        key_groups: u32,
-        state: Box<dyn StateBackend>,
+        state: KeyedState,
         late: LatePolicy,
         late_records: Arc<AtomicU64>,
         failure: FailureHandler,
@@ -92,10 +89,8 @@ impl WindowOperator {
         ));
         Self {
             name: name.to_owned(),
-            op,
             spec,
             function,
-            key_groups,
             state,
             watermark: i64::MIN,
             fired_upto: i64::MIN,
@@ -136,18 +131,12 @@ impl WindowOperator {
 
     /// [`acc_key`](Self::acc_key) written over `k`.
     fn acc_key_into(&self, k: &mut Vec<u8>, kg: u16, key: &[u8], w: Window) {
-        k.clear();
-        keys::keyed_into(k, kg, self.op, key);
-        k.extend_from_slice(&keys::sortable(w.start));
-        k.extend_from_slice(&keys::sortable(w.end));
+        self.state.entry_into(k, kg, key, &window_bytes(w));
     }
 
-    fn timer_key(&self, kind: u8, time: i64, kg: u16, key: &[u8], w: Window) -> Vec<u8> {
-        let mut payload = Vec::with_capacity(17);
-        payload.push(kind);
-        payload.extend_from_slice(&keys::sortable(w.start));
-        payload.extend_from_slice(&keys::sortable(w.end));
-        keys::timer(self.op, time, kg, key, &payload)
+    fn timer(&self, kind: u8, time: i64, kg: u16, key: &[u8], w: Window) -> Vec<u8> {
+        self.state
+            .timer(TIMERS_DOMAIN, time, kg, key, &timer_payload(kind, w))
     }
 
     fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, OperatorError> {
@@ -248,23 +237,19 @@ impl WindowOperator {
     /// Records a window's timers when it first gets state.
     fn register(&mut self, kg: u16, key: &[u8], w: Window) -> Result<(), OperatorError> {
         if w.max_timestamp() > self.watermark {
-            let t = self.timer_key(FIRE, w.max_timestamp(), kg, key, w);
-            self.put(&t, &[])?;
+            self.put(&self.timer(FIRE, w.max_timestamp(), kg, key, w), &[])?;
         }
         if self.spec.allowed_lateness > 0 {
             let at = w.max_timestamp().saturating_add(self.spec.allowed_lateness);
-            let t = self.timer_key(CLEANUP, at, kg, key, w);
-            self.put(&t, &[])?;
+            self.put(&self.timer(CLEANUP, at, kg, key, w), &[])?;
         }
         Ok(())
     }
 
     fn unregister(&mut self, kg: u16, key: &[u8], w: Window) -> Result<(), OperatorError> {
-        let fire = self.timer_key(FIRE, w.max_timestamp(), kg, key, w);
-        self.delete(&fire)?;
+        self.delete(&self.timer(FIRE, w.max_timestamp(), kg, key, w))?;
         let at = w.max_timestamp().saturating_add(self.spec.allowed_lateness);
-        let cleanup = self.timer_key(CLEANUP, at, kg, key, w);
-        self.delete(&cleanup)
+        self.delete(&self.timer(CLEANUP, at, kg, key, w))
     }
 
     /// The time a record counts at.
@@ -311,7 +296,7 @@ impl WindowOperator {
         for (i, rec) in records.iter().enumerate() {
             let ts = self.time_of(rec);
             let key = rec.key_bytes();
-            let kg = keys::group(key, self.key_groups);
+            let kg = self.state.key_group(key);
             let mut accepted = false;
             for w in self.spec.assigner.assign(ts) {
                 if self.too_late(w) {
@@ -421,7 +406,7 @@ impl WindowOperator {
     fn add_fixed(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
         let ts = self.time_of(&rec);
         let key = rec.key_bytes().to_vec();
-        let kg = keys::group(&key, self.key_groups);
+        let kg = self.state.key_group(&key);
         let mut accepted = false;
         for w in self.spec.assigner.assign(ts) {
             if self.too_late(w) {
@@ -449,13 +434,12 @@ impl WindowOperator {
 
     fn add_session(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
         let key = rec.key_bytes().to_vec();
-        let kg = keys::group(&key, self.key_groups);
-        let prefix = keys::keyed(kg, self.op, &key);
-        let end = keys::prefix_end(&prefix).expect("a keyed prefix starts below 0xFFFF");
+        let kg = self.state.key_group(&key);
+        let prefix = self.state.entry(kg, &key, &[]);
         let mut sessions: Vec<(Window, Vec<u8>)> = Vec::new();
         let mut bad = None;
         self.state
-            .scan(&prefix, &end, &mut |k, v| {
+            .scan_prefix(&prefix, &mut |k, v| {
                 let w = k.get(prefix.len()..).and_then(|t| {
                     Some(Window {
                         start: keys::unsortable(t.get(..8)?)?,
@@ -532,29 +516,15 @@ impl WindowOperator {
     /// registered after the current watermark, so the scan starts where the
     /// last one ended (and never walks over the deleted ones before it).
     fn fire(&mut self, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        let from = keys::timers_until(self.op, self.fired_upto.saturating_add(1));
+        let from = self.fired_upto.saturating_add(1);
         self.fired_upto = upto;
-        let to = match upto.checked_add(1) {
-            Some(t) => keys::timers_until(self.op, t),
-            None => {
-                let mut p = TIMERS.to_be_bytes().to_vec();
-                p.extend_from_slice(&self.op.to_be_bytes());
-                keys::prefix_end(&p).unwrap_or_else(|| vec![0xFF; 5])
-            }
-        };
-        let mut due = Vec::new();
-        self.state
-            .scan(&from, &to, &mut |k, _| {
-                due.push(k.to_vec());
-                true
-            })
+        let due = self
+            .state
+            .take_due_timers(TIMERS_DOMAIN, from, upto)
             .map_err(|e| OperatorError::state(&self.name, e))?;
         let mut fired = Vec::new();
         for t in due {
-            self.delete(&t)?;
-            let Some((_, kg, key, payload)) = keys::parse_timer(&t) else {
-                continue;
-            };
+            let (key, payload) = (t.key(), t.payload());
             let (Some(&kind), Some(start), Some(end)) = (
                 payload.first(),
                 payload.get(1..9).and_then(keys::unsortable),
@@ -563,7 +533,7 @@ impl WindowOperator {
                 continue;
             };
             let w = Window { start, end };
-            let k = self.acc_key(kg, key, w);
+            let k = self.acc_key(t.key_group, key, w);
             if kind == FIRE {
                 if let Some(acc) = self.get(&k)? {
                     fired.push((key.to_vec(), w, acc));
@@ -636,8 +606,23 @@ impl Operator for WindowOperator {
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
-        crate::operators::snapshot_state(&self.name, self.state.as_mut(), dir)
+        crate::operators::snapshot_state(&self.name, &mut self.state, dir)
     }
+}
+
+/// A window as 16 bytes that sort by start, then end.
+fn window_bytes(w: Window) -> [u8; 16] {
+    let mut b = [0; 16];
+    b[..8].copy_from_slice(&keys::sortable(w.start));
+    b[8..].copy_from_slice(&keys::sortable(w.end));
+    b
+}
+
+/// What a window's timer carries: its kind and the window.
+fn timer_payload(kind: u8, w: Window) -> [u8; 17] {
+    let mut p = [kind; 17];
+    p[1..].copy_from_slice(&window_bytes(w));
+    p
 }
 
 #[cfg(test)]

@@ -48,10 +48,8 @@ fn operator(spec: WindowSpec) -> WindowOperator {
 fn operator_failing_to(spec: WindowSpec, failure: FailureHandler) -> WindowOperator {
     WindowOperator::new(
         "w",
-        1,
         spec,
-        128,
-        Box::new(MemoryBackend::default()),
+        KeyedState::new(Box::new(MemoryBackend::default()), 1, 128),
         LatePolicy::Drop,
         Arc::default(),
         failure,

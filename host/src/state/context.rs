@@ -1,5 +1,6 @@
-//! The state and timers a keyed plugin reaches through its imports, scoped
-//! by the host to one operator and one key at a time.
+//! The named states and timers of a keyed process function, scoped by the
+//! host to one key at a time: what a process plugin reaches through its
+//! imports, kept in the operator's [`KeyedState`].
 //!
 //! A call sees its own writes at once, but they reach the backend only when
 //! the call succeeds ([`KeyedContext::commit`]); a trap, a missed deadline
@@ -11,11 +12,9 @@
 //! kind  := 0 value | 1 list (sub: none for the length, seq:u64 per item) | 2 map (sub: map key)
 //! ```
 //! A state with a time-to-live stores `expires_at:i64` before each value.
-//! Event-time timers are timer entries of namespace `op`, processing-time
-//! ones of `op | 0x8000`.
 
+use super::{KeyedState, StateError, TimeDomain};
 use crate::clock::Clock;
-use crate::state::{StateBackend, StateError, keys};
 use std::collections::{BTreeMap, HashMap};
 
 const VALUE: u8 = 0;
@@ -25,39 +24,21 @@ const MAP: u8 = 2;
 /// The entries of a map state: (key, value) pairs in key order.
 pub type MapEntries = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// A timer's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TimeDomain {
-    /// Fires when the watermark passes it.
-    EventTime,
-    /// Fires when the wall clock passes it.
-    ProcessingTime,
-}
-
-impl TimeDomain {
-    /// Its slot in per-domain arrays.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
-
 /// Why a state call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyedError {
     /// The backend failed: the operator stops.
     #[error(transparent)]
     Backend(#[from] StateError),
-    /// The plugin called state outside a record or timer, or with a bad
-    /// argument: the call traps.
+    /// The function called state outside a record or timer, or with a bad
+    /// argument: the call fails.
     #[error("{0}")]
     Refused(String),
 }
 
-/// One keyed plugin operator's state, timers and the key in scope.
+/// One keyed process operator's state, timers and the key in scope.
 pub struct KeyedContext {
-    backend: Box<dyn StateBackend>,
-    op: u16,
-    key_groups: u32,
+    state: KeyedState,
     ttl: HashMap<String, i64>,
     clock: Clock,
     scope: Option<(u16, Vec<u8>)>,
@@ -75,19 +56,11 @@ pub struct KeyedContext {
 }
 
 impl KeyedContext {
-    /// The state of operator `op` in `backend`, with a time-to-live in ms per
-    /// state name in `ttl`, reading processing time from `clock`.
-    pub fn new(
-        backend: Box<dyn StateBackend>,
-        op: u16,
-        key_groups: u32,
-        ttl: HashMap<String, i64>,
-        clock: Clock,
-    ) -> Self {
+    /// The named states and timers kept in `state`, with a time-to-live in
+    /// ms per state name in `ttl`, reading processing time from `clock`.
+    pub fn new(state: KeyedState, ttl: HashMap<String, i64>, clock: Clock) -> Self {
         Self {
-            backend,
-            op,
-            key_groups,
+            state,
             ttl,
             clock,
             scope: None,
@@ -113,7 +86,7 @@ impl KeyedContext {
 
     /// Scopes the next calls to `key`, at the current processing time.
     pub fn enter(&mut self, key: &[u8]) {
-        self.scope = Some((keys::group(key, self.key_groups), key.to_vec()));
+        self.scope = Some((self.state.key_group(key), key.to_vec()));
         self.now = (self.clock)();
     }
 
@@ -141,8 +114,8 @@ impl KeyedContext {
         }
         for (k, v) in std::mem::take(&mut self.pending) {
             match v {
-                Some(v) => self.backend.put(&k, &v)?,
-                None => self.backend.delete(&k)?,
+                Some(v) => self.state.put(&k, &v)?,
+                None => self.state.delete(&k)?,
             }
         }
         Ok(())
@@ -152,7 +125,7 @@ impl KeyedContext {
     /// pending).
     pub fn snapshot(&mut self, dir: &std::path::Path) -> Result<(), StateError> {
         debug_assert!(self.pending.is_empty(), "a snapshot between calls");
-        self.backend.snapshot(dir)
+        self.state.snapshot(dir)
     }
 
     /// Discards the call's changes and leaves the key's scope.
@@ -168,13 +141,14 @@ impl KeyedContext {
         self.backend_error.take()
     }
 
-    /// Keeps a backend failure for the operator; the guest gets a trap.
-    pub fn trap(&mut self, e: KeyedError) -> wasmtime::Error {
+    /// What the failed call is told; a backend failure is also kept for
+    /// the operator ([`take_backend_error`](Self::take_backend_error)).
+    pub fn fail(&mut self, e: KeyedError) -> String {
         let message = e.to_string();
         if let KeyedError::Backend(e) = e {
             self.backend_error = Some(e);
         }
-        wasmtime::Error::msg(message)
+        message
     }
 
     fn scope(&self) -> Result<&(u16, Vec<u8>), KeyedError> {
@@ -189,7 +163,7 @@ impl KeyedContext {
         let len = u8::try_from(name.len())
             .map_err(|_| KeyedError::Refused(format!("state name `{name:.40}…` is longer than 255 bytes")))?;
         let (kg, key) = self.scope()?;
-        let mut k = keys::keyed(*kg, self.op, key);
+        let mut k = self.state.entry(*kg, key, &[]);
         k.push(len);
         k.extend_from_slice(name.as_bytes());
         k.push(kind);
@@ -199,7 +173,7 @@ impl KeyedContext {
     fn read_raw(&self, k: &[u8]) -> Result<Option<Vec<u8>>, KeyedError> {
         match self.pending.get(k) {
             Some(v) => Ok(v.clone()),
-            None => Ok(self.backend.get(k)?),
+            None => Ok(self.state.get(k)?),
         }
     }
 
@@ -208,10 +182,9 @@ impl KeyedContext {
     /// entries take more than the call's limit is refused, not read: the
     /// plugin could not take it into its memory anyway.
     fn scan_raw(&self, prefix: &[u8], values: bool) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, KeyedError> {
-        let end = keys::prefix_end(prefix).expect("a keyed prefix starts below 0xFFFF");
         let mut found = BTreeMap::new();
         let mut bytes = 0usize;
-        self.backend.scan(prefix, &end, &mut |k, v| {
+        self.state.scan_prefix(prefix, &mut |k, v| {
             if self.pending.contains_key(k) {
                 return true; // the call's own write stands for it
             }
@@ -226,7 +199,11 @@ impl KeyedContext {
                 self.call_limit >> 20
             )));
         }
-        for (k, v) in self.pending.range(prefix.to_vec()..end) {
+        for (k, v) in self
+            .pending
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+        {
             match v {
                 Some(v) => found.insert(k.clone(), v.clone()),
                 None => found.remove(k),
@@ -355,16 +332,9 @@ impl KeyedContext {
             .collect())
     }
 
-    fn timer_namespace(&self, domain: TimeDomain) -> u16 {
-        match domain {
-            TimeDomain::EventTime => self.op,
-            TimeDomain::ProcessingTime => self.op | 0x8000,
-        }
-    }
-
     fn timer_key(&self, domain: TimeDomain, at: i64) -> Result<Vec<u8>, KeyedError> {
         let (kg, key) = self.scope()?;
-        Ok(keys::timer(self.timer_namespace(domain), at, *kg, key, &[]))
+        Ok(self.state.timer(domain, at, *kg, key, &[]))
     }
 
     /// Registers a timer of the key in scope.
@@ -397,29 +367,8 @@ impl KeyedContext {
         from: i64,
         upto: i64,
     ) -> Result<Vec<(i64, Vec<u8>)>, StateError> {
-        let ns = self.timer_namespace(domain);
-        let start = keys::timers_until(ns, from);
-        let end = match upto.checked_add(1) {
-            Some(t) => keys::timers_until(ns, t),
-            None => {
-                let mut p = keys::TIMERS.to_be_bytes().to_vec();
-                p.extend_from_slice(&ns.to_be_bytes());
-                keys::prefix_end(&p).expect("a timer namespace is below 0xFFFF")
-            }
-        };
-        let mut due = Vec::new();
-        self.backend.scan(&start, &end, &mut |k, _| {
-            due.push(k.to_vec());
-            true
-        })?;
-        let mut timers = Vec::with_capacity(due.len());
-        for k in due {
-            self.backend.delete(&k)?;
-            if let Some((at, _, key, _)) = keys::parse_timer(&k) {
-                timers.push((at, key.to_vec()));
-            }
-        }
-        Ok(timers)
+        let due = self.state.take_due_timers(domain, from, upto)?;
+        Ok(due.into_iter().map(|t| (t.time, t.key().to_vec())).collect())
     }
 }
 
@@ -442,9 +391,7 @@ mod tests {
         let clock = now.clone();
         let ttl = ttl.iter().map(|(n, t)| ((*n).to_owned(), *t)).collect();
         let ctx = KeyedContext::new(
-            Box::new(MemoryBackend::default()),
-            3,
-            128,
+            KeyedState::new(Box::new(MemoryBackend::default()), 3, 128),
             ttl,
             Arc::new(move || clock.load(Ordering::Relaxed)),
         );
