@@ -83,12 +83,6 @@ fn final_counts(w: &Workdir) -> BTreeMap<String, u64> {
     counts
 }
 
-fn run_to_end(manifest: &std::path::Path) -> String {
-    let out = run(&["run", manifest.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    stderr(&out)
-}
-
 /// Runs `m` until it completed a checkpoint of its own, then kills it with
 /// SIGKILL after up to `max_wait_ms` more; whether it resumed from a
 /// checkpoint when it started.
@@ -139,7 +133,7 @@ fn crash_sweep(backend: &str) {
         kills - 1,
         "every run after the first resumes from a checkpoint"
     );
-    run_to_end(&m);
+    run_to_end(&m, &[]);
     assert_eq!(final_counts(&w), expected_counts(), "{backend}");
 }
 
@@ -157,7 +151,7 @@ fn killed_and_restarted_runs_count_every_record_exactly_once_on_rocksdb() {
 fn a_corrupt_newest_checkpoint_is_skipped_for_the_one_before() {
     let w = Workdir::new();
     let m = manifest(&w, "memory");
-    run_to_end(&m);
+    run_to_end(&m, &[]);
     let dir = w.path("checkpoints");
     let mut complete: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -173,7 +167,7 @@ fn a_corrupt_newest_checkpoint_is_skipped_for_the_one_before() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xFF;
     std::fs::write(&entries, bytes).unwrap();
-    let log = run_to_end(&m);
+    let log = run_to_end(&m, &[]);
     assert!(log.contains("skipping a partial or corrupt checkpoint"), "{log}");
     assert!(log.contains("resuming from a checkpoint"), "{log}");
     assert_eq!(final_counts(&w), expected_counts());
@@ -189,7 +183,7 @@ fn restoring_at_keyed_parallelism_1_then_3_then_2_counts_as_one_run_does() {
         let w = Workdir::new();
         assert!(!run_and_kill(&w, &manifest_at(&w, backend, 1), 1, 400));
         assert!(run_and_kill(&w, &manifest_at(&w, backend, 3), 2, 400));
-        let log = run_to_end(&manifest_at(&w, backend, 2));
+        let log = run_to_end(&manifest_at(&w, backend, 2), &[]);
         assert!(log.contains("resuming from a checkpoint"), "{log}");
         assert_eq!(final_counts(&w), expected_counts(), "{backend}");
     }
@@ -277,7 +271,7 @@ fn a_savepoint_of_a_pipeline_that_is_not_running_is_refused() {
 fn a_checkpoint_that_does_not_fit_the_manifest_is_refused_before_anything_runs() {
     let w = Workdir::new();
     let m = manifest(&w, "memory");
-    run_to_end(&m);
+    run_to_end(&m, &[]);
     let text = std::fs::read_to_string(&m).unwrap();
     for (changed, expected) in [
         (

@@ -9,7 +9,7 @@ use crate::support::*;
 use mailer::connectors::splitmix64;
 use std::collections::BTreeMap;
 use std::io::{BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// `lines` JSON lines whose key `k` (one of `keys`) mixes the line number
@@ -264,15 +264,6 @@ fn crash_expected() -> BTreeMap<String, u64> {
     count_keys(CRASH_LINES, CRASH_KEYS, 1, &mut counts);
     count_keys(CRASH_LINES, CRASH_KEYS, 2, &mut counts);
     counts
-}
-
-fn run_to_end(m: &Path, args: &[&str]) -> String {
-    let mut all = vec!["run"];
-    all.extend_from_slice(args);
-    all.push(m.to_str().unwrap());
-    let out = run(&all);
-    assert!(out.status.success(), "{}", stderr(&out));
-    stderr(&out)
 }
 
 /// What a run writes: every update of every key exactly once (the two

@@ -42,15 +42,6 @@ fn assert_one_run(output: &str) {
     assert!(got == expected, "the committed output differs from one run's");
 }
 
-fn run_to_end(m: &Path, extra: &[&str]) -> String {
-    let mut args = vec!["run"];
-    args.extend_from_slice(extra);
-    args.push(m.to_str().unwrap());
-    let out = run(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    stderr(&out)
-}
-
 #[test]
 fn deleting_consumer_group_offsets_does_not_move_an_exactly_once_restart() {
     let w = Workdir::new();

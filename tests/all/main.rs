@@ -9,6 +9,7 @@ mod dashboard;
 mod failure_policies;
 mod golden;
 mod graph;
+mod joins;
 mod kafka;
 mod kafka_recovery;
 mod languages;

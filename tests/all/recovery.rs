@@ -98,12 +98,6 @@ path = "{name}-checkpoints"
     )
 }
 
-fn run_to_end(m: &Path) -> String {
-    let out = run(&["run", m.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    stderr(&out)
-}
-
 /// Kills the run of `m` (whose checkpoints go to `<name>-checkpoints`)
 /// `times` times after it completed a checkpoint, then lets it finish.
 fn killed_then_finished(w: &Workdir, name: &str, m: &Path, times: u64) {
@@ -113,7 +107,7 @@ fn killed_then_finished(w: &Workdir, name: &str, m: &Path, times: u64) {
         resumed += u64::from(run_and_kill_at(&checkpoints, m, i, 600));
     }
     assert!(resumed + 1 >= times, "only {resumed} of {times} runs resumed");
-    let log = run_to_end(m);
+    let log = run_to_end(m, &[]);
     assert!(log.contains("resuming from a checkpoint"), "{log}");
 }
 
@@ -122,7 +116,7 @@ fn uninterrupted(backend: &str, dead_letters: bool) -> (String, Option<String>) 
     let w = Workdir::new();
     input(&w, if dead_letters { 997 } else { 0 });
     let m = manifest(&w, "whole", backend, 0, dead_letters);
-    let log = run_to_end(&m);
+    let log = run_to_end(&m, &[]);
     assert!(!log.contains("resuming"), "{log}");
     (w.read("whole.out"), dead_letters.then(|| w.read("dead.jsonl")))
 }
@@ -154,7 +148,7 @@ fn a_resumed_file_sink_writes_what_an_uninterrupted_run_writes_byte_for_byte() {
     assert_same_bytes("resumed.out", &w.read("resumed.out"), &expected);
     // Running the finished pipeline again resumes from its last checkpoint
     // (at the end of the input): nothing is written, nothing is lost.
-    run_to_end(&m);
+    run_to_end(&m, &[]);
     assert_same_bytes("resumed.out after a rerun", &w.read("resumed.out"), &expected);
 }
 
@@ -206,7 +200,7 @@ fn a_second_run_of_a_running_pipeline_is_refused_naming_the_first() {
     sigterm(&first.0);
     assert!(first.0.wait().unwrap().success());
     let m_fast = w.write("twice.toml", &w.read("twice.toml").replace("rate = 20000", ""));
-    run_to_end(&m_fast);
+    run_to_end(&m_fast, &[]);
     let (expected, _) = uninterrupted("rocksdb", false);
     assert_same_bytes("twice.out", &w.read("twice.out"), &expected);
 }
@@ -290,7 +284,7 @@ fn a_rocksdb_checkpoint_with_a_truncated_file_is_skipped_for_the_one_before() {
     f.set_len(f.metadata().unwrap().len() / 2).unwrap();
 
     let m_fast = w.write("cut.toml", &w.read("cut.toml").replace("rate = 50000", ""));
-    let log = run_to_end(&m_fast);
+    let log = run_to_end(&m_fast, &[]);
     assert!(log.contains("skipping a partial or corrupt checkpoint"), "{log}");
     assert!(log.contains("resuming from a checkpoint"), "{log}");
     let (expected, _) = uninterrupted("rocksdb", false);

@@ -26,6 +26,16 @@ type = "reduce"
 plugin = "{plugin:count}"
 "#;
 
+/// Runs `mailer run <args> <m>` to completion, which must succeed; its log.
+pub fn run_to_end(m: &Path, args: &[&str]) -> String {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.push(m.to_str().unwrap());
+    let out = run(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
+}
+
 /// Runs `mailer <args>` to completion.
 pub fn run(args: &[&str]) -> Output {
     mailer().args(args).output().unwrap()

@@ -74,6 +74,7 @@ pub fn stage(name: &str, parallelism: usize, keyed: bool, operators: Vec<Operato
     OperatorStage {
         name: name.into(),
         inputs: Vec::new(),
+        input_numbers: Vec::new(),
         parallelism,
         routing: if keyed {
             Routing::Hash {

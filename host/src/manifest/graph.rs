@@ -197,8 +197,38 @@ pub(super) fn operator_inputs(
         0 => None,
         _ => Some(Stream::Operator(i - 1)),
     };
+    if let OperatorSpec::IntervalJoin(j) = op {
+        // Two inputs told apart: the left stream is input 0, the right 1.
+        let which = "an operator before it";
+        let left = stream_named(m, span, "left", &j.left, earlier, which)?;
+        let right = stream_named(m, span, "right", &j.right, earlier, which)?;
+        return Ok(vec![left, right]);
+    }
     let (input, inputs) = op.wiring();
     resolve(m, span, input, inputs, default, earlier, "an operator before it")
+}
+
+/// The stream named `name` at `key`: the operator of that name among
+/// `operators`, else the source.
+fn stream_named(
+    m: &Manifest,
+    span: &Range<usize>,
+    key: &str,
+    name: &str,
+    operators: &[String],
+    which_operators: &str,
+) -> Result<Stream, ManifestError> {
+    if let Some(i) = operators.iter().position(|o| o == name) {
+        Ok(Stream::Operator(i))
+    } else if let Some(i) = m.sources().iter().position(|s| s.name == name) {
+        Ok(Stream::Source(i))
+    } else {
+        Err(m.error_at(
+            span,
+            key,
+            format!("`{name}` is neither a source nor {which_operators}: name one of those"),
+        ))
+    }
 }
 
 /// Resolves a table's `input` / `inputs` (or takes `default`, else the one
@@ -233,19 +263,9 @@ fn resolve(
         }
     };
     let mut streams = Vec::with_capacity(names.len());
+    let key = if inputs.is_some() { "inputs" } else { "input" };
     for name in names {
-        let stream = if let Some(i) = operators.iter().position(|o| o == name) {
-            Stream::Operator(i)
-        } else if let Some(i) = sources.iter().position(|s| s.name == name) {
-            Stream::Source(i)
-        } else {
-            let key = if inputs.is_some() { "inputs" } else { "input" };
-            return Err(m.error_at(
-                span,
-                key,
-                format!("`{name}` is neither a source nor {which_operators}: name one of those"),
-            ));
-        };
+        let stream = stream_named(m, span, key, name, operators, which_operators)?;
         if streams.contains(&stream) {
             return Err(m.error_at(span, "inputs", format!("`{name}` is named twice in `inputs`")));
         }

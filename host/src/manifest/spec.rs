@@ -234,6 +234,74 @@ pub enum OperatorSpec {
     /// Running count / sum / min / max / avg per key, one result per
     /// record; needs a `key_by` before it.
     Aggregate(AggregateSpec),
+    /// Joins two keyed streams: records of equal keys whose times are
+    /// within an interval of each other.
+    IntervalJoin(IntervalJoinOperatorSpec),
+}
+
+/// The `interval_join` operator: a `left` record at time `t` joins each
+/// `right` record of its key at a time in `[t + lower, t + upper]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntervalJoinOperatorSpec {
+    /// The operator's name; `interval_join` when absent.
+    pub name: Option<String>,
+    /// The left stream (keyed): a source's or an earlier operator's name.
+    pub left: String,
+    /// The right stream (keyed, by the same parallelism).
+    pub right: String,
+    /// The earliest right record a left one joins, relative to it: a
+    /// duration, negative for before it (`"-5s"`).
+    #[serde(with = "signed_ms")]
+    pub lower: i64,
+    /// The latest right record a left one joins, relative to it (`"10s"`).
+    #[serde(with = "signed_ms")]
+    pub upper: i64,
+    /// `inner` (default: joined pairs only), `left`, `right` or `full`
+    /// (also the records of that side that joined nothing, once the
+    /// watermark passed their interval).
+    #[serde(default)]
+    pub join: JoinKindSpec,
+    /// Records at or before the watermark when they arrive: `drop`
+    /// (default) or `side-output` (to `[late_output]`); counted either way.
+    #[serde(default)]
+    pub late: LateSpec,
+}
+
+/// Which unmatched records a join emits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinKindSpec {
+    /// None.
+    #[default]
+    Inner,
+    /// The left side's.
+    Left,
+    /// The right side's.
+    Right,
+    /// Both sides'.
+    Full,
+}
+
+/// A duration with an optional leading `-` (`"-5s"`, `"1m 30s"`), in ms.
+mod signed_ms {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        let text = String::deserialize(d)?;
+        let (sign, magnitude) = match text.trim().strip_prefix('-') {
+            Some(rest) => (-1, rest.trim()),
+            None => (1, text.trim()),
+        };
+        let duration = humantime_serde::re::humantime::parse_duration(magnitude).map_err(|e| {
+            D::Error::custom(format!(
+                "`{text}` is not a duration such as \"-5s\" or \"10s\": {e}"
+            ))
+        })?;
+        let ms = i64::try_from(duration.as_millis())
+            .map_err(|_| D::Error::custom(format!("`{text}` is too long a duration")))?;
+        Ok(sign * ms)
+    }
 }
 
 /// The `field_filter` operator.
@@ -449,6 +517,7 @@ impl OperatorSpec {
             Self::Rename(r) => (&r.input, &r.inputs),
             Self::Set(s) => (&s.input, &s.inputs),
             Self::Aggregate(a) => (&a.input, &a.inputs),
+            Self::IntervalJoin(_) => return (None, None),
         };
         (input.as_ref(), inputs.as_ref())
     }

@@ -15,12 +15,28 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
     // Whether each operator's output is keyed: a `key_by`'s is, and so is
     // that of an operator reading one keyed stream (a union's is not).
     let mut keyed_outputs: Vec<bool> = Vec::with_capacity(count);
+    // The keyed workers of each keyed output (a `key_by`'s parallelism).
+    let mut keyed_workers: Vec<Option<usize>> = Vec::with_capacity(count);
     let mut inputs = Vec::with_capacity(count);
     for (i, op) in m.spec.operators.iter().enumerate() {
         let span = op.span();
         let reads = super::graph::operator_inputs(m, i, op.get_ref(), &span, &names)?;
         let keyed = super::Stream::reads_keyed(&reads, &keyed_outputs);
-        keyed_outputs.push(keyed || matches!(op.get_ref(), OperatorSpec::KeyBy(_)));
+        let workers_of = |s: &super::Stream| match s {
+            super::Stream::Operator(o) => keyed_workers[*o],
+            super::Stream::Source(_) => None,
+        };
+        let workers = match op.get_ref() {
+            OperatorSpec::KeyBy(k) => Some(k.parallelism),
+            OperatorSpec::IntervalJoin(_) => workers_of(&reads[0]),
+            _ if keyed => workers_of(&reads[0]),
+            _ => None,
+        };
+        if let OperatorSpec::IntervalJoin(j) = op.get_ref() {
+            check_interval_join(m, j, &span, [workers_of(&reads[0]), workers_of(&reads[1])])?;
+        }
+        keyed_outputs.push(workers.is_some());
+        keyed_workers.push(workers);
         inputs.push(reads);
         // An explicit name must be unique; a default one gets the operator's
         // position when taken.
@@ -56,6 +72,7 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
                 check_policy(m, s.on_error, &span)?;
                 (s.name.clone(), "set".to_owned())
             }
+            OperatorSpec::IntervalJoin(j) => (j.name.clone(), "interval_join".to_owned()),
             other => {
                 match other {
                     OperatorSpec::Reduce(_) => needs_keyed(m, &span, "reduce", keyed)?,
@@ -84,6 +101,54 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
     }
     m.operator_names = names;
     m.graph = super::graph::finish(m, inputs)?;
+    Ok(())
+}
+
+/// An interval join reads two keyed streams of the same keyed workers
+/// (`workers`, by side), within bounds in order.
+fn check_interval_join(
+    m: &Manifest,
+    j: &IntervalJoinOperatorSpec,
+    span: &Range<usize>,
+    workers: [Option<usize>; 2],
+) -> Result<(), ManifestError> {
+    for (key, name, side) in [("left", &j.left, workers[0]), ("right", &j.right, workers[1])] {
+        if side.is_none() {
+            return Err(m.error_at(
+                span,
+                key,
+                format!(
+                    "`interval_join` needs keyed streams: `{name}` is not keyed; read a `key_by`'s output"
+                ),
+            ));
+        }
+    }
+    if let [Some(l), Some(r)] = workers
+        && l != r
+    {
+        return Err(m.error_at(
+            span,
+            "right",
+            format!("the two sides of `interval_join` are keyed over {l} and {r} workers: give their `key_by`s the same parallelism"),
+        ));
+    }
+    if j.lower > j.upper {
+        return Err(m.error_at(
+            span,
+            "lower",
+            format!(
+                "`lower` ({} ms) is after `upper` ({} ms): the interval is empty",
+                j.lower, j.upper
+            ),
+        ));
+    }
+    if j.late == LateSpec::SideOutput && m.spec.late_output.is_none() {
+        return Err(m.error_at(
+            span,
+            "late",
+            "`late = \"side-output\"` needs a `[late_output]` sink in the manifest",
+        ));
+    }
     Ok(())
 }
 

@@ -86,6 +86,16 @@ impl Chain {
         self.run_batch(0, batch)
     }
 
+    /// Runs a batch of input `input` of the chain's first operator (one of
+    /// two inputs) through the operators.
+    pub fn on_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
+        let Some(first) = self.ops.first_mut() else {
+            return Ok(batch);
+        };
+        let out = first.process_input(input, batch)?;
+        self.run_batch(1, out)
+    }
+
     /// Tells each operator that event time reached `wm`; returns what they
     /// emit (each operator's output run through the operators after it).
     pub fn on_watermark(&mut self, wm: i64) -> Result<Batch, OperatorError> {

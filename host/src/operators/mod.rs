@@ -1,12 +1,15 @@
 //! Operators: what a stage runs on each batch, the chain a stage runs them
 //! in, and what happens to a record an operator fails on; one folder per
 //! family: [`builtin`] (no plugin), [`wasm`] (plugins of the map, filter,
-//! flat-map, reduce and process worlds) and [`window`].
+//! flat-map, reduce and process worlds), [`window`] and [`join`] (two
+//! inputs).
 
 pub mod builtin;
 mod chain;
 mod factory;
 mod failure;
+pub mod join;
+mod late;
 mod side_output;
 pub mod wasm;
 pub mod window;
@@ -14,6 +17,7 @@ pub mod window;
 pub use chain::Chain;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity};
 pub use failure::{FailureHandler, FailurePolicy, FailureStats};
+pub use late::{LatePolicy, LateRecords};
 pub use side_output::{SideMessage, SideOutput};
 
 use crate::batch::Batch;
@@ -28,6 +32,14 @@ pub trait Operator: Send {
 
     /// Handles a batch in stream order and returns its output.
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError>;
+
+    /// Handles a batch of its input number `input`: an operator of two
+    /// inputs (a join: 0 left, 1 right) tells them apart; one of a single
+    /// input (or of a union) takes every batch the same way.
+    fn process_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
+        let _ = input;
+        self.process(batch)
+    }
 
     /// Event time advanced to `watermark` (ms); may emit records.
     fn on_watermark(&mut self, _watermark: i64, _out: &mut Vec<Record>) -> Result<(), OperatorError> {

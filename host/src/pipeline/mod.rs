@@ -43,6 +43,7 @@ use crate::checkpoint::{CheckpointSettings, StartFrom};
 use crate::connectors::{Endpoint, OpenSink, Sink, Source};
 use crate::manifest::Stream as StreamRef;
 use crate::metrics::Telemetry;
+use crate::operators::join::{IntervalJoinSpec, JoinNode};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::{AggregateKind, WindowNode, WindowSpec};
 use crate::operators::{FailurePolicy, NativeFactory, Operator};
@@ -472,6 +473,51 @@ impl Stream {
         self.operator(name, NodeKind::Native(factory), Some("aggregate"))
     }
 
+    /// The interval join of this stream (its left side) with `right`, both
+    /// keyed: each pair of records of equal keys whose times are within
+    /// `spec`'s bounds, as `{"left": …, "right": …}` at the later time, and
+    /// the unmatched records of the outer sides once the watermark passes
+    /// their interval (see [`IntervalJoin`](crate::operators::join::IntervalJoin)).
+    pub fn interval_join(&self, name: &str, right: &Stream, spec: IntervalJoinSpec) -> Stream {
+        let kind = NodeKind::Join(JoinNode {
+            spec,
+            side_output: false,
+            late_records: Default::default(),
+        });
+        self.apart(name, &[right], node(name, kind), "interval_join")
+    }
+
+    /// The stream of `node`, an operator of two keyed inputs: this stream
+    /// is its input 0, `others[i]` its input `i + 1`.
+    fn apart(&self, name: &str, others: &[&Stream], node: OperatorNode, kind: &str) -> Stream {
+        let sides: Vec<&Stream> = std::iter::once(self).chain(others.iter().copied()).collect();
+        let mut inner = self.inner.borrow_mut();
+        inner.claim(name);
+        let mut reads = Vec::new();
+        let mut input_numbers = Vec::new();
+        for (number, side) in sides.iter().enumerate() {
+            if !StreamRef::reads_keyed(&side.reads, &inner.keyed) {
+                inner.problems.push(format!(
+                    "`{kind}` operator `{name}` needs keyed streams: call `key_by` before input {number}"
+                ));
+            }
+            reads.extend(side.reads.iter().copied());
+            input_numbers.extend(side.reads.iter().map(|_| number));
+        }
+        inner.keyed.push(true);
+        inner.step_names.push(name.to_owned());
+        inner
+            .draft
+            .steps
+            .push((reads, Step::Apart { node, input_numbers }));
+        let at = StreamRef::Operator(inner.draft.steps.len() - 1);
+        drop(inner);
+        Stream {
+            inner: self.inner.clone(),
+            reads: vec![at],
+        }
+    }
+
     /// Writes the stream to `sink`, named `name` (unique in the pipeline).
     pub fn sink(&self, name: &str, sink: impl Sink + 'static) {
         let mut inner = self.inner.borrow_mut();
@@ -610,14 +656,7 @@ impl Inner {
 /// An operator node running `kind`, failing the pipeline on a record it
 /// fails on.
 fn node(name: &str, kind: NodeKind) -> OperatorNode {
-    OperatorNode {
-        name: name.to_owned(),
-        kind,
-        policy: FailurePolicy::Fail,
-        failures: Default::default(),
-        calls: Default::default(),
-        grants: Default::default(),
-    }
+    OperatorNode::new(name, kind, FailurePolicy::Fail)
 }
 
 fn endpoint_of_sink(name: &str, sink: impl Sink + 'static) -> Endpoint<OpenSink> {

@@ -239,3 +239,67 @@ fn a_window_computed_by_a_plugin_gives_one_exact_result_per_key_and_window() {
     got.sort();
     assert_eq!(got, counted);
 }
+
+/// left (values `g`) and right (values `r<g>`), `n` records each at time
+/// `g`, keyed over `keys` keys differently, joined within [-3, 2], fully
+/// outer, into `out`.
+fn interval_join(out: &Path, n: u64, keys: u64) -> Pipeline {
+    use crate::operators::join::{IntervalJoinSpec, JoinKind};
+    let p = Pipeline::new("join").watermarks(Duration::from_millis(2));
+    let left = p.source("left", GeneratorSource::new(Some(n), Some(keys), 0, 1, None));
+    let right = p.source(
+        "right",
+        GeneratorSource::new(Some(n), Some(keys), 5, 1, None).with_value_prefix("r"),
+    );
+    let spec = IntervalJoinSpec {
+        lower: -3,
+        upper: 2,
+        kind: JoinKind::Full,
+    };
+    let joined = left
+        .key_by_record_key(2)
+        .interval_join("join", &right.key_by_record_key(2), spec);
+    joined.sink("out", FileSink::create(out, SinkFormat::Value, false).unwrap());
+    p
+}
+
+#[test]
+fn an_interval_join_of_two_keyed_sources_gives_every_pair_and_the_unmatched() {
+    use crate::connectors::splitmix64;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("joined.txt");
+    let (n, keys) = (300u64, 7u64);
+    let (plan, _) = interval_join(&out, n, keys).build().unwrap();
+    assert_eq!(plan.stages.len(), 1, "the join runs on the keyed workers");
+    assert_eq!(plan.stages[0].input_numbers, [0, 1]);
+    interval_join(&out, n, keys).run().unwrap();
+    let key = |g: u64, seed: u64| splitmix64(g ^ seed) % keys;
+    let mut want = Vec::new();
+    let mut right_joined = vec![false; n as usize];
+    for l in 0..n {
+        let mut joined = false;
+        for r in l.saturating_sub(3)..(l + 3).min(n) {
+            if key(l, 0) == key(r, 5) {
+                want.push(format!(r#"{{"left":{l},"right":"r{r}"}}"#));
+                (joined, right_joined[r as usize]) = (true, true);
+            }
+        }
+        if !joined {
+            want.push(format!(r#"{{"left":{l},"right":null}}"#));
+        }
+    }
+    for (r, joined) in right_joined.iter().enumerate() {
+        if !joined {
+            want.push(format!(r#"{{"left":null,"right":"r{r}"}}"#));
+        }
+    }
+    let mut got: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got, want);
+}

@@ -10,8 +10,8 @@ use crate::clock::millis;
 use crate::connectors::{Endpoint, OpenSink, OpenSource};
 use crate::json::from_toml;
 use crate::manifest::{
-    GrantsSpec, LateSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName,
-    TimeDomain, WindowKind, WindowOperatorSpec,
+    GrantsSpec, IntervalJoinOperatorSpec, JoinKindSpec, LateSpec, Manifest, ManifestError, OperatorSpec,
+    SinkSpec, SourceSpec, StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
 };
 use crate::metrics::Telemetry;
 use crate::operators::FailurePolicy;
@@ -19,6 +19,7 @@ use crate::operators::NativeFactory;
 use crate::operators::builtin::{
     ReshapeKind, aggregate_factory, field_filter_factory, key_from_field_factory, reshape_factory,
 };
+use crate::operators::join::{IntervalJoinSpec, JoinKind, JoinNode};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use crate::operators::window::{Assigner, WindowSpec};
@@ -45,6 +46,10 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                     .as_ref()
                     .map(|f| builtin(name, k.on_error, key_from_field_factory(name, f))),
                 parallelism: k.parallelism,
+            },
+            OperatorSpec::IntervalJoin(j) => Step::Apart {
+                node: interval_join_node(name, j),
+                input_numbers: vec![0, 1],
             },
             _ => {
                 let (node, parallelism) = operator(m, engine, op, name)?;
@@ -130,7 +135,7 @@ fn operator(
             node.grants = grants(m, &w.grants);
             (node, 1)
         }
-        OperatorSpec::KeyBy(_) => unreachable!("handled above"),
+        OperatorSpec::KeyBy(_) | OperatorSpec::IntervalJoin(_) => unreachable!("handled above"),
         OperatorSpec::FieldFilter(f) => {
             let value = f.value.as_ref().map_or(serde_json::Value::Null, from_toml);
             let factory = field_filter_factory(name, &f.field, f.op, value);
@@ -374,13 +379,26 @@ fn sink(m: &Manifest, name: &str, spec: &SinkSpec) -> Endpoint<OpenSink> {
     spec.config().endpoint(&m.connector_context(), name)
 }
 
+/// The node of the `interval_join` `name`.
+fn interval_join_node(name: &str, j: &IntervalJoinOperatorSpec) -> OperatorNode {
+    let spec = IntervalJoinSpec {
+        lower: j.lower,
+        upper: j.upper,
+        kind: match j.join {
+            JoinKindSpec::Inner => JoinKind::Inner,
+            JoinKindSpec::Left => JoinKind::Left,
+            JoinKindSpec::Right => JoinKind::Right,
+            JoinKindSpec::Full => JoinKind::Full,
+        },
+    };
+    let kind = NodeKind::Join(JoinNode {
+        spec,
+        side_output: j.late == LateSpec::SideOutput,
+        late_records: Default::default(),
+    });
+    OperatorNode::new(name, kind, FailurePolicy::Fail)
+}
+
 fn builtin(name: &str, policy: FailurePolicy, factory: NativeFactory) -> OperatorNode {
-    OperatorNode {
-        name: name.to_owned(),
-        kind: NodeKind::Native(factory),
-        policy,
-        failures: Default::default(),
-        calls: Default::default(),
-        grants: Default::default(),
-    }
+    OperatorNode::new(name, NodeKind::Native(factory), policy)
 }

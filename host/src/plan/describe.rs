@@ -1,6 +1,7 @@
 //! The plan as text, for `mailer describe`.
 
 use super::{NodeKind, OperatorNode, Plan, Producer, Routing};
+use crate::operators::join::JoinNode;
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use std::fmt::Write;
@@ -42,7 +43,7 @@ pub fn describe(plan: &Plan) -> String {
         };
         let reads = match linear {
             true => String::new(),
-            false => format!(", reads {}", reads(plan, &stage.inputs)),
+            false => format!(", reads {}", reads(plan, &stage.inputs, &stage.input_numbers)),
         };
         let _ = writeln!(
             s,
@@ -61,7 +62,7 @@ pub fn describe(plan: &Plan) -> String {
                 "sink `{}`: {}, reads {}",
                 sink.end.name,
                 sink.end.description,
-                reads(plan, &sink.inputs)
+                reads(plan, &sink.inputs, &[])
             ),
         }
         .expect("a String takes any text");
@@ -139,12 +140,21 @@ fn quoted(text: &str) -> String {
     )
 }
 
-/// What a stage or sink reads, as text.
-fn reads(plan: &Plan, inputs: &[Producer]) -> String {
+/// What a stage or sink reads, as text: one stream, a union, or (with
+/// `input_numbers`) each stream as the input it feeds.
+fn reads(plan: &Plan, inputs: &[Producer], input_numbers: &[usize]) -> String {
     let names: Vec<String> = inputs
         .iter()
         .map(|&p| format!("`{}`", plan.producer_name(p)))
         .collect();
+    if !input_numbers.is_empty() {
+        let each: Vec<String> = names
+            .iter()
+            .zip(input_numbers)
+            .map(|(name, n)| format!("{name} as input {n}"))
+            .collect();
+        return each.join(", ");
+    }
     match names.as_slice() {
         [one] => one.clone(),
         many => format!("the union of {}", many.join(", ")),
@@ -183,6 +193,15 @@ fn describe_operator(op: &OperatorNode) -> String {
             policy_name(op.policy),
         ),
         NodeKind::Native(_) => "native".to_owned(),
+        NodeKind::Join(JoinNode {
+            spec, side_output, ..
+        }) => format!(
+            "interval join of input 0 (left) with input 1 (right) from {} to {} ms after it, {:?}, late records {}",
+            spec.lower,
+            spec.upper,
+            spec.kind,
+            late_way(*side_output)
+        ),
         NodeKind::Window(WindowNode {
             spec,
             plugin,
@@ -205,13 +224,16 @@ fn describe_operator(op: &OperatorNode) -> String {
                 "window {:?}, allowed lateness {} ms, {result}, late records {}",
                 spec.assigner,
                 spec.allowed_lateness,
-                if *side_output {
-                    "to the late output"
-                } else {
-                    "dropped"
-                },
+                late_way(*side_output),
             )
         }
+    }
+}
+
+fn late_way(side_output: bool) -> &'static str {
+    match side_output {
+        true => "to the late output",
+        false => "dropped",
     }
 }
 

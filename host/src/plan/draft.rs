@@ -18,6 +18,15 @@ pub enum Step {
         /// Its workers, when it is stateless and starts a stage.
         parallelism: usize,
     },
+    /// An operator telling its inputs apart (a join), on the keyed workers
+    /// of the keyed streams it reads: the step's `i`-th stream feeds its
+    /// input number `input_numbers[i]`.
+    Apart {
+        /// What runs.
+        node: OperatorNode,
+        /// The input number of each stream read.
+        input_numbers: Vec<usize>,
+    },
     /// Repartitions by key: what reads it runs on `parallelism` workers,
     /// each owning a range of key groups.
     KeyBy {
@@ -60,6 +69,7 @@ impl Draft {
         for (inputs, step) in self.steps {
             match step {
                 Step::Operator { node, parallelism } => placer.operator(&inputs, node, parallelism),
+                Step::Apart { node, input_numbers } => placer.apart(&inputs, &input_numbers, node),
                 Step::KeyBy { key, parallelism } => placer.key_by(&inputs, key, parallelism),
             }
         }

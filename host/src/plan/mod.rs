@@ -15,6 +15,7 @@ use crate::checkpoint::{
     CheckpointSettings, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore, RestoreTarget,
 };
 use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
+use crate::operators::join::JoinNode;
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use crate::operators::{FailureHandler, FailurePolicy, FailureStats, Operator, OperatorIdentity};
@@ -309,6 +310,9 @@ pub struct OperatorStage {
     pub name: String,
     /// What it reads (several: their union, aligned as contract C1 says).
     pub inputs: Vec<Producer>,
+    /// When its first operator tells its inputs apart (a join): the input
+    /// number each of `inputs` feeds; else empty.
+    pub input_numbers: Vec<usize>,
     /// Workers.
     pub parallelism: usize,
     /// How records are spread over the workers.
@@ -334,6 +338,19 @@ pub struct OperatorNode {
 }
 
 impl OperatorNode {
+    /// Operator `name` run by `kind`, with `policy` for the records it
+    /// fails on, what it may reach nothing, and fresh counts.
+    pub fn new(name: &str, kind: NodeKind, policy: FailurePolicy) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            policy,
+            failures: Default::default(),
+            calls: Default::default(),
+            grants: Default::default(),
+        }
+    }
+
     /// The plugin it runs, if any.
     pub fn plugin(&self) -> Option<&Arc<LoadedPlugin>> {
         match &self.kind {
@@ -374,6 +391,7 @@ impl OperatorNode {
             NodeKind::Native(factory) => factory(ctx, failure),
             NodeKind::Plugin(wasm) => wasm.instantiate(&node, ctx, failure),
             NodeKind::Window(window) => window.instantiate(&node, ctx, failure),
+            NodeKind::Join(join) => join.instantiate(&node, ctx),
         }
     }
 }
@@ -386,4 +404,6 @@ pub enum NodeKind {
     Native(NativeFactory),
     /// The window operator.
     Window(WindowNode),
+    /// A join of two inputs.
+    Join(JoinNode),
 }

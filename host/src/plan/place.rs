@@ -55,6 +55,29 @@ impl Placer {
         self.outputs.push(output);
     }
 
+    /// Places the next operator, one telling its inputs apart: the stream
+    /// `inputs[i]` feeds its input `numbers[i]`. It starts a stage, keyed
+    /// when it reads keyed streams.
+    pub(super) fn apart(&mut self, inputs: &[Stream], numbers: &[usize], node: OperatorNode) {
+        let keyed = inputs.iter().find_map(|s| self.output(*s).keyed);
+        let mut from = Vec::new();
+        let mut input_numbers = Vec::new();
+        for (stream, &number) in inputs.iter().zip(numbers) {
+            for p in self.output(*stream).from {
+                let known = from
+                    .iter()
+                    .zip(&input_numbers)
+                    .any(|(q, n)| *q == p && *n == number);
+                if !known {
+                    from.push(p);
+                    input_numbers.push(number);
+                }
+            }
+        }
+        let output = self.start_stage(from, input_numbers, keyed, 1, node);
+        self.outputs.push(output);
+    }
+
     /// Places the next operator, a `key_by` reading `inputs`: its `key`
     /// operator (setting each record's key from a field), if any, on the
     /// stream it reads; what reads it runs on `parallelism` keyed workers.
@@ -117,6 +140,21 @@ impl Placer {
             [stream] => self.output(*stream).keyed,
             _ => None,
         };
+        let from = self.union_of(inputs);
+        self.start_stage(from, Vec::new(), keyed, parallelism, node)
+    }
+
+    /// A new stage reading `from` (each feeding its input number in
+    /// `input_numbers`, when the operator tells them apart), keyed on
+    /// `keyed` workers or round-robin on `parallelism`.
+    fn start_stage(
+        &mut self,
+        from: Vec<Producer>,
+        input_numbers: Vec<usize>,
+        keyed: Option<usize>,
+        parallelism: usize,
+        node: OperatorNode,
+    ) -> Output {
         let k = self.stages.len();
         let (name, routing) = match keyed {
             Some(_) => (
@@ -129,7 +167,8 @@ impl Placer {
         };
         self.stages.push(OperatorStage {
             name,
-            inputs: self.union_of(inputs),
+            inputs: from,
+            input_numbers,
             parallelism: keyed.unwrap_or(parallelism),
             routing,
             operators: vec![node],

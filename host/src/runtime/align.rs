@@ -48,6 +48,9 @@ enum Input {
 /// The merge's state between two messages.
 struct Aligner<'a> {
     inputs: Vec<Input>,
+    /// The input number each input's records are tagged with (none: they
+    /// leave untagged, one stream).
+    tags: &'a [usize],
     ends: Ends,
     pending: Option<Message>,
     watermarks: Vec<i64>,
@@ -61,9 +64,12 @@ struct Aligner<'a> {
 /// The run cannot go on: the next stage is gone.
 struct Stopped;
 
-/// Merges `inputs` into `out` until every input is closed.
+/// Merges `inputs` into `out` until every input is closed. With `tags`,
+/// the records of input `i` leave as records of input number `tags[i]`
+/// ([`Message::Input`]) for an operator telling its inputs apart.
 pub fn merge_aligned(
     inputs: Vec<EdgeReceiver>,
+    tags: &[usize],
     out: Outlet,
     ends: Ends,
     shutdown: &Shutdown,
@@ -72,6 +78,7 @@ pub fn merge_aligned(
     let n = inputs.len();
     let mut aligner = Aligner {
         inputs: vec![Input::Running; n],
+        tags,
         ends,
         pending: None,
         watermarks: vec![i64::MIN; n],
@@ -161,12 +168,15 @@ impl Aligner<'_> {
                 Ok(())
             }
             Some(records) => {
-                if let Message::Records(r) = &records {
+                if let Some(r) = records.batch() {
                     self.stats
                         .records_out
                         .fetch_add(r.len() as u64, Ordering::Relaxed);
                 }
-                self.send(records)
+                match (records, self.tags.get(i)) {
+                    (Message::Records(batch), Some(&tag)) => self.send(Message::Input(tag, batch)),
+                    (records, _) => self.send(records),
+                }
             }
         }
     }
@@ -234,7 +244,7 @@ mod tests {
                 rx
             })
             .collect();
-        merge_aligned(inputs, out_tx.into(), ends, &shutdown, &StageStats::new("s"));
+        merge_aligned(inputs, &[], out_tx.into(), ends, &shutdown, &StageStats::new("s"));
         std::iter::from_fn(|| out_rx.recv()).collect()
     }
 
@@ -259,7 +269,14 @@ mod tests {
         tx1.send(barrier(1)).unwrap();
         drop((tx0, tx1));
         let stats = StageStats::new("s");
-        merge_aligned(vec![rx0, rx1], out_tx.into(), Ends::Together, &shutdown, &stats);
+        merge_aligned(
+            vec![rx0, rx1],
+            &[],
+            out_tx.into(),
+            Ends::Together,
+            &shutdown,
+            &stats,
+        );
         let got: Vec<Message> = std::iter::from_fn(|| out_rx.recv()).collect();
         assert_eq!(got.iter().filter(|m| **m == barrier(1)).count(), 1);
         assert!(position(&got, &records("before")) < position(&got, &barrier(1)));

@@ -62,7 +62,7 @@ pub fn edge(name: String, capacity: usize, shutdown: &Shutdown) -> (EdgeSender, 
 impl EdgeSender {
     /// Sends, blocking while the edge is full.
     pub fn send(&self, msg: Message) -> Result<(), Closed> {
-        if let Message::Records(r) = &msg {
+        if let Some(r) = msg.batch() {
             self.stats.records.fetch_add(r.len() as u64, Ordering::Relaxed);
         }
         self.stats.sent.fetch_add(1, Ordering::Relaxed);

@@ -68,6 +68,9 @@ impl PartialEq for SwapPoint {
 pub enum Message {
     /// Records in stream order.
     Records(Batch),
+    /// Records of input `0` of a stage whose first operator tells its
+    /// inputs apart (a join: 0 left, 1 right), in that input's order.
+    Input(usize, Batch),
     /// No record with an event time below this (ms) will follow.
     Watermark(i64),
     /// The wall clock (ms) as the source saw it: processing-time timers up to
@@ -86,6 +89,14 @@ impl Message {
     /// A message carrying these decoded records.
     pub fn records(records: Vec<Record>) -> Self {
         Message::Records(Batch::Records(records))
+    }
+
+    /// The records it carries, if it is not a marker.
+    pub fn batch(&self) -> Option<&Batch> {
+        match self {
+            Message::Records(b) | Message::Input(_, b) => Some(b),
+            _ => None,
+        }
     }
 
     /// Whether this message is a marker that must be aligned across workers.

@@ -7,6 +7,7 @@ use super::align::{Ends, merge_aligned};
 use super::stage::{StageError, StageHandle, spawn_stage};
 use super::worker::run_chain;
 use super::{EdgeReceiver, EdgeSender, Outlet, Shutdown, edge};
+use crate::batch::Batch;
 use crate::key_group;
 use crate::metrics::StageStats;
 use crate::operators::Chain;
@@ -49,7 +50,7 @@ pub fn spawn_parallel(
         route(input, to_workers, routing, &router_stats)
     })?);
     handles.push(spawn_stage(format!("{name} merge"), move || {
-        merge_aligned(from_workers, out, Ends::Together, &merge_shutdown, &stats);
+        merge_aligned(from_workers, &[], out, Ends::Together, &merge_shutdown, &stats);
         Ok(())
     })?);
     Ok(handles)
@@ -61,50 +62,64 @@ fn route(
     routing: Routing,
     stats: &StageStats,
 ) -> Result<(), StageError> {
-    let n = workers.len();
     let mut next = 0;
     while let Some(msg) = input.recv() {
-        match msg {
-            Message::Records(batch) => {
-                stats
-                    .records_in
-                    .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                match routing {
-                    Routing::RoundRobin => {
-                        if workers[next].send(Message::Records(batch)).is_err() {
-                            return Ok(());
-                        }
-                        next = (next + 1) % n;
-                    }
-                    Routing::Hash { key_groups } => {
-                        let parts = batch.split_by_key(n, |key| {
-                            key_group::worker_of(key_group::of_key(key, key_groups), key_groups, n)
-                        });
-                        for (w, part) in workers.iter().zip(parts) {
-                            if !part.is_empty() && w.send(Message::Records(part)).is_err() {
-                                return Ok(());
-                            }
-                        }
-                    }
-                }
-            }
-            marker => {
-                for w in &workers {
-                    if w.send(marker.clone()).is_err() {
-                        return Ok(());
-                    }
-                }
-            }
+        let sent = match msg {
+            Message::Records(batch) => spread(batch, Message::Records, &workers, routing, &mut next, stats),
+            Message::Input(i, batch) => spread(
+                batch,
+                |b| Message::Input(i, b),
+                &workers,
+                routing,
+                &mut next,
+                stats,
+            ),
+            marker => workers.iter().all(|w| w.send(marker.clone()).is_ok()),
+        };
+        if !sent {
+            return Ok(());
         }
     }
     Ok(())
+}
+
+/// Sends `batch` (as `wrap` makes it a message) to the workers as
+/// `routing` says: whole to the `next` one in turn, or split by key; false
+/// when a worker is gone.
+fn spread(
+    batch: Batch,
+    wrap: impl Fn(Batch) -> Message,
+    workers: &[EdgeSender],
+    routing: Routing,
+    next: &mut usize,
+    stats: &StageStats,
+) -> bool {
+    let n = workers.len();
+    stats
+        .records_in
+        .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    match routing {
+        Routing::RoundRobin => {
+            let sent = workers[*next].send(wrap(batch)).is_ok();
+            *next = (*next + 1) % n;
+            sent
+        }
+        Routing::Hash { key_groups } => {
+            let parts = batch.split_by_key(n, |key| {
+                key_group::worker_of(key_group::of_key(key, key_groups), key_groups, n)
+            });
+            workers
+                .iter()
+                .zip(parts)
+                .all(|(w, part)| part.is_empty() || w.send(wrap(part)).is_ok())
+        }
+    }
 }
 
 #[cfg(test)]
 mod stage_tests {
     use super::super::Barrier;
     use super::*;
-    use crate::batch::Batch;
     use crate::operators::{Operator, OperatorError};
     use crate::record::Record;
     use bytes::Bytes;
@@ -182,7 +197,10 @@ mod stage_tests {
                     assert_eq!(b.id, epoch, "each barrier once, in order");
                 }
                 Message::EndOfStream => assert_eq!(epoch, 5),
-                Message::Watermark(_) | Message::ProcessingTime(_) | Message::Swap(_) => {}
+                Message::Watermark(_)
+                | Message::ProcessingTime(_)
+                | Message::Swap(_)
+                | Message::Input(..) => {}
             }
         }
         assert_eq!(seen, 350);

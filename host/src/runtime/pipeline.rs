@@ -450,6 +450,7 @@ fn operator_entries(plan: &Plan) -> Vec<OperatorEntry> {
             calls: op.calls.clone(),
             late: match &op.kind {
                 NodeKind::Window(w) => Some(w.late_records.clone()),
+                NodeKind::Join(j) => Some(j.late_records.clone()),
                 _ => None,
             },
         })

@@ -95,6 +95,7 @@ pub fn run_sink(
                 }
             }
             Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,
+            Message::Input(..) => unreachable!("a sink reads no stage of two inputs apart"),
             Message::Watermark(_) | Message::ProcessingTime(_) | Message::Swap(_) => {}
         }
     }

@@ -44,8 +44,5 @@ pub fn spawn_stage(
 
 /// The records a message carries (0 for markers), for the stage counts.
 pub(super) fn record_count(msg: &Message) -> usize {
-    match msg {
-        Message::Records(r) => r.len(),
-        _ => 0,
-    }
+    msg.batch().map_or(0, |b| b.len())
 }

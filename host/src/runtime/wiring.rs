@@ -5,7 +5,8 @@
 //! A producer read by several sends every message to each of its readers
 //! ([`Outlet`]): fan-out is as bounded as any edge. A union aligns markers
 //! over its inputs and lets a finished input stop holding them back
-//! ([`Ends::Separately`], contract C1).
+//! ([`Ends::Separately`], contract C1). In front of an operator of two
+//! inputs the merge also tags each input's records with its number.
 
 use super::align::{Ends, merge_aligned};
 use super::stage::{StageHandle, spawn_stage};
@@ -44,24 +45,24 @@ impl Wiring {
         let readers = plan
             .stages
             .iter()
-            .map(|s| (s.name.as_str(), s.inputs.as_slice()))
+            .map(|s| (s.name.as_str(), s.inputs.as_slice(), s.input_numbers.clone()))
             .chain(
                 plan.sinks
                     .iter()
-                    .map(|s| (s.end.name.as_str(), s.inputs.as_slice())),
+                    .map(|s| (s.end.name.as_str(), s.inputs.as_slice(), Vec::new())),
             );
-        for (name, inputs) in readers {
+        for (name, inputs, tags) in readers {
             let mut from: Vec<EdgeReceiver> = inputs
                 .iter()
                 .map(|&p| wiring.connect(plan.producer_name(p), p, name, messages, shutdown))
                 .collect();
             let input = match from.len() {
-                1 => from.pop().expect("one"),
+                1 if tags.is_empty() => from.pop().expect("one"),
                 _ => {
                     let (tx, rx) = edge(format!("{name} union -> {name}"), messages, shutdown);
                     let (stats, shutdown) = (StageStats::new(format!("{name} union")), shutdown.clone());
                     handles.push(spawn_stage(format!("{name} union"), move || {
-                        merge_aligned(from, tx.into(), Ends::Separately, &shutdown, &stats);
+                        merge_aligned(from, &tags, tx.into(), Ends::Separately, &shutdown, &stats);
                         Ok(())
                     })?);
                     rx

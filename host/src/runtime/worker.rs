@@ -34,6 +34,7 @@ pub fn run_chain(
 fn step(chain: &mut Chain, msg: Message) -> Result<(Batch, Option<Message>), OperatorError> {
     let produced = match msg {
         Message::Records(batch) => return Ok((chain.on_records(batch)?, None)),
+        Message::Input(input, batch) => return Ok((chain.on_input(input, batch)?, None)),
         Message::Watermark(wm) => chain.on_watermark(wm)?,
         Message::ProcessingTime(now) => chain.on_processing_time(now)?,
         Message::EndOfStream => chain.on_end()?,

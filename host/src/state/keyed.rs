@@ -138,6 +138,18 @@ impl KeyedState {
         self.backend.scan(prefix, &end, f)
     }
 
+    /// Calls `f` with every entry in `from..to` (entries made by
+    /// [`entry`](Self::entry)) and its value, in order, until `f` returns
+    /// false.
+    pub fn scan(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StateError> {
+        self.backend.scan(from, to, f)
+    }
+
     fn timer_namespace(&self, domain: TimeDomain) -> u16 {
         match domain {
             TimeDomain::EventTime => self.op,

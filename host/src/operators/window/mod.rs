@@ -15,5 +15,5 @@ pub use function::{
     AccumulatorGroup, BuiltinAggregates, DueWindow, WindowFnError, WindowFunction, corrupt, emit_each,
 };
 pub use node::WindowNode;
-pub use operator::{LatePolicy, WindowOperator, WindowSpec};
+pub use operator::{WindowOperator, WindowSpec};
 pub use wasm::{WasmAggregate, WasmWindow};

@@ -2,9 +2,9 @@
 //! records' way out, and its function (built-in aggregates, or a plugin of
 //! the `window` or `aggregate` world).
 
-use super::{LatePolicy, WasmAggregate, WasmWindow, WindowFunction, WindowOperator, WindowSpec};
+use super::{WasmAggregate, WasmWindow, WindowFunction, WindowOperator, WindowSpec};
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
-use crate::operators::{FailureHandler, Operator};
+use crate::operators::{FailureHandler, LatePolicy, LateRecords, Operator};
 use crate::plugin::{LoadedPlugin, PluginInstance, PluginLimits, World};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -31,18 +31,9 @@ impl WindowNode {
         failure: FailureHandler,
     ) -> Result<Box<dyn Operator>, InstantiateError> {
         let state = ctx.open_state(node.name)?;
-        let late = match (self.side_output, &ctx.late_output) {
-            (true, Some(tx)) => LatePolicy::SideOutput(tx.clone()),
-            _ => LatePolicy::Drop,
-        };
-        let op = WindowOperator::new(
-            node.name,
-            self.spec.clone(),
-            state,
-            late,
-            self.late_records.clone(),
-            failure,
-        );
+        let late = LatePolicy::choose(self.side_output, &ctx.late_output);
+        let late = LateRecords::new(late, self.late_records.clone());
+        let op = WindowOperator::new(node.name, self.spec.clone(), state, late, failure);
         let Some((plugin, limits)) = &self.plugin else {
             return Ok(Box::new(op));
         };

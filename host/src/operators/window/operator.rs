@@ -13,14 +13,13 @@ use super::assigner::{Assigner, Window};
 use super::function::{AccumulatorGroup, BuiltinAggregates, DueWindow, WindowFnError, WindowFunction};
 use crate::batch::Batch;
 use crate::clock::Clock;
-use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::operators::{FailureHandler, LateRecords, Operator, OperatorError};
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::keys;
 use crate::state::{KeyedState, TimeDomain};
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64;
 
 const FIRE: u8 = 0;
@@ -48,15 +47,6 @@ pub struct WindowSpec {
     pub processing_time: bool,
 }
 
-/// What happens to records too late for every window.
-#[derive(Debug, Clone)]
-pub enum LatePolicy {
-    /// Counted and dropped.
-    Drop,
-    /// Counted and sent here.
-    SideOutput(crate::operators::SideOutput),
-}
-
 /// One keyed worker's window operator.
 pub struct WindowOperator {
     name: String,
@@ -65,8 +55,7 @@ pub struct WindowOperator {
     watermark: i64,
     /// Every timer at or before this has fired.
     fired_upto: i64,
-    late: LatePolicy,
-    late_records: Arc<AtomicU64>,
+    late: LateRecords,
     failure: FailureHandler,
     clock: Clock,
     function: Box<dyn WindowFunction>,
@@ -78,8 +67,7 @@ impl WindowOperator {
         name: &str,
         spec: WindowSpec,
         state: KeyedState,
-        late: LatePolicy,
-        late_records: Arc<AtomicU64>,
+        late: LateRecords,
         failure: FailureHandler,
     ) -> Self {
         let function = Box::new(BuiltinAggregates::new(
@@ -95,7 +83,6 @@ impl WindowOperator {
             watermark: i64::MIN,
             fired_upto: i64::MIN,
             late,
-            late_records,
             failure,
             clock: Arc::new(crate::clock::now_ms),
         }
@@ -224,14 +211,6 @@ impl WindowOperator {
 
     fn too_late(&self, w: Window) -> bool {
         w.max_timestamp().saturating_add(self.spec.allowed_lateness) <= self.watermark
-    }
-
-    fn late(&self, rec: Record) {
-        self.late_records.fetch_add(1, Ordering::Relaxed);
-        if let LatePolicy::SideOutput(tx) = &self.late {
-            // A stopped side output means the pipeline is stopping.
-            let _ = tx.send(rec);
-        }
     }
 
     /// Records a window's timers when it first gets state.
@@ -396,7 +375,7 @@ impl WindowOperator {
         if !late.is_empty() {
             for (i, rec) in records.into_iter().enumerate() {
                 if late.binary_search(&i).is_ok() {
-                    self.late(rec);
+                    self.late.handle(rec);
                 }
             }
         }
@@ -427,7 +406,7 @@ impl WindowOperator {
             }
         }
         if !accepted {
-            self.late(rec);
+            self.late.handle(rec);
         }
         Ok(())
     }
@@ -477,7 +456,7 @@ impl WindowOperator {
             }
         }
         if self.too_late(merged) {
-            self.late(rec);
+            self.late.handle(rec);
             return Ok(());
         }
         // The joined sessions' accumulators in time order, then the record.

@@ -9,6 +9,7 @@ use crate::operators::FailurePolicy;
 use crate::state::MemoryBackend;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 #[derive(Debug, Clone)]
 enum Event {
@@ -50,8 +51,7 @@ fn operator_failing_to(spec: WindowSpec, failure: FailureHandler) -> WindowOpera
         "w",
         spec,
         KeyedState::new(Box::new(MemoryBackend::default()), 1, 128),
-        LatePolicy::Drop,
-        Arc::default(),
+        LateRecords::dropped(),
         failure,
     )
 }
@@ -254,7 +254,7 @@ fn run_fixed(assigner: Assigner, lateness: i64, evs: &[Event]) -> Result<(), Tes
         expected.sort();
         prop_assert_eq!(parse(out), expected, "after {:?}", e);
     }
-    prop_assert_eq!(op.late_records.load(Ordering::Relaxed), model.late);
+    prop_assert_eq!(op.late.count(), model.late);
     Ok(())
 }
 
@@ -297,7 +297,7 @@ proptest! {
             expected.sort();
             prop_assert_eq!(got, expected, "after {:?}", e);
         }
-        prop_assert_eq!(op.late_records.load(Ordering::Relaxed), model.late);
+        prop_assert_eq!(op.late.count(), model.late);
     }
 }
 

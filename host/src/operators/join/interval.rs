@@ -1,0 +1,286 @@
+//! The interval join of two keyed streams: a left record at time `l` and a
+//! right record at time `r` of the same key join when
+//! `l + lower <= r <= l + upper`.
+//!
+//! Each record is kept in the state backend, under its key, side and time,
+//! for as long as a partner may still arrive: a left record until the
+//! watermark reaches `l + upper`, a right one until it reaches `r - lower`.
+//! A record that arrives finds its partners among the kept records of the
+//! other side, so every pair is emitted once, by whichever of the two came
+//! second. When a kept record's time is up, an outer join emits it alone if
+//! it never joined. A record at or before the watermark is late: it is
+//! counted and dropped or sent to the late output (it could miss partners
+//! already gone).
+//!
+//! ```text
+//! entry := keyed(kg, op, key) side:u8 time:sortable  ->  item*
+//! item  := joined:u8 len:u32 value
+//! timer := at the entry's last useful time, payload side:u8 time:sortable
+//! ```
+
+use super::output::{JoinKind, Side, joined, unmatched};
+use crate::batch::Batch;
+use crate::operators::{LateRecords, Operator, OperatorError};
+use crate::record::Record;
+use crate::state::{KeyedState, TimeDomain, keys};
+use bytes::Bytes;
+
+/// What an interval join computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntervalJoinSpec {
+    /// The earliest right record a left one joins, relative to it (ms).
+    pub lower: i64,
+    /// The latest right record a left one joins, relative to it (ms).
+    pub upper: i64,
+    /// Which unmatched records are emitted alone.
+    pub kind: JoinKind,
+}
+
+/// One keyed worker's interval join: input 0 is the left stream, input 1
+/// the right one.
+pub struct IntervalJoin {
+    name: String,
+    spec: IntervalJoinSpec,
+    state: KeyedState,
+    watermark: i64,
+    /// Every timer at or before this has fired.
+    fired_upto: i64,
+    late: LateRecords,
+}
+
+/// A kept record: whether it joined, and its value.
+struct Item {
+    joined: bool,
+    value: Vec<u8>,
+}
+
+impl IntervalJoin {
+    /// The join `name` of `spec`, keeping its records in `state`.
+    pub fn new(name: &str, spec: IntervalJoinSpec, state: KeyedState, late: LateRecords) -> Self {
+        Self {
+            name: name.to_owned(),
+            spec,
+            state,
+            watermark: i64::MIN,
+            fired_upto: i64::MIN,
+            late,
+        }
+    }
+
+    fn failed(&self, e: impl std::fmt::Display) -> OperatorError {
+        OperatorError::state(&self.name, e)
+    }
+
+    /// The last time at which a record of `side` at `time` may still get a
+    /// partner: a partner after it would be late.
+    fn kept_until(&self, side: Side, time: i64) -> i64 {
+        match side {
+            Side::Left => time.saturating_add(self.spec.upper),
+            Side::Right => time.saturating_sub(self.spec.lower),
+        }
+    }
+
+    /// The times of the other side's records that a record of `side` at
+    /// `time` joins.
+    fn partner_times(&self, side: Side, time: i64) -> (i64, i64) {
+        match side {
+            Side::Left => (
+                time.saturating_add(self.spec.lower),
+                time.saturating_add(self.spec.upper),
+            ),
+            Side::Right => (
+                time.saturating_sub(self.spec.upper),
+                time.saturating_sub(self.spec.lower),
+            ),
+        }
+    }
+
+    fn entry(&self, kg: u16, key: &[u8], side: Side, time: i64) -> Vec<u8> {
+        self.state.entry(kg, key, &suffix(side, time))
+    }
+
+    fn on_record(&mut self, side: Side, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        if rec.timestamp <= self.watermark {
+            self.late.handle(rec);
+            return Ok(());
+        }
+        let key = rec.key_bytes().to_vec();
+        let kg = self.state.key_group(&key);
+        let other = side.other();
+        let (from, to) = self.partner_times(side, rec.timestamp);
+        let start = self.entry(kg, &key, other, from);
+        let end = match to.checked_add(1) {
+            Some(t) => self.entry(kg, &key, other, t),
+            None => keys::prefix_end(&self.state.entry(kg, &key, &[other as u8])).expect("below 0xFF"),
+        };
+        let mut partners: Vec<(Vec<u8>, i64, Vec<Item>)> = Vec::new();
+        let mut corrupt = false;
+        let prefix = self.state.entry(kg, &key, &[]).len();
+        self.state
+            .scan(&start, &end, &mut |k, v| {
+                match (k.get(prefix + 1..).and_then(keys::unsortable), decode(v)) {
+                    (Some(time), Some(items)) => partners.push((k.to_vec(), time, items)),
+                    _ => corrupt = true,
+                }
+                true
+            })
+            .map_err(|e| self.failed(e))?;
+        if corrupt {
+            return Err(self.failed("a kept join record in the state backend is corrupt"));
+        }
+        let found = partners.iter().any(|(_, _, items)| !items.is_empty());
+        let outer_other = self.spec.kind.keeps(other);
+        for (entry, time, mut items) in partners {
+            let mut changed = false;
+            for item in &mut items {
+                let mine = (&rec.value[..], rec.timestamp);
+                let (left, right) = side.order(mine, (&item.value[..], time));
+                out.push(joined(&rec.key, left, right));
+                changed |= outer_other && !item.joined;
+                item.joined = true;
+            }
+            if changed {
+                self.state
+                    .put(&entry, &encode(&items))
+                    .map_err(|e| self.failed(e))?;
+            }
+        }
+        let until = self.kept_until(side, rec.timestamp);
+        if until <= self.watermark {
+            // No partner can come any more: it is done with now.
+            if !found && self.spec.kind.keeps(side) {
+                out.push(unmatched(side, &rec.key, &rec.value, rec.timestamp));
+            }
+            return Ok(());
+        }
+        let entry = self.entry(kg, &key, side, rec.timestamp);
+        let mut items = match self.state.get(&entry).map_err(|e| self.failed(e))? {
+            Some(v) => {
+                decode(&v).ok_or_else(|| self.failed("a kept join record in the state backend is corrupt"))?
+            }
+            None => {
+                let timer = self.state.timer(
+                    TimeDomain::EventTime,
+                    until,
+                    kg,
+                    &key,
+                    &suffix(side, rec.timestamp),
+                );
+                self.state.put(&timer, &[]).map_err(|e| self.failed(e))?;
+                Vec::new()
+            }
+        };
+        items.push(Item {
+            joined: found,
+            value: rec.value.to_vec(),
+        });
+        self.state
+            .put(&entry, &encode(&items))
+            .map_err(|e| self.failed(e))
+    }
+
+    /// Fires every timer due at `upto`: the kept records whose time is up
+    /// leave the state, the unmatched ones of an outer side alone.
+    fn fire(&mut self, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        let from = self.fired_upto.saturating_add(1);
+        self.fired_upto = upto;
+        let due = self
+            .state
+            .take_due_timers(TimeDomain::EventTime, from, upto)
+            .map_err(|e| self.failed(e))?;
+        for t in due {
+            let payload = t.payload();
+            let (Some(side), Some(time)) = (
+                payload.first().and_then(|&b| Side::from_byte(b)),
+                payload.get(1..9).and_then(keys::unsortable),
+            ) else {
+                return Err(self.failed("a join timer in the state backend is corrupt"));
+            };
+            let entry = self.entry(t.key_group, t.key(), side, time);
+            let Some(v) = self.state.get(&entry).map_err(|e| self.failed(e))? else {
+                continue;
+            };
+            self.state.delete(&entry).map_err(|e| self.failed(e))?;
+            if !self.spec.kind.keeps(side) {
+                continue;
+            }
+            let items = decode(&v)
+                .ok_or_else(|| self.failed("a kept join record in the state backend is corrupt"))?;
+            let key = Some(Bytes::copy_from_slice(t.key()));
+            for item in items.into_iter().filter(|i| !i.joined) {
+                out.push(unmatched(side, &key, &item.value, time));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Operator for IntervalJoin {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        self.process_input(0, input)
+    }
+
+    fn process_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
+        let side = Side::of_input(input);
+        let mut out = Vec::new();
+        for rec in batch.into_records() {
+            self.on_record(side, rec, &mut out)?;
+        }
+        Ok(Batch::Records(out))
+    }
+
+    fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        if watermark > self.watermark {
+            self.watermark = watermark;
+            self.fire(watermark, out)?;
+        }
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        self.watermark = i64::MAX;
+        self.fire(i64::MAX, out)
+    }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+        crate::operators::snapshot_state(&self.name, &mut self.state, dir)
+    }
+}
+
+/// What follows the key in a kept record's entry (and its timer's payload).
+fn suffix(side: Side, time: i64) -> [u8; 9] {
+    let mut s = [side as u8; 9];
+    s[1..].copy_from_slice(&keys::sortable(time));
+    s
+}
+
+fn encode(items: &[Item]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(items.iter().map(|i| 5 + i.value.len()).sum());
+    for i in items {
+        v.push(u8::from(i.joined));
+        v.extend_from_slice(&(i.value.len() as u32).to_be_bytes());
+        v.extend_from_slice(&i.value);
+    }
+    v
+}
+
+fn decode(mut v: &[u8]) -> Option<Vec<Item>> {
+    let mut items = Vec::new();
+    while let [joined, rest @ ..] = v {
+        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let value = rest.get(4..4 + len)?.to_vec();
+        items.push(Item {
+            joined: *joined == 1,
+            value,
+        });
+        v = &rest[4 + len..];
+    }
+    Some(items)
+}
+
+#[cfg(test)]
+mod model_tests;

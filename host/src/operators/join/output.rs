@@ -1,0 +1,141 @@
+//! What the joins emit: a joined pair as one JSON document
+//! `{"left": …, "right": …}` (a side that is not JSON as a JSON string),
+//! and an unmatched record of an outer join with `null` for its partner.
+
+use crate::record::Record;
+use bytes::Bytes;
+
+/// The side of a two-input operator a record came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Side {
+    /// Input 0.
+    Left = 0,
+    /// Input 1.
+    Right = 1,
+}
+
+impl Side {
+    /// The side of input `input`.
+    pub fn of_input(input: usize) -> Self {
+        if input == 0 { Side::Left } else { Side::Right }
+    }
+
+    /// The other side.
+    pub fn other(self) -> Self {
+        match self {
+            Side::Left => Side::Right,
+            Side::Right => Side::Left,
+        }
+    }
+
+    /// The side stored as `b`.
+    pub fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(Side::Left),
+            1 => Some(Side::Right),
+            _ => None,
+        }
+    }
+
+    /// `mine` and `theirs` as (left, right), `mine` being of this side.
+    pub fn order<T>(self, mine: T, theirs: T) -> (T, T) {
+        match self {
+            Side::Left => (mine, theirs),
+            Side::Right => (theirs, mine),
+        }
+    }
+}
+
+/// Which records a join emits without a partner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// None: only joined pairs.
+    Inner,
+    /// The left ones.
+    Left,
+    /// The right ones.
+    Right,
+    /// Both sides'.
+    Full,
+}
+
+impl JoinKind {
+    /// Whether an unmatched record of `side` is emitted alone.
+    pub fn keeps(self, side: Side) -> bool {
+        matches!(
+            (self, side),
+            (JoinKind::Full, _) | (JoinKind::Left, Side::Left) | (JoinKind::Right, Side::Right)
+        )
+    }
+}
+
+/// The joined record of `left` and `right` (value and time each): the key,
+/// both documents, the later time.
+pub fn joined(key: &Option<Bytes>, left: (&[u8], i64), right: (&[u8], i64)) -> Record {
+    let mut v = Vec::with_capacity(left.0.len() + right.0.len() + 20);
+    v.extend_from_slice(b"{\"left\":");
+    push_json(&mut v, left.0);
+    v.extend_from_slice(b",\"right\":");
+    push_json(&mut v, right.0);
+    v.push(b'}');
+    Record::new(key.clone(), v, left.1.max(right.1))
+}
+
+/// A record of `side` that never joined, with `null` for its partner.
+pub fn unmatched(side: Side, key: &Option<Bytes>, value: &[u8], time: i64) -> Record {
+    let mut v = Vec::with_capacity(value.len() + 20);
+    v.extend_from_slice(b"{\"left\":");
+    match side {
+        Side::Left => {
+            push_json(&mut v, value);
+            v.extend_from_slice(b",\"right\":null}");
+        }
+        Side::Right => {
+            v.extend_from_slice(b"null,\"right\":");
+            push_json(&mut v, value);
+            v.push(b'}');
+        }
+    }
+    Record::new(key.clone(), v, time)
+}
+
+/// Appends `value` as JSON: as it is when it is a JSON document, else as a
+/// string of its text.
+fn push_json(out: &mut Vec<u8>, value: &[u8]) {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(value).is_ok() {
+        out.extend_from_slice(value);
+    } else {
+        let text = serde_json::Value::from(String::from_utf8_lossy(value));
+        out.extend_from_slice(text.to_string().as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: &Record) -> String {
+        String::from_utf8(r.value.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn pairs_hold_both_documents_and_text_becomes_a_string() {
+        let key = Some(Bytes::from_static(b"k"));
+        let r = joined(&key, (br#"{"a":1}"#, 5), (b"plain \"text\"", 9));
+        assert_eq!(text(&r), r#"{"left":{"a":1},"right":"plain \"text\""}"#);
+        assert_eq!((r.timestamp, r.key), (9, key.clone()));
+        let r = unmatched(Side::Right, &key, b"7", 3);
+        assert_eq!(text(&r), r#"{"left":null,"right":7}"#);
+        assert_eq!(r.timestamp, 3);
+    }
+
+    #[test]
+    fn each_kind_keeps_its_sides() {
+        let kept = |k: JoinKind| (k.keeps(Side::Left), k.keeps(Side::Right));
+        assert_eq!(kept(JoinKind::Inner), (false, false));
+        assert_eq!(kept(JoinKind::Left), (true, false));
+        assert_eq!(kept(JoinKind::Right), (false, true));
+        assert_eq!(kept(JoinKind::Full), (true, true));
+    }
+}

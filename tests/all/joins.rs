@@ -1,0 +1,306 @@
+//! Joins from manifests: the example pipeline's output equals a
+//! brute-force join of its data; bad join settings are refused with
+//! located errors; a join killed again and again ends with exactly one
+//! run's output (both sides' state restored), on both backends; its
+//! savepoint restores at another parallelism.
+
+use crate::checkpoints::{kills, run_and_kill_at, run_until_savepoint};
+use crate::support::*;
+use mailer::connectors::splitmix64;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+fn read_docs(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(repo().join("pipelines/data").join(file)).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `orders-payments.toml`: every order with each payment of its order made
+/// 0 to 10 minutes after it, and each order without one alone. Its data
+/// are at most 4 s out of order and the watermark trails by 5 s, so
+/// nothing is late.
+#[test]
+fn orders_payments_joins_each_order_with_its_payments_within_ten_minutes() {
+    let out = run(&[
+        "run",
+        repo().join("pipelines/orders-payments.toml").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let orders = read_docs("shop-orders.jsonl");
+    let payments = read_docs("shop-payments.jsonl");
+    let mut want = Vec::new();
+    for o in &orders {
+        let t = o["ts"].as_i64().unwrap();
+        let paid: Vec<&Value> = payments
+            .iter()
+            .filter(|p| p["order"] == o["order"])
+            .filter(|p| (t..=t + 600_000).contains(&p["ts"].as_i64().unwrap()))
+            .collect();
+        if paid.is_empty() {
+            want.push(json!({"left": o, "right": null}).to_string());
+        }
+        for p in paid {
+            want.push(json!({"left": o, "right": p}).to_string());
+        }
+    }
+    let mut got: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap().to_string())
+        .collect();
+    got.sort();
+    want.sort();
+    assert!(want.len() > 40, "the data join and miss: {}", want.len());
+    assert_eq!(got, want);
+}
+
+#[test]
+fn an_interval_join_needs_two_keyed_sides_of_one_parallelism_and_an_interval() {
+    let w = Workdir::new();
+    w.write("a.jsonl", "{\"k\":\"x\",\"ts\":1}\n");
+    let manifest = |operators: &str| {
+        format!(
+            r#"
+[pipeline]
+name = "bad-join"
+
+[[sources]]
+name = "a"
+type = "file"
+path = "{dir}/a.jsonl"
+format = "json_lines"
+key_field = "k"
+
+[[sources]]
+name = "b"
+type = "file"
+path = "{dir}/a.jsonl"
+format = "json_lines"
+key_field = "k"
+
+[[operators]]
+name = "ka"
+type = "key_by"
+input = "a"
+parallelism = 2
+
+[[operators]]
+name = "kb"
+type = "key_by"
+input = "b"
+parallelism = 2
+{operators}
+[[sinks]]
+name = "out"
+type = "stdout"
+"#,
+            dir = w.path("").display()
+        )
+    };
+    let join = |fields: &str| format!("\n[[operators]]\nname = \"j\"\ntype = \"interval_join\"\n{fields}\n");
+    let cases = [
+        (
+            join("left = \"ka\"\nright = \"b\"\nlower = \"0s\"\nupper = \"1s\""),
+            "`interval_join` needs keyed streams: `b` is not keyed",
+        ),
+        (
+            join("left = \"ka\"\nright = \"kb\"\nlower = \"2s\"\nupper = \"1s\""),
+            "`lower` (2000 ms) is after `upper` (1000 ms)",
+        ),
+        (
+            join("left = \"ka\"\nright = \"nope\"\nlower = \"0s\"\nupper = \"1s\""),
+            "`nope` is neither a source nor an operator before it",
+        ),
+        (
+            join("left = \"ka\"\nright = \"kb\"\nlower = \"-x\"\nupper = \"1s\""),
+            "`-x` is not a duration",
+        ),
+        (
+            join("left = \"ka\"\nright = \"kb\"\nlower = \"0s\"\nupper = \"1s\"\nlate = \"side-output\""),
+            "needs a `[late_output]` sink",
+        ),
+    ];
+    for (operators, expected) in cases {
+        let path = w.write("bad.toml", &manifest(&operators));
+        let out = run(&["validate", path.to_str().unwrap()]);
+        assert!(!out.status.success(), "accepted: {operators}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(expected),
+            "{operators}\nwanted {expected:?} in:\n{err}"
+        );
+        assert!(err.contains("bad.toml:"), "located: {err}");
+    }
+    let uneven = manifest(
+        "\n[[operators]]\nname = \"j\"\ntype = \"interval_join\"\nleft = \"ka\"\nright = \"kb\"\nlower = \"0s\"\nupper = \"1s\"\n",
+    )
+    .replacen("parallelism = 2", "parallelism = 3", 1);
+    let path = w.write("bad.toml", &uneven);
+    let err = stderr(&run(&["validate", path.to_str().unwrap()]));
+    assert!(err.contains("keyed over 3 and 2 workers"), "{err}");
+}
+
+const CRASH_LINES: u64 = 20_000;
+const CRASH_KEYS: u64 = 40;
+
+/// Line `i` of side `seed`: a key mixed from `i` and `seed`, at time
+/// `10 i + seed`.
+fn side_line(i: u64, seed: u64) -> String {
+    let key = splitmix64(i ^ seed) % CRASH_KEYS;
+    format!("{{\"k\":\"{key}\",\"i\":{i},\"ts\":{}}}", 10 * i + seed)
+}
+
+fn side_lines(seed: u64) -> String {
+    (0..CRASH_LINES).map(|i| side_line(i, seed) + "\n").collect()
+}
+
+/// Left records (`a`, seed 1) join right ones (`b`, seed 2) of the same key
+/// from 30 ms before to 20 ms after them: every pair, sorted.
+fn crash_expected() -> Vec<String> {
+    let mut pairs = Vec::new();
+    for i in 0..CRASH_LINES {
+        let t = 10 * i + 1;
+        for j in i.saturating_sub(3)..(i + 4).min(CRASH_LINES) {
+            let u = 10 * j + 2;
+            let same_key = splitmix64(i ^ 1) % CRASH_KEYS == splitmix64(j ^ 2) % CRASH_KEYS;
+            if same_key && t <= u + 30 && u <= t + 20 {
+                pairs.push(format!(
+                    r#"{{"left":{},"right":{}}}"#,
+                    side_line(i, 1),
+                    side_line(j, 2)
+                ));
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs
+}
+
+/// Two rate-limited files, each keyed, interval-joined into a file sink
+/// (which rewinds on restore), checkpoints every `interval`.
+fn crash_manifest(
+    w: &Workdir,
+    name: &str,
+    backend: &str,
+    parallelism: usize,
+    rate: u64,
+    interval: &str,
+) -> PathBuf {
+    let rate = match rate {
+        0 => String::new(),
+        r => format!("rate = {r}"),
+    };
+    w.write("a.jsonl", &side_lines(1));
+    w.write("b.jsonl", &side_lines(2));
+    w.manifest_as(
+        &format!("{name}.toml"),
+        &format!(
+            r#"
+[pipeline]
+name = "{name}"
+batch_size = 100
+
+[[sources]]
+name = "a"
+type = "file"
+path = "a.jsonl"
+format = "json_lines"
+key_field = "k"
+timestamp_field = "ts"
+{rate}
+
+[[sources]]
+name = "b"
+type = "file"
+path = "b.jsonl"
+format = "json_lines"
+key_field = "k"
+timestamp_field = "ts"
+{rate}
+
+[watermark]
+max_out_of_orderness = "10ms"
+
+[[operators]]
+name = "ka"
+type = "key_by"
+input = "a"
+parallelism = {parallelism}
+
+[[operators]]
+name = "kb"
+type = "key_by"
+input = "b"
+parallelism = {parallelism}
+
+[[operators]]
+name = "j"
+type = "interval_join"
+left = "ka"
+right = "kb"
+lower = "-30ms"
+upper = "20ms"
+
+[[sinks]]
+name = "out"
+type = "file"
+path = "joined.txt"
+format = "value"
+
+[state]
+backend = "{backend}"
+path = "state"
+
+[checkpoint]
+interval = "{interval}"
+path = "checkpoints"
+"#
+        ),
+    )
+}
+
+fn assert_exactly_one_run(w: &Workdir, what: &str) {
+    let mut got: Vec<String> = w.read("joined.txt").lines().map(str::to_owned).collect();
+    got.sort_unstable();
+    let want = crash_expected();
+    assert_eq!(got.len(), want.len(), "{what}: pairs");
+    assert!(got == want, "{what}: a pair is missing or repeated");
+}
+
+fn join_crash_sweep(backend: &str) {
+    let w = Workdir::new();
+    let name = format!("join-crash-{backend}");
+    let m = crash_manifest(&w, &name, backend, 2, 4_000, "100ms");
+    let times = 2 * kills();
+    let mut resumed = 0;
+    for i in 0..times {
+        resumed += u64::from(run_and_kill_at(&w.path("checkpoints"), &m, i, 600));
+    }
+    assert!(resumed + 1 >= times, "only {resumed} of {times} runs resumed");
+    let log = run_to_end(&m, &[]);
+    assert!(log.contains("resuming from a checkpoint"), "{log}");
+    assert_exactly_one_run(&w, backend);
+}
+
+#[test]
+fn a_join_killed_20_times_ends_with_exactly_one_runs_output_in_memory() {
+    join_crash_sweep("memory");
+}
+
+#[test]
+fn a_join_killed_20_times_ends_with_exactly_one_runs_output_on_rocksdb() {
+    join_crash_sweep("rocksdb");
+}
+
+#[test]
+fn a_joins_savepoint_restores_at_another_parallelism() {
+    for backend in ["memory", "rocksdb"] {
+        let w = Workdir::new();
+        let sp = w.path("sp");
+        let m = crash_manifest(&w, "join-rescale", backend, 2, 4_000, "1h");
+        run_until_savepoint(&w, &["run", m.to_str().unwrap()], &m, &sp);
+        let m = crash_manifest(&w, "join-rescale", backend, 3, 0, "1h");
+        let log = run_to_end(&m, &["--from-savepoint", sp.to_str().unwrap()]);
+        assert!(log.contains("resuming from a checkpoint"), "{log}");
+        assert_exactly_one_run(&w, backend);
+    }
+}
