@@ -1,5 +1,5 @@
-//! Joins from manifests: the example pipeline's output equals a
-//! brute-force join of its data; bad join settings are refused with
+//! Joins from manifests: the example pipelines' outputs equal brute-force
+//! joins of their data (an interval join; a lookup join as of event time); bad join settings are refused with
 //! located errors; a join killed again and again ends with exactly one
 //! run's output (both sides' state restored), on both backends; its
 //! savepoint restores at another parallelism.
@@ -50,6 +50,51 @@ fn orders_payments_joins_each_order_with_its_payments_within_ten_minutes() {
     got.sort();
     want.sort();
     assert!(want.len() > 40, "the data join and miss: {}", want.len());
+    assert_eq!(got, want);
+}
+
+/// `orders-enrich.toml`: every order with its customer's row as it was at
+/// the order's time (the newest change at or before it), `null` for a
+/// customer in no table.
+#[test]
+fn orders_enrich_joins_each_order_with_its_customer_as_of_the_orders_time() {
+    let out = run(&[
+        "run",
+        repo().join("pipelines/orders-enrich.toml").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let customers = read_docs("shop-customers.jsonl");
+    let mut want: Vec<String> = read_docs("shop-orders.jsonl")
+        .iter()
+        .map(|o| {
+            let t = o["ts"].as_i64().unwrap();
+            let row = customers
+                .iter()
+                .filter(|c| c["customer"] == o["customer"] && c["ts"].as_i64().unwrap() <= t)
+                .max_by_key(|c| c["ts"].as_i64().unwrap());
+            json!({"stream": o, "table": row}).to_string()
+        })
+        .collect();
+    let mut got: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap().to_string())
+        .collect();
+    got.sort();
+    want.sort();
+    let tiers = |docs: &[String], who: &str| -> Vec<String> {
+        let mut t: Vec<String> = docs
+            .iter()
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .filter(|d| d["stream"]["customer"] == who)
+            .map(|d| d["table"]["tier"].to_string())
+            .collect();
+        t.dedup();
+        t
+    };
+    assert!(
+        tiers(&want, "bob").len() >= 2,
+        "the data change a tier mid-stream"
+    );
     assert_eq!(got, want);
 }
 
@@ -153,9 +198,55 @@ fn side_lines(seed: u64) -> String {
     (0..CRASH_LINES).map(|i| side_line(i, seed) + "\n").collect()
 }
 
+/// How the crash tests join `a` (left, the stream) with `b` (right, the
+/// table).
+#[derive(Clone, Copy)]
+enum Joined {
+    /// `interval_join` from 30 ms before to 20 ms after.
+    Interval,
+    /// `lookup_join` of `b` as a table, as of event time, left.
+    Table,
+}
+
+/// The `[[operators]]` table of the join.
+fn join_operator(how: Joined) -> &'static str {
+    match how {
+        Joined::Interval => {
+            "type = \"interval_join\"\nleft = \"ka\"\nright = \"kb\"\nlower = \"-30ms\"\nupper = \"20ms\""
+        }
+        Joined::Table => {
+            "type = \"lookup_join\"\ninput = \"ka\"\ntable = \"kb\"\nas_of = \"event_time\"\njoin = \"left\""
+        }
+    }
+}
+
+/// What the join gives, sorted.
+fn crash_expected(how: Joined) -> Vec<String> {
+    match how {
+        Joined::Interval => interval_expected(),
+        Joined::Table => table_expected(),
+    }
+}
+
+/// Each left record with the row of its key valid at its time: the newest
+/// right record of that key at or before it (`b`'s line `j` is at `10 j + 2`,
+/// so before `a`'s line `i` at `10 i + 1` when `j < i`).
+fn table_expected() -> Vec<String> {
+    let key = |i: u64, seed: u64| splitmix64(i ^ seed) % CRASH_KEYS;
+    let mut out: Vec<String> = (0..CRASH_LINES)
+        .map(|i| {
+            let row = (0..i).rev().find(|&j| key(j, 2) == key(i, 1));
+            let table = row.map_or("null".to_owned(), |j| side_line(j, 2));
+            format!(r#"{{"stream":{},"table":{table}}}"#, side_line(i, 1))
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 /// Left records (`a`, seed 1) join right ones (`b`, seed 2) of the same key
 /// from 30 ms before to 20 ms after them: every pair, sorted.
-fn crash_expected() -> Vec<String> {
+fn interval_expected() -> Vec<String> {
     let mut pairs = Vec::new();
     for i in 0..CRASH_LINES {
         let t = 10 * i + 1;
@@ -180,6 +271,7 @@ fn crash_expected() -> Vec<String> {
 fn crash_manifest(
     w: &Workdir,
     name: &str,
+    how: Joined,
     backend: &str,
     parallelism: usize,
     rate: u64,
@@ -234,11 +326,7 @@ parallelism = {parallelism}
 
 [[operators]]
 name = "j"
-type = "interval_join"
-left = "ka"
-right = "kb"
-lower = "-30ms"
-upper = "20ms"
+{join}
 
 [[sinks]]
 name = "out"
@@ -253,23 +341,24 @@ path = "state"
 [checkpoint]
 interval = "{interval}"
 path = "checkpoints"
-"#
+"#,
+            join = join_operator(how)
         ),
     )
 }
 
-fn assert_exactly_one_run(w: &Workdir, what: &str) {
+fn assert_exactly_one_run(w: &Workdir, how: Joined, what: &str) {
     let mut got: Vec<String> = w.read("joined.txt").lines().map(str::to_owned).collect();
     got.sort_unstable();
-    let want = crash_expected();
+    let want = crash_expected(how);
     assert_eq!(got.len(), want.len(), "{what}: pairs");
     assert!(got == want, "{what}: a pair is missing or repeated");
 }
 
-fn join_crash_sweep(backend: &str) {
+fn join_crash_sweep(how: Joined, backend: &str) {
     let w = Workdir::new();
     let name = format!("join-crash-{backend}");
-    let m = crash_manifest(&w, &name, backend, 2, 4_000, "100ms");
+    let m = crash_manifest(&w, &name, how, backend, 2, 4_000, "100ms");
     let times = 2 * kills();
     let mut resumed = 0;
     for i in 0..times {
@@ -278,29 +367,39 @@ fn join_crash_sweep(backend: &str) {
     assert!(resumed + 1 >= times, "only {resumed} of {times} runs resumed");
     let log = run_to_end(&m, &[]);
     assert!(log.contains("resuming from a checkpoint"), "{log}");
-    assert_exactly_one_run(&w, backend);
+    assert_exactly_one_run(&w, how, backend);
 }
 
 #[test]
 fn a_join_killed_20_times_ends_with_exactly_one_runs_output_in_memory() {
-    join_crash_sweep("memory");
+    join_crash_sweep(Joined::Interval, "memory");
 }
 
 #[test]
 fn a_join_killed_20_times_ends_with_exactly_one_runs_output_on_rocksdb() {
-    join_crash_sweep("rocksdb");
+    join_crash_sweep(Joined::Interval, "rocksdb");
+}
+
+#[test]
+fn a_table_join_killed_20_times_ends_with_exactly_one_runs_output_in_memory() {
+    join_crash_sweep(Joined::Table, "memory");
+}
+
+#[test]
+fn a_table_join_killed_20_times_ends_with_exactly_one_runs_output_on_rocksdb() {
+    join_crash_sweep(Joined::Table, "rocksdb");
 }
 
 #[test]
 fn a_joins_savepoint_restores_at_another_parallelism() {
-    for backend in ["memory", "rocksdb"] {
+    for (how, backend) in [(Joined::Interval, "memory"), (Joined::Table, "rocksdb")] {
         let w = Workdir::new();
         let sp = w.path("sp");
-        let m = crash_manifest(&w, "join-rescale", backend, 2, 4_000, "1h");
+        let m = crash_manifest(&w, "join-rescale", how, backend, 2, 4_000, "1h");
         run_until_savepoint(&w, &["run", m.to_str().unwrap()], &m, &sp);
-        let m = crash_manifest(&w, "join-rescale", backend, 3, 0, "1h");
+        let m = crash_manifest(&w, "join-rescale", how, backend, 3, 0, "1h");
         let log = run_to_end(&m, &["--from-savepoint", sp.to_str().unwrap()]);
         assert!(log.contains("resuming from a checkpoint"), "{log}");
-        assert_exactly_one_run(&w, backend);
+        assert_exactly_one_run(&w, how, backend);
     }
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use mailer_test_support::kafka::{
-    admin, bootstrap, consume_all, create_topic, create_topic_with, produce, unique_topic,
+    admin, bootstrap, consume_all, create_topic, create_topic_with, produce, producer, send, unique_topic,
 };
 
 /// A fresh input topic of `partitions` partitions holding `records`, and a
@@ -693,4 +693,88 @@ fn records_the_brokers_refuse_follow_the_sinks_failure_policy() {
         "{err}"
     );
     assert!(err.contains(r#"key="b""#), "names the record: {err}");
+}
+
+/// A table fed by a compacted topic: the latest row per key, a tombstone
+/// (a record without a value) deletes its key. Orders written after every
+/// change of the table are joined, as of their time, with the rows left.
+#[test]
+fn a_table_from_a_compacted_topic_keeps_the_latest_rows_and_tombstones_delete() {
+    let (customers, orders) = (unique_topic("table-customers"), unique_topic("table-orders"));
+    create_topic_with(&customers, 1, &[("cleanup.policy", "compact")]);
+    create_topic(&orders, 1);
+    let producer = producer();
+    for (key, value) in [
+        ("alice", r#"{"tier":"gold"}"#),
+        ("bob", r#"{"tier":"silver"}"#),
+        ("carol", r#"{"tier":"bronze"}"#),
+        ("bob", r#"{"tier":"platinum"}"#),
+    ] {
+        send(&producer, &customers, key, value.as_bytes());
+    }
+    let tombstone = BaseRecord::<str, [u8]>::to(&customers).key("carol");
+    producer.send(tombstone).map_err(|(e, _)| e).unwrap();
+    producer.flush(Duration::from_secs(30)).unwrap();
+    // Every order is written after the last change, so it sees all of them.
+    std::thread::sleep(Duration::from_millis(20));
+    for (i, who) in ["alice", "bob", "carol", "dave"].iter().enumerate() {
+        send(&producer, &orders, who, format!(r#"{{"order":{i}}}"#).as_bytes());
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let w = Workdir::new();
+    let kafka = |name: &str, topic: &str| {
+        format!(
+            "[[sources]]\nname = \"{name}\"\ntype = \"kafka\"\nbootstrap_servers = \"${{KAFKA_BOOTSTRAP}}\"\ntopics = [\"{topic}\"]\ngroup_id = \"{topic}\"\nformat = \"json\"\nbounded = true\n"
+        )
+    };
+    let m = w.manifest(&format!(
+        r#"
+[pipeline]
+name = "kafka-table"
+
+{}
+{}
+[watermark]
+max_out_of_orderness = "0s"
+
+[[operators]]
+name = "orders-by-customer"
+type = "key_by"
+input = "orders"
+
+[[operators]]
+name = "customers-by-id"
+type = "key_by"
+input = "customers"
+
+[[operators]]
+name = "enriched"
+type = "lookup_join"
+input = "orders-by-customer"
+table = "customers-by-id"
+as_of = "event_time"
+join = "left"
+
+[[sinks]]
+name = "out"
+type = "stdout"
+format = "text"
+"#,
+        kafka("orders", &orders),
+        kafka("customers", &customers)
+    ));
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let mut got: Vec<&str> = text.lines().collect();
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        [
+            "alice\t{\"stream\":{\"order\":0},\"table\":{\"tier\":\"gold\"}}",
+            "bob\t{\"stream\":{\"order\":1},\"table\":{\"tier\":\"platinum\"}}",
+            "carol\t{\"stream\":{\"order\":2},\"table\":null}",
+            "dave\t{\"stream\":{\"order\":3},\"table\":null}",
+        ]
+    );
 }

@@ -204,6 +204,12 @@ pub(super) fn operator_inputs(
         let right = stream_named(m, span, "right", &j.right, earlier, which)?;
         return Ok(vec![left, right]);
     }
+    if let OperatorSpec::LookupJoin(j) = op {
+        let which = "an operator before it";
+        let stream = stream_named(m, span, "input", &j.input, earlier, which)?;
+        let table = stream_named(m, span, "table", &j.table, earlier, which)?;
+        return Ok(vec![stream, table]);
+    }
     let (input, inputs) = op.wiring();
     resolve(m, span, input, inputs, default, earlier, "an operator before it")
 }

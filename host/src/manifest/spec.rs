@@ -237,6 +237,46 @@ pub enum OperatorSpec {
     /// Joins two keyed streams: records of equal keys whose times are
     /// within an interval of each other.
     IntervalJoin(IntervalJoinOperatorSpec),
+    /// Joins a keyed stream with a table (a keyed changelog): each record
+    /// with its key's row.
+    LookupJoin(LookupJoinOperatorSpec),
+}
+
+/// The `lookup_join` operator: each record of `input` with the row of its
+/// key in `table`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupJoinOperatorSpec {
+    /// The operator's name; `lookup_join` when absent.
+    pub name: Option<String>,
+    /// The stream (keyed by the join key).
+    pub input: String,
+    /// The table: a keyed stream read as a changelog, the latest value per
+    /// key (an empty value deletes the key).
+    pub table: String,
+    /// `latest` (default: the row when the record is processed) or
+    /// `event_time` (the row valid at the record's event time).
+    #[serde(default)]
+    pub as_of: AsOfSpec,
+    /// `inner` (default: records without a row are dropped) or `left`
+    /// (they leave with `"table": null`).
+    #[serde(default)]
+    pub join: JoinKindSpec,
+    /// Stream records at or before the watermark when they arrive (as of
+    /// `event_time`): `drop` (default) or `side-output`; counted either way.
+    #[serde(default)]
+    pub late: LateSpec,
+}
+
+/// Which row a lookup join takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AsOfSpec {
+    /// The row when the record is processed.
+    #[default]
+    Latest,
+    /// The row valid at the record's event time.
+    EventTime,
 }
 
 /// The `interval_join` operator: a `left` record at time `t` joins each
@@ -517,7 +557,7 @@ impl OperatorSpec {
             Self::Rename(r) => (&r.input, &r.inputs),
             Self::Set(s) => (&s.input, &s.inputs),
             Self::Aggregate(a) => (&a.input, &a.inputs),
-            Self::IntervalJoin(_) => return (None, None),
+            Self::IntervalJoin(_) | Self::LookupJoin(_) => return (None, None),
         };
         (input.as_ref(), inputs.as_ref())
     }

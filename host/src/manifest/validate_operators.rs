@@ -28,12 +28,29 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
         };
         let workers = match op.get_ref() {
             OperatorSpec::KeyBy(k) => Some(k.parallelism),
-            OperatorSpec::IntervalJoin(_) => workers_of(&reads[0]),
+            OperatorSpec::IntervalJoin(_) | OperatorSpec::LookupJoin(_) => workers_of(&reads[0]),
             _ if keyed => workers_of(&reads[0]),
             _ => None,
         };
-        if let OperatorSpec::IntervalJoin(j) = op.get_ref() {
-            check_interval_join(m, j, &span, [workers_of(&reads[0]), workers_of(&reads[1])])?;
+        let sides = || [workers_of(&reads[0]), workers_of(&reads[1])];
+        match op.get_ref() {
+            OperatorSpec::IntervalJoin(j) => {
+                let named = [("left", &j.left), ("right", &j.right)];
+                check_join(m, &span, "interval_join", named, sides(), j.late)?;
+                check_interval(m, j, &span)?;
+            }
+            OperatorSpec::LookupJoin(j) => {
+                let named = [("input", &j.input), ("table", &j.table)];
+                check_join(m, &span, "lookup_join", named, sides(), j.late)?;
+                if matches!(j.join, JoinKindSpec::Right | JoinKindSpec::Full) {
+                    return Err(m.error_at(
+                        &span,
+                        "join",
+                        "a `lookup_join` is `inner` or `left`: a table row is not an event to emit alone",
+                    ));
+                }
+            }
+            _ => {}
         }
         keyed_outputs.push(workers.is_some());
         keyed_workers.push(workers);
@@ -73,6 +90,7 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
                 (s.name.clone(), "set".to_owned())
             }
             OperatorSpec::IntervalJoin(j) => (j.name.clone(), "interval_join".to_owned()),
+            OperatorSpec::LookupJoin(j) => (j.name.clone(), "lookup_join".to_owned()),
             other => {
                 match other {
                     OperatorSpec::Reduce(_) => needs_keyed(m, &span, "reduce", keyed)?,
@@ -104,22 +122,23 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
     Ok(())
 }
 
-/// An interval join reads two keyed streams of the same keyed workers
-/// (`workers`, by side), within bounds in order.
-fn check_interval_join(
+/// A join (`what`) reads two keyed streams (`named`: key and stream, by
+/// side) of the same keyed workers (`workers`, by side); late records to the
+/// late output need one.
+fn check_join(
     m: &Manifest,
-    j: &IntervalJoinOperatorSpec,
     span: &Range<usize>,
+    what: &str,
+    named: [(&str, &String); 2],
     workers: [Option<usize>; 2],
+    late: LateSpec,
 ) -> Result<(), ManifestError> {
-    for (key, name, side) in [("left", &j.left, workers[0]), ("right", &j.right, workers[1])] {
+    for ((key, name), side) in named.into_iter().zip(workers) {
         if side.is_none() {
             return Err(m.error_at(
                 span,
                 key,
-                format!(
-                    "`interval_join` needs keyed streams: `{name}` is not keyed; read a `key_by`'s output"
-                ),
+                format!("`{what}` needs keyed streams: `{name}` is not keyed; read a `key_by`'s output"),
             ));
         }
     }
@@ -128,10 +147,26 @@ fn check_interval_join(
     {
         return Err(m.error_at(
             span,
-            "right",
-            format!("the two sides of `interval_join` are keyed over {l} and {r} workers: give their `key_by`s the same parallelism"),
+            named[1].0,
+            format!("the two sides of `{what}` are keyed over {l} and {r} workers: give their `key_by`s the same parallelism"),
         ));
     }
+    if late == LateSpec::SideOutput && m.spec.late_output.is_none() {
+        return Err(m.error_at(
+            span,
+            "late",
+            "`late = \"side-output\"` needs a `[late_output]` sink in the manifest",
+        ));
+    }
+    Ok(())
+}
+
+/// An interval join's bounds are in order.
+fn check_interval(
+    m: &Manifest,
+    j: &IntervalJoinOperatorSpec,
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
     if j.lower > j.upper {
         return Err(m.error_at(
             span,
@@ -140,13 +175,6 @@ fn check_interval_join(
                 "`lower` ({} ms) is after `upper` ({} ms): the interval is empty",
                 j.lower, j.upper
             ),
-        ));
-    }
-    if j.late == LateSpec::SideOutput && m.spec.late_output.is_none() {
-        return Err(m.error_at(
-            span,
-            "late",
-            "`late = \"side-output\"` needs a `[late_output]` sink in the manifest",
         ));
     }
     Ok(())

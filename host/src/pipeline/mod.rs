@@ -43,7 +43,7 @@ use crate::checkpoint::{CheckpointSettings, StartFrom};
 use crate::connectors::{Endpoint, OpenSink, Sink, Source};
 use crate::manifest::Stream as StreamRef;
 use crate::metrics::Telemetry;
-use crate::operators::join::{IntervalJoinSpec, JoinNode};
+use crate::operators::join::{IntervalJoinSpec, JoinNode, JoinSpec, LookupJoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::{AggregateKind, WindowNode, WindowSpec};
 use crate::operators::{FailurePolicy, NativeFactory, Operator};
@@ -480,11 +480,24 @@ impl Stream {
     /// their interval (see [`IntervalJoin`](crate::operators::join::IntervalJoin)).
     pub fn interval_join(&self, name: &str, right: &Stream, spec: IntervalJoinSpec) -> Stream {
         let kind = NodeKind::Join(JoinNode {
-            spec,
+            spec: JoinSpec::Interval(spec),
             side_output: false,
             late_records: Default::default(),
         });
         self.apart(name, &[right], node(name, kind), "interval_join")
+    }
+
+    /// This stream (keyed) joined with `table`, a keyed changelog (the
+    /// latest value per key; an empty value deletes its key): each record
+    /// with its key's row, as of `spec`, as `{"stream": …, "table": …}`
+    /// (see [`LookupJoin`](crate::operators::join::LookupJoin)).
+    pub fn join_table(&self, name: &str, table: &Stream, spec: LookupJoinSpec) -> Stream {
+        let kind = NodeKind::Join(JoinNode {
+            spec: JoinSpec::Lookup(spec),
+            side_output: false,
+            late_records: Default::default(),
+        });
+        self.apart(name, &[table], node(name, kind), "join_table")
     }
 
     /// The stream of `node`, an operator of two keyed inputs: this stream

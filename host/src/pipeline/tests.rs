@@ -303,3 +303,43 @@ fn an_interval_join_of_two_keyed_sources_gives_every_pair_and_the_unmatched() {
     assert_eq!(got.len(), want.len());
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_stream_joined_with_a_table_as_of_event_time_sees_the_row_of_its_time() {
+    use crate::connectors::splitmix64;
+    use crate::operators::join::{AsOf, LookupJoinSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("enriched.txt");
+    let (n, keys) = (300u64, 7u64);
+    let p = Pipeline::new("lookup").watermarks(Duration::from_millis(2));
+    let stream = p.source("stream", GeneratorSource::new(Some(n), Some(keys), 0, 1, None));
+    let table = p.source(
+        "table",
+        GeneratorSource::new(Some(n), Some(keys), 3, 1, None).with_value_prefix("v"),
+    );
+    let spec = LookupJoinSpec {
+        as_of: AsOf::EventTime,
+        keep_unmatched: true,
+    };
+    let joined = stream
+        .key_by_record_key(2)
+        .join_table("enrich", &table.key_by_record_key(2), spec);
+    joined.sink("out", FileSink::create(&out, SinkFormat::Value, false).unwrap());
+    p.run().unwrap();
+    let key = |g: u64, seed: u64| splitmix64(g ^ seed) % keys;
+    let mut want: Vec<String> = (0..n)
+        .map(|g| {
+            let row = (0..=g).rev().find(|&t| key(t, 3) == key(g, 0));
+            let table = row.map_or("null".to_owned(), |t| format!("\"v{t}\""));
+            format!(r#"{{"stream":{g},"table":{table}}}"#)
+        })
+        .collect();
+    let mut got: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+}

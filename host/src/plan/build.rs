@@ -10,8 +10,9 @@ use crate::clock::millis;
 use crate::connectors::{Endpoint, OpenSink, OpenSource};
 use crate::json::from_toml;
 use crate::manifest::{
-    GrantsSpec, IntervalJoinOperatorSpec, JoinKindSpec, LateSpec, Manifest, ManifestError, OperatorSpec,
-    SinkSpec, SourceSpec, StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
+    AsOfSpec, GrantsSpec, IntervalJoinOperatorSpec, JoinKindSpec, LateSpec, LookupJoinOperatorSpec, Manifest,
+    ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName, TimeDomain, WindowKind,
+    WindowOperatorSpec,
 };
 use crate::metrics::Telemetry;
 use crate::operators::FailurePolicy;
@@ -19,7 +20,7 @@ use crate::operators::NativeFactory;
 use crate::operators::builtin::{
     ReshapeKind, aggregate_factory, field_filter_factory, key_from_field_factory, reshape_factory,
 };
-use crate::operators::join::{IntervalJoinSpec, JoinKind, JoinNode};
+use crate::operators::join::{AsOf, IntervalJoinSpec, JoinKind, JoinNode, JoinSpec, LookupJoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use crate::operators::window::{Assigner, WindowSpec};
@@ -48,7 +49,11 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                 parallelism: k.parallelism,
             },
             OperatorSpec::IntervalJoin(j) => Step::Apart {
-                node: interval_join_node(name, j),
+                node: join_node(name, JoinSpec::Interval(interval_spec(j)), j.late),
+                input_numbers: vec![0, 1],
+            },
+            OperatorSpec::LookupJoin(j) => Step::Apart {
+                node: join_node(name, JoinSpec::Lookup(lookup_spec(j)), j.late),
                 input_numbers: vec![0, 1],
             },
             _ => {
@@ -135,7 +140,9 @@ fn operator(
             node.grants = grants(m, &w.grants);
             (node, 1)
         }
-        OperatorSpec::KeyBy(_) | OperatorSpec::IntervalJoin(_) => unreachable!("handled above"),
+        OperatorSpec::KeyBy(_) | OperatorSpec::IntervalJoin(_) | OperatorSpec::LookupJoin(_) => {
+            unreachable!("handled above")
+        }
         OperatorSpec::FieldFilter(f) => {
             let value = f.value.as_ref().map_or(serde_json::Value::Null, from_toml);
             let factory = field_filter_factory(name, &f.field, f.op, value);
@@ -379,9 +386,9 @@ fn sink(m: &Manifest, name: &str, spec: &SinkSpec) -> Endpoint<OpenSink> {
     spec.config().endpoint(&m.connector_context(), name)
 }
 
-/// The node of the `interval_join` `name`.
-fn interval_join_node(name: &str, j: &IntervalJoinOperatorSpec) -> OperatorNode {
-    let spec = IntervalJoinSpec {
+/// What the `interval_join` `j` computes.
+fn interval_spec(j: &IntervalJoinOperatorSpec) -> IntervalJoinSpec {
+    IntervalJoinSpec {
         lower: j.lower,
         upper: j.upper,
         kind: match j.join {
@@ -390,10 +397,26 @@ fn interval_join_node(name: &str, j: &IntervalJoinOperatorSpec) -> OperatorNode 
             JoinKindSpec::Right => JoinKind::Right,
             JoinKindSpec::Full => JoinKind::Full,
         },
-    };
+    }
+}
+
+/// What the `lookup_join` `j` computes.
+fn lookup_spec(j: &LookupJoinOperatorSpec) -> LookupJoinSpec {
+    LookupJoinSpec {
+        as_of: match j.as_of {
+            AsOfSpec::Latest => AsOf::Latest,
+            AsOfSpec::EventTime => AsOf::EventTime,
+        },
+        keep_unmatched: j.join == JoinKindSpec::Left,
+    }
+}
+
+/// The node of the join `name` computing `spec`, its late records as `late`
+/// says.
+fn join_node(name: &str, spec: JoinSpec, late: LateSpec) -> OperatorNode {
     let kind = NodeKind::Join(JoinNode {
         spec,
-        side_output: j.late == LateSpec::SideOutput,
+        side_output: late == LateSpec::SideOutput,
         late_records: Default::default(),
     });
     OperatorNode::new(name, kind, FailurePolicy::Fail)

@@ -1,7 +1,7 @@
 //! The plan as text, for `mailer describe`.
 
 use super::{NodeKind, OperatorNode, Plan, Producer, Routing};
-use crate::operators::join::JoinNode;
+use crate::operators::join::{JoinNode, JoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use std::fmt::Write;
@@ -195,13 +195,20 @@ fn describe_operator(op: &OperatorNode) -> String {
         NodeKind::Native(_) => "native".to_owned(),
         NodeKind::Join(JoinNode {
             spec, side_output, ..
-        }) => format!(
-            "interval join of input 0 (left) with input 1 (right) from {} to {} ms after it, {:?}, late records {}",
-            spec.lower,
-            spec.upper,
-            spec.kind,
-            late_way(*side_output)
-        ),
+        }) => {
+            let what = match spec {
+                JoinSpec::Interval(i) => format!(
+                    "interval join of input 0 (left) with input 1 (right) from {} to {} ms after it, {:?}",
+                    i.lower, i.upper, i.kind
+                ),
+                JoinSpec::Lookup(l) => format!(
+                    "join of input 0 (stream) with the table of input 1 as of {:?}, {}",
+                    l.as_of,
+                    if l.keep_unmatched { "left" } else { "inner" }
+                ),
+            };
+            format!("{what}, late records {}", late_way(*side_output))
+        }
         NodeKind::Window(WindowNode {
             spec,
             plugin,

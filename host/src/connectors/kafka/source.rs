@@ -258,6 +258,8 @@ impl KafkaSource {
                     return bad(rec, format!("the value is not UTF-8: {e}"));
                 }
             }
+            // A tombstone (no value) passes as it is: a table deletes its key.
+            KafkaFormat::Json if rec.value.is_empty() => {}
             KafkaFormat::Json => {
                 let doc: serde_json::Value = match serde_json::from_slice(&rec.value) {
                     Ok(doc) => doc,

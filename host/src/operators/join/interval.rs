@@ -13,11 +13,12 @@
 //! already gone).
 //!
 //! ```text
-//! entry := keyed(kg, op, key) side:u8 time:sortable  ->  item*
-//! item  := joined:u8 len:u32 value
+//! entry := keyed(kg, op, key) side:u8 time:sortable  ->  item* (items.rs)
 //! timer := at the entry's last useful time, payload side:u8 time:sortable
 //! ```
 
+use super::event_time::EventTime;
+use super::items::{Item, decode, encode};
 use super::output::{JoinKind, Side, joined, unmatched};
 use crate::batch::Batch;
 use crate::operators::{LateRecords, Operator, OperatorError};
@@ -42,16 +43,8 @@ pub struct IntervalJoin {
     name: String,
     spec: IntervalJoinSpec,
     state: KeyedState,
-    watermark: i64,
-    /// Every timer at or before this has fired.
-    fired_upto: i64,
+    time: EventTime,
     late: LateRecords,
-}
-
-/// A kept record: whether it joined, and its value.
-struct Item {
-    joined: bool,
-    value: Vec<u8>,
 }
 
 impl IntervalJoin {
@@ -61,8 +54,7 @@ impl IntervalJoin {
             name: name.to_owned(),
             spec,
             state,
-            watermark: i64::MIN,
-            fired_upto: i64::MIN,
+            time: EventTime::default(),
             late,
         }
     }
@@ -100,7 +92,7 @@ impl IntervalJoin {
     }
 
     fn on_record(&mut self, side: Side, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        if rec.timestamp <= self.watermark {
+        if rec.timestamp <= self.time.watermark() {
             self.late.handle(rec);
             return Ok(());
         }
@@ -146,7 +138,7 @@ impl IntervalJoin {
             }
         }
         let until = self.kept_until(side, rec.timestamp);
-        if until <= self.watermark {
+        if until <= self.time.watermark() {
             // No partner can come any more: it is done with now.
             if !found && self.spec.kind.keeps(side) {
                 out.push(unmatched(side, &rec.key, &rec.value, rec.timestamp));
@@ -179,11 +171,9 @@ impl IntervalJoin {
             .map_err(|e| self.failed(e))
     }
 
-    /// Fires every timer due at `upto`: the kept records whose time is up
+    /// Fires every timer due in `from..=upto`: the kept records whose time is up
     /// leave the state, the unmatched ones of an outer side alone.
-    fn fire(&mut self, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        let from = self.fired_upto.saturating_add(1);
-        self.fired_upto = upto;
+    fn fire(&mut self, from: i64, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
         let due = self
             .state
             .take_due_timers(TimeDomain::EventTime, from, upto)
@@ -234,16 +224,14 @@ impl Operator for IntervalJoin {
     }
 
     fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        if watermark > self.watermark {
-            self.watermark = watermark;
-            self.fire(watermark, out)?;
+        match self.time.advance(watermark) {
+            Some((from, upto)) => self.fire(from, upto, out),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        self.watermark = i64::MAX;
-        self.fire(i64::MAX, out)
+        self.on_watermark(i64::MAX, out)
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
@@ -256,30 +244,6 @@ fn suffix(side: Side, time: i64) -> [u8; 9] {
     let mut s = [side as u8; 9];
     s[1..].copy_from_slice(&keys::sortable(time));
     s
-}
-
-fn encode(items: &[Item]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(items.iter().map(|i| 5 + i.value.len()).sum());
-    for i in items {
-        v.push(u8::from(i.joined));
-        v.extend_from_slice(&(i.value.len() as u32).to_be_bytes());
-        v.extend_from_slice(&i.value);
-    }
-    v
-}
-
-fn decode(mut v: &[u8]) -> Option<Vec<Item>> {
-    let mut items = Vec::new();
-    while let [joined, rest @ ..] = v {
-        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-        let value = rest.get(4..4 + len)?.to_vec();
-        items.push(Item {
-            joined: *joined == 1,
-            value,
-        });
-        v = &rest[4 + len..];
-    }
-    Some(items)
 }
 
 #[cfg(test)]

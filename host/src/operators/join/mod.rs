@@ -1,10 +1,15 @@
-//! Joins of two inputs: the interval join of two keyed streams. A join's
-//! input 0 is its left side, input 1 its right side.
+//! Joins of two inputs: the interval join of two keyed streams, and the
+//! stream-table join. A join's input 0 is its left side (the stream),
+//! input 1 its right side (the table).
 
+mod event_time;
 mod interval;
+mod items;
+mod lookup;
 mod node;
 mod output;
 
 pub use interval::{IntervalJoin, IntervalJoinSpec};
-pub use node::JoinNode;
+pub use lookup::{AsOf, LookupJoin, LookupJoinSpec};
+pub use node::{JoinNode, JoinSpec};
 pub use output::{JoinKind, Side};

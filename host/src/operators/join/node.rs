@@ -1,16 +1,25 @@
 //! How a join is made on each keyed worker: its state and its late
 //! records' way out.
 
-use super::{IntervalJoin, IntervalJoinSpec};
+use super::{IntervalJoin, IntervalJoinSpec, LookupJoin, LookupJoinSpec};
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
 use crate::operators::{LatePolicy, LateRecords, Operator};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-/// The interval join of a pipeline.
+/// Which join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinSpec {
+    /// Of two keyed streams, by time interval.
+    Interval(IntervalJoinSpec),
+    /// Of a keyed stream with a table (a keyed changelog).
+    Lookup(LookupJoinSpec),
+}
+
+/// A join of a pipeline.
 pub struct JoinNode {
     /// What it computes.
-    pub spec: IntervalJoinSpec,
+    pub spec: JoinSpec,
     /// Whether late records go to the late output (else they are dropped).
     pub side_output: bool,
     /// Late records, counted over all workers.
@@ -27,6 +36,9 @@ impl JoinNode {
         let late = LatePolicy::choose(self.side_output, &ctx.late_output);
         let late = LateRecords::new(late, self.late_records.clone());
         let state = ctx.open_state(node.name)?;
-        Ok(Box::new(IntervalJoin::new(node.name, self.spec, state, late)))
+        Ok(match self.spec {
+            JoinSpec::Interval(spec) => Box::new(IntervalJoin::new(node.name, spec, state, late)),
+            JoinSpec::Lookup(spec) => Box::new(LookupJoin::new(node.name, spec, state, late)),
+        })
     }
 }

@@ -102,7 +102,7 @@ pub fn unmatched(side: Side, key: &Option<Bytes>, value: &[u8], time: i64) -> Re
 
 /// Appends `value` as JSON: as it is when it is a JSON document, else as a
 /// string of its text.
-fn push_json(out: &mut Vec<u8>, value: &[u8]) {
+pub(super) fn push_json(out: &mut Vec<u8>, value: &[u8]) {
     if serde_json::from_slice::<serde::de::IgnoredAny>(value).is_ok() {
         out.extend_from_slice(value);
     } else {
