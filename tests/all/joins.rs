@@ -99,7 +99,7 @@ fn orders_enrich_joins_each_order_with_its_customer_as_of_the_orders_time() {
 }
 
 #[test]
-fn an_interval_join_needs_two_keyed_sides_of_one_parallelism_and_an_interval() {
+fn a_join_needs_two_keyed_sides_of_one_parallelism_and_valid_settings() {
     let w = Workdir::new();
     w.write("a.jsonl", "{\"k\":\"x\",\"ts\":1}\n");
     let manifest = |operators: &str| {
@@ -162,6 +162,15 @@ type = "stdout"
         (
             join("left = \"ka\"\nright = \"kb\"\nlower = \"0s\"\nupper = \"1s\"\nlate = \"side-output\""),
             "needs a `[late_output]` sink",
+        ),
+        (
+            "\n[[operators]]\nname = \"j\"\ntype = \"lookup_join\"\ninput = \"ka\"\ntable = \"kb\"\njoin = \"full\"\n"
+                .to_owned(),
+            "a `lookup_join` is `inner` or `left`",
+        ),
+        (
+            "\n[[operators]]\nname = \"j\"\ntype = \"lookup_join\"\ninput = \"a\"\ntable = \"kb\"\n".to_owned(),
+            "`lookup_join` needs keyed streams: `a` is not keyed",
         ),
     ];
     for (operators, expected) in cases {

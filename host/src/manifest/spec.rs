@@ -257,26 +257,15 @@ pub struct LookupJoinOperatorSpec {
     /// `latest` (default: the row when the record is processed) or
     /// `event_time` (the row valid at the record's event time).
     #[serde(default)]
-    pub as_of: AsOfSpec,
+    pub as_of: crate::operators::join::AsOf,
     /// `inner` (default: records without a row are dropped) or `left`
     /// (they leave with `"table": null`).
     #[serde(default)]
-    pub join: JoinKindSpec,
+    pub join: crate::operators::join::JoinKind,
     /// Stream records at or before the watermark when they arrive (as of
     /// `event_time`): `drop` (default) or `side-output`; counted either way.
     #[serde(default)]
     pub late: LateSpec,
-}
-
-/// Which row a lookup join takes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AsOfSpec {
-    /// The row when the record is processed.
-    #[default]
-    Latest,
-    /// The row valid at the record's event time.
-    EventTime,
 }
 
 /// The `interval_join` operator: a `left` record at time `t` joins each
@@ -301,26 +290,11 @@ pub struct IntervalJoinOperatorSpec {
     /// (also the records of that side that joined nothing, once the
     /// watermark passed their interval).
     #[serde(default)]
-    pub join: JoinKindSpec,
+    pub join: crate::operators::join::JoinKind,
     /// Records at or before the watermark when they arrive: `drop`
     /// (default) or `side-output` (to `[late_output]`); counted either way.
     #[serde(default)]
     pub late: LateSpec,
-}
-
-/// Which unmatched records a join emits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JoinKindSpec {
-    /// None.
-    #[default]
-    Inner,
-    /// The left side's.
-    Left,
-    /// The right side's.
-    Right,
-    /// Both sides'.
-    Full,
 }
 
 /// A duration with an optional leading `-` (`"-5s"`, `"1m 30s"`), in ms.

@@ -42,7 +42,8 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
             OperatorSpec::LookupJoin(j) => {
                 let named = [("input", &j.input), ("table", &j.table)];
                 check_join(m, &span, "lookup_join", named, sides(), j.late)?;
-                if matches!(j.join, JoinKindSpec::Right | JoinKindSpec::Full) {
+                use crate::operators::join::JoinKind;
+                if matches!(j.join, JoinKind::Right | JoinKind::Full) {
                     return Err(m.error_at(
                         &span,
                         "join",

@@ -10,9 +10,8 @@ use crate::clock::millis;
 use crate::connectors::{Endpoint, OpenSink, OpenSource};
 use crate::json::from_toml;
 use crate::manifest::{
-    AsOfSpec, GrantsSpec, IntervalJoinOperatorSpec, JoinKindSpec, LateSpec, LookupJoinOperatorSpec, Manifest,
-    ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName, TimeDomain, WindowKind,
-    WindowOperatorSpec,
+    GrantsSpec, IntervalJoinOperatorSpec, LateSpec, LookupJoinOperatorSpec, Manifest, ManifestError,
+    OperatorSpec, SinkSpec, SourceSpec, StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
 };
 use crate::metrics::Telemetry;
 use crate::operators::FailurePolicy;
@@ -20,7 +19,7 @@ use crate::operators::NativeFactory;
 use crate::operators::builtin::{
     ReshapeKind, aggregate_factory, field_filter_factory, key_from_field_factory, reshape_factory,
 };
-use crate::operators::join::{AsOf, IntervalJoinSpec, JoinKind, JoinNode, JoinSpec, LookupJoinSpec};
+use crate::operators::join::{IntervalJoinSpec, JoinKind, JoinNode, JoinSpec, LookupJoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use crate::operators::window::{Assigner, WindowSpec};
@@ -391,23 +390,15 @@ fn interval_spec(j: &IntervalJoinOperatorSpec) -> IntervalJoinSpec {
     IntervalJoinSpec {
         lower: j.lower,
         upper: j.upper,
-        kind: match j.join {
-            JoinKindSpec::Inner => JoinKind::Inner,
-            JoinKindSpec::Left => JoinKind::Left,
-            JoinKindSpec::Right => JoinKind::Right,
-            JoinKindSpec::Full => JoinKind::Full,
-        },
+        kind: j.join,
     }
 }
 
 /// What the `lookup_join` `j` computes.
 fn lookup_spec(j: &LookupJoinOperatorSpec) -> LookupJoinSpec {
     LookupJoinSpec {
-        as_of: match j.as_of {
-            AsOfSpec::Latest => AsOf::Latest,
-            AsOfSpec::EventTime => AsOf::EventTime,
-        },
-        keep_unmatched: j.join == JoinKindSpec::Left,
+        as_of: j.as_of,
+        keep_unmatched: j.join == JoinKind::Left,
     }
 }
 

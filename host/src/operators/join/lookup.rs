@@ -38,10 +38,12 @@ const WAITING: u8 = b'S';
 /// A version of a row: its time, and the row (`None`: deleted).
 type Version = (i64, Option<Vec<u8>>);
 
-/// Which row a stream record is joined with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which row a stream record is joined with (`as_of` in a manifest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AsOf {
     /// The row when the record is processed.
+    #[default]
     Latest,
     /// The row version valid at the record's event time.
     EventTime,

@@ -47,10 +47,12 @@ impl Side {
     }
 }
 
-/// Which records a join emits without a partner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which records a join emits without a partner (`join` in a manifest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum JoinKind {
     /// None: only joined pairs.
+    #[default]
     Inner,
     /// The left ones.
     Left,
