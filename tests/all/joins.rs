@@ -412,3 +412,26 @@ fn a_joins_savepoint_restores_at_another_parallelism() {
         assert_exactly_one_run(&w, how, backend);
     }
 }
+
+#[test]
+fn describe_shows_which_input_each_stream_of_a_join_feeds() {
+    let describe = |name: &str| {
+        let out = run(&["describe", repo().join("pipelines").join(name).to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let text = describe("orders-payments.toml");
+    assert!(
+        text.contains("reads `orders` as input 0, `payments` as input 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("interval join of input 0 (left) with input 1 (right) from 0 to 600000 ms after it"),
+        "{text}"
+    );
+    let text = describe("orders-enrich.toml");
+    assert!(
+        text.contains("join of input 0 (stream) with the table of input 1 as of EventTime, left"),
+        "{text}"
+    );
+}
