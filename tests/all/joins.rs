@@ -426,12 +426,14 @@ fn describe_shows_which_input_each_stream_of_a_join_feeds() {
         "{text}"
     );
     assert!(
-        text.contains("interval join of input 0 (left) with input 1 (right) from 0 to 600000 ms after it"),
+        text.contains(
+            "interval join of input 0 (left) with input 1 (right) from 0 to 600000 ms after it, left"
+        ),
         "{text}"
     );
     let text = describe("orders-enrich.toml");
     assert!(
-        text.contains("join of input 0 (stream) with the table of input 1 as of EventTime, left"),
+        text.contains("join of input 0 (stream) with the table of input 1 as of event_time, left"),
         "{text}"
     );
 }

@@ -1,7 +1,7 @@
 //! The plan as text, for `mailer describe`.
 
 use super::{NodeKind, OperatorNode, Plan, Producer, Routing};
-use crate::operators::join::{JoinNode, JoinSpec};
+use crate::operators::join::{AsOf, JoinKind, JoinNode, JoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use std::fmt::Write;
@@ -198,12 +198,22 @@ fn describe_operator(op: &OperatorNode) -> String {
         }) => {
             let what = match spec {
                 JoinSpec::Interval(i) => format!(
-                    "interval join of input 0 (left) with input 1 (right) from {} to {} ms after it, {:?}",
-                    i.lower, i.upper, i.kind
+                    "interval join of input 0 (left) with input 1 (right) from {} to {} ms after it, {}",
+                    i.lower,
+                    i.upper,
+                    match i.kind {
+                        JoinKind::Inner => "inner",
+                        JoinKind::Left => "left",
+                        JoinKind::Right => "right",
+                        JoinKind::Full => "full",
+                    }
                 ),
                 JoinSpec::Lookup(l) => format!(
-                    "join of input 0 (stream) with the table of input 1 as of {:?}, {}",
-                    l.as_of,
+                    "join of input 0 (stream) with the table of input 1 as of {}, {}",
+                    match l.as_of {
+                        AsOf::Latest => "latest",
+                        AsOf::EventTime => "event_time",
+                    },
                     if l.keep_unmatched { "left" } else { "inner" }
                 ),
             };
