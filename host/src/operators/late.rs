@@ -15,17 +15,6 @@ pub enum LatePolicy {
     SideOutput(SideOutput),
 }
 
-impl LatePolicy {
-    /// Sent to `late_output` (the pipeline's, if it has one) when the
-    /// operator asks for it (`to_output`), else dropped.
-    pub fn choose(to_output: bool, late_output: &Option<SideOutput>) -> Self {
-        match (to_output, late_output) {
-            (true, Some(tx)) => LatePolicy::SideOutput(tx.clone()),
-            _ => LatePolicy::Drop,
-        }
-    }
-}
-
 /// One worker's way out for its late records.
 #[derive(Debug, Clone)]
 pub struct LateRecords {
@@ -37,6 +26,17 @@ impl LateRecords {
     /// Late records handled by `policy`, counted in `count`.
     pub fn new(policy: LatePolicy, count: Arc<AtomicU64>) -> Self {
         Self { policy, count }
+    }
+
+    /// A worker's late records, counted in `count`: sent to `late_output`
+    /// (the pipeline's, if it has one) when the operator asks for it
+    /// (`to_output`), else dropped.
+    pub fn for_worker(to_output: bool, late_output: &Option<SideOutput>, count: Arc<AtomicU64>) -> Self {
+        let policy = match (to_output, late_output) {
+            (true, Some(tx)) => LatePolicy::SideOutput(tx.clone()),
+            _ => LatePolicy::Drop,
+        };
+        Self::new(policy, count)
     }
 
     /// Late records counted and dropped.

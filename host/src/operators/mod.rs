@@ -6,6 +6,7 @@
 
 pub mod builtin;
 mod chain;
+mod event_time;
 mod factory;
 mod failure;
 pub mod join;
@@ -15,6 +16,7 @@ pub mod wasm;
 pub mod window;
 
 pub use chain::Chain;
+pub use event_time::EventTime;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity};
 pub use failure::{FailureHandler, FailurePolicy, FailureStats};
 pub use late::{LatePolicy, LateRecords};

@@ -240,25 +240,38 @@ fn a_window_computed_by_a_plugin_gives_one_exact_result_per_key_and_window() {
     assert_eq!(got, counted);
 }
 
+/// Source `name` of records `0..n` at time `g`, values `<prefix><g>`, keyed
+/// over `keys` keys mixed with `seed`, read by 2 keyed workers.
+fn keyed_numbers(p: &Pipeline, name: &str, n: u64, keys: u64, seed: u64, prefix: &str) -> Stream {
+    let source = GeneratorSource::new(Some(n), Some(keys), seed, 1, None).with_value_prefix(prefix);
+    p.source(name, source).key_by_record_key(2)
+}
+
+/// The lines of the file at `path`, sorted.
+fn sorted_lines(path: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines
+}
+
 /// left (values `g`) and right (values `r<g>`), `n` records each at time
 /// `g`, keyed over `keys` keys differently, joined within [-3, 2], fully
 /// outer, into `out`.
 fn interval_join(out: &Path, n: u64, keys: u64) -> Pipeline {
     use crate::operators::join::{IntervalJoinSpec, JoinKind};
     let p = Pipeline::new("join").watermarks(Duration::from_millis(2));
-    let left = p.source("left", GeneratorSource::new(Some(n), Some(keys), 0, 1, None));
-    let right = p.source(
-        "right",
-        GeneratorSource::new(Some(n), Some(keys), 5, 1, None).with_value_prefix("r"),
-    );
+    let left = keyed_numbers(&p, "left", n, keys, 0, "");
+    let right = keyed_numbers(&p, "right", n, keys, 5, "r");
     let spec = IntervalJoinSpec {
         lower: -3,
         upper: 2,
         kind: JoinKind::Full,
     };
-    let joined = left
-        .key_by_record_key(2)
-        .interval_join("join", &right.key_by_record_key(2), spec);
+    let joined = left.interval_join("join", &right, spec);
     joined.sink("out", FileSink::create(out, SinkFormat::Value, false).unwrap());
     p
 }
@@ -293,12 +306,7 @@ fn an_interval_join_of_two_keyed_sources_gives_every_pair_and_the_unmatched() {
             want.push(format!(r#"{{"left":null,"right":"r{r}"}}"#));
         }
     }
-    let mut got: Vec<String> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    got.sort();
+    let got = sorted_lines(&out);
     want.sort();
     assert_eq!(got.len(), want.len());
     assert_eq!(got, want);
@@ -312,18 +320,13 @@ fn a_stream_joined_with_a_table_as_of_event_time_sees_the_row_of_its_time() {
     let out = dir.path().join("enriched.txt");
     let (n, keys) = (300u64, 7u64);
     let p = Pipeline::new("lookup").watermarks(Duration::from_millis(2));
-    let stream = p.source("stream", GeneratorSource::new(Some(n), Some(keys), 0, 1, None));
-    let table = p.source(
-        "table",
-        GeneratorSource::new(Some(n), Some(keys), 3, 1, None).with_value_prefix("v"),
-    );
+    let stream = keyed_numbers(&p, "stream", n, keys, 0, "");
+    let table = keyed_numbers(&p, "table", n, keys, 3, "v");
     let spec = LookupJoinSpec {
         as_of: AsOf::EventTime,
         keep_unmatched: true,
     };
-    let joined = stream
-        .key_by_record_key(2)
-        .join_table("enrich", &table.key_by_record_key(2), spec);
+    let joined = stream.join_table("enrich", &table, spec);
     joined.sink("out", FileSink::create(&out, SinkFormat::Value, false).unwrap());
     p.run().unwrap();
     let key = |g: u64, seed: u64| splitmix64(g ^ seed) % keys;
@@ -334,12 +337,6 @@ fn a_stream_joined_with_a_table_as_of_event_time_sees_the_row_of_its_time() {
             format!(r#"{{"stream":{g},"table":{table}}}"#)
         })
         .collect();
-    let mut got: Vec<String> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    got.sort();
     want.sort();
-    assert_eq!(got, want);
+    assert_eq!(sorted_lines(&out), want);
 }

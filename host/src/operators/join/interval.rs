@@ -13,17 +13,17 @@
 //! already gone).
 //!
 //! ```text
-//! entry := keyed(kg, op, key) side:u8 time:sortable  ->  item* (items.rs)
+//! entry := keyed(kg, op, key) side:u8 time:sortable  ->  item* (timed.rs, items.rs)
 //! timer := at the entry's last useful time, payload side:u8 time:sortable
 //! ```
 
-use super::event_time::EventTime;
 use super::items::{Item, decode, encode};
 use super::output::{JoinKind, Side, joined, unmatched};
+use super::timed;
 use crate::batch::Batch;
-use crate::operators::{LateRecords, Operator, OperatorError};
+use crate::operators::{EventTime, LateRecords, Operator, OperatorError};
 use crate::record::Record;
-use crate::state::{KeyedState, TimeDomain, keys};
+use crate::state::{KeyedState, TimeDomain};
 use bytes::Bytes;
 
 /// What an interval join computes.
@@ -88,7 +88,7 @@ impl IntervalJoin {
     }
 
     fn entry(&self, kg: u16, key: &[u8], side: Side, time: i64) -> Vec<u8> {
-        self.state.entry(kg, key, &suffix(side, time))
+        self.state.entry(kg, key, &timed::suffix(side as u8, time))
     }
 
     fn on_record(&mut self, side: Side, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
@@ -100,18 +100,13 @@ impl IntervalJoin {
         let kg = self.state.key_group(&key);
         let other = side.other();
         let (from, to) = self.partner_times(side, rec.timestamp);
-        let start = self.entry(kg, &key, other, from);
-        let end = match to.checked_add(1) {
-            Some(t) => self.entry(kg, &key, other, t),
-            None => keys::prefix_end(&self.state.entry(kg, &key, &[other as u8])).expect("below 0xFF"),
-        };
+        let (start, end) = timed::range(&self.state, kg, &key, other as u8, from, to);
         let mut partners: Vec<(Vec<u8>, i64, Vec<Item>)> = Vec::new();
         let mut corrupt = false;
-        let prefix = self.state.entry(kg, &key, &[]).len();
         self.state
             .scan(&start, &end, &mut |k, v| {
-                match (k.get(prefix + 1..).and_then(keys::unsortable), decode(v)) {
-                    (Some(time), Some(items)) => partners.push((k.to_vec(), time, items)),
+                match (timed::parse(k), decode(v)) {
+                    (Some((_, time)), Some(items)) => partners.push((k.to_vec(), time, items)),
                     _ => corrupt = true,
                 }
                 true
@@ -156,7 +151,7 @@ impl IntervalJoin {
                     until,
                     kg,
                     &key,
-                    &suffix(side, rec.timestamp),
+                    &timed::suffix(side as u8, rec.timestamp),
                 );
                 self.state.put(&timer, &[]).map_err(|e| self.failed(e))?;
                 Vec::new()
@@ -179,11 +174,9 @@ impl IntervalJoin {
             .take_due_timers(TimeDomain::EventTime, from, upto)
             .map_err(|e| self.failed(e))?;
         for t in due {
-            let payload = t.payload();
-            let (Some(side), Some(time)) = (
-                payload.first().and_then(|&b| Side::from_byte(b)),
-                payload.get(1..9).and_then(keys::unsortable),
-            ) else {
+            let parsed = timed::parse(t.payload());
+            let Some((side, time)) = parsed.and_then(|(tag, time)| Some((Side::from_byte(tag)?, time)))
+            else {
                 return Err(self.failed("a join timer in the state backend is corrupt"));
             };
             let entry = self.entry(t.key_group, t.key(), side, time);
@@ -237,13 +230,6 @@ impl Operator for IntervalJoin {
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
         crate::operators::snapshot_state(&self.name, &mut self.state, dir)
     }
-}
-
-/// What follows the key in a kept record's entry (and its timer's payload).
-fn suffix(side: Side, time: i64) -> [u8; 9] {
-    let mut s = [side as u8; 9];
-    s[1..].copy_from_slice(&keys::sortable(time));
-    s
 }
 
 #[cfg(test)]

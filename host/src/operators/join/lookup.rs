@@ -20,15 +20,16 @@
 //! version       := keyed(kg, op, key) 'V' time:sortable   -> present:u8 value
 //! waiting       := keyed(kg, op, key) 'S' time:sortable   -> item* (items.rs)
 //! timers        := payload 'S' time (records due) or 'V' time (older versions out)
+//! (tag and time after the key: timed.rs)
 //! ```
 
-use super::event_time::EventTime;
 use super::items::{Item, decode, encode};
 use super::output::push_json;
+use super::timed;
 use crate::batch::Batch;
-use crate::operators::{LateRecords, Operator, OperatorError};
+use crate::operators::{EventTime, LateRecords, Operator, OperatorError};
 use crate::record::Record;
-use crate::state::{KeyedState, TimeDomain, keys};
+use crate::state::{KeyedState, TimeDomain};
 use bytes::Bytes;
 
 const LATEST: u8 = b'T';
@@ -89,7 +90,7 @@ impl LookupJoin {
     }
 
     fn timed(&self, kg: u16, key: &[u8], kind: u8, time: i64) -> Vec<u8> {
-        self.state.entry(kg, key, &timed_suffix(kind, time))
+        self.state.entry(kg, key, &timed::suffix(kind, time))
     }
 
     /// The joined record of `value` (of the stream, at `time`) and `row`.
@@ -144,7 +145,7 @@ impl LookupJoin {
                 rec.timestamp,
                 kg,
                 key,
-                &timed_suffix(VERSION, rec.timestamp),
+                &timed::suffix(VERSION, rec.timestamp),
             );
             self.state.put(&timer, &[]).map_err(|e| self.failed(e))?;
         }
@@ -155,11 +156,7 @@ impl LookupJoin {
     /// The newest version of `key` at or before `time`, if any: its time
     /// and the row (`None`: deleted).
     fn version_at(&self, kg: u16, key: &[u8], time: i64) -> Result<Option<Version>, OperatorError> {
-        let from = self.state.entry(kg, key, &[VERSION]);
-        let to = match time.checked_add(1) {
-            Some(t) => self.timed(kg, key, VERSION, t),
-            None => keys::prefix_end(&from).expect("below 0xFF"),
-        };
+        let (from, to) = timed::range(&self.state, kg, key, VERSION, i64::MIN, time);
         let mut newest = None;
         self.state
             .scan(&from, &to, &mut |k, v| {
@@ -168,10 +165,7 @@ impl LookupJoin {
             })
             .map_err(|e| self.failed(e))?;
         let Some((k, v)) = newest else { return Ok(None) };
-        let t = k
-            .get(from.len()..)
-            .and_then(keys::unsortable)
-            .ok_or_else(|| self.corrupt())?;
+        let (_, t) = timed::parse(&k).ok_or_else(|| self.corrupt())?;
         let row = match v.split_first() {
             Some((1, row)) => Some(row.to_vec()),
             Some((0, _)) => None,
@@ -199,7 +193,7 @@ impl LookupJoin {
         let mut items = match self.state.get(&entry).map_err(|e| self.failed(e))? {
             Some(v) => decode(&v).ok_or_else(|| self.corrupt())?,
             None => {
-                let payload = timed_suffix(WAITING, rec.timestamp);
+                let payload = timed::suffix(WAITING, rec.timestamp);
                 let timer = self
                     .state
                     .timer(TimeDomain::EventTime, rec.timestamp, kg, key, &payload);
@@ -225,11 +219,7 @@ impl LookupJoin {
             .take_due_timers(TimeDomain::EventTime, from, upto)
             .map_err(|e| self.failed(e))?;
         for t in due {
-            let payload = t.payload();
-            let (Some(&kind), Some(time)) = (payload.first(), payload.get(1..9).and_then(keys::unsortable))
-            else {
-                return Err(self.corrupt());
-            };
+            let (kind, time) = timed::parse(t.payload()).ok_or_else(|| self.corrupt())?;
             let (kg, key) = (t.key_group, t.key());
             match kind {
                 WAITING => {
@@ -255,12 +245,12 @@ impl LookupJoin {
     /// Drops the versions of `key` older than the one at `time`, and that
     /// one too when it is a deletion.
     fn drop_versions_before(&mut self, kg: u16, key: &[u8], time: i64) -> Result<(), OperatorError> {
-        let from = self.state.entry(kg, key, &[VERSION]);
+        let (from, to) = timed::range(&self.state, kg, key, VERSION, i64::MIN, time);
         let at = self.timed(kg, key, VERSION, time);
         let mut old = Vec::new();
         let mut deletion = false;
         self.state
-            .scan(&from, &keys::prefix_end(&at).expect("below 0xFF"), &mut |k, v| {
+            .scan(&from, &to, &mut |k, v| {
                 if k == at.as_slice() {
                     deletion = v.first() == Some(&0);
                 } else {
@@ -313,14 +303,6 @@ impl Operator for LookupJoin {
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
         crate::operators::snapshot_state(&self.name, &mut self.state, dir)
     }
-}
-
-/// `kind` and `time`: what follows the key in a version's or a waiting
-/// record's entry, and its timer's payload.
-fn timed_suffix(kind: u8, time: i64) -> [u8; 9] {
-    let mut s = [kind; 9];
-    s[1..].copy_from_slice(&keys::sortable(time));
-    s
 }
 
 #[cfg(test)]

@@ -2,12 +2,12 @@
 //! stream-table join. A join's input 0 is its left side (the stream),
 //! input 1 its right side (the table).
 
-mod event_time;
 mod interval;
 mod items;
 mod lookup;
 mod node;
 mod output;
+mod timed;
 
 pub use interval::{IntervalJoin, IntervalJoinSpec};
 pub use lookup::{AsOf, LookupJoin, LookupJoinSpec};

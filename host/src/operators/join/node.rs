@@ -3,7 +3,7 @@
 
 use super::{IntervalJoin, IntervalJoinSpec, LookupJoin, LookupJoinSpec};
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
-use crate::operators::{LatePolicy, LateRecords, Operator};
+use crate::operators::{LateRecords, Operator};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -33,8 +33,7 @@ impl JoinNode {
         node: &OperatorIdentity<'_>,
         ctx: &InstanceContext<'_>,
     ) -> Result<Box<dyn Operator>, InstantiateError> {
-        let late = LatePolicy::choose(self.side_output, &ctx.late_output);
-        let late = LateRecords::new(late, self.late_records.clone());
+        let late = LateRecords::for_worker(self.side_output, &ctx.late_output, self.late_records.clone());
         let state = ctx.open_state(node.name)?;
         Ok(match self.spec {
             JoinSpec::Interval(spec) => Box::new(IntervalJoin::new(node.name, spec, state, late)),

@@ -4,7 +4,7 @@
 
 use super::{WasmAggregate, WasmWindow, WindowFunction, WindowOperator, WindowSpec};
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
-use crate::operators::{FailureHandler, LatePolicy, LateRecords, Operator};
+use crate::operators::{FailureHandler, LateRecords, Operator};
 use crate::plugin::{LoadedPlugin, PluginInstance, PluginLimits, World};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -31,8 +31,7 @@ impl WindowNode {
         failure: FailureHandler,
     ) -> Result<Box<dyn Operator>, InstantiateError> {
         let state = ctx.open_state(node.name)?;
-        let late = LatePolicy::choose(self.side_output, &ctx.late_output);
-        let late = LateRecords::new(late, self.late_records.clone());
+        let late = LateRecords::for_worker(self.side_output, &ctx.late_output, self.late_records.clone());
         let op = WindowOperator::new(node.name, self.spec.clone(), state, late, failure);
         let Some((plugin, limits)) = &self.plugin else {
             return Ok(Box::new(op));

@@ -13,7 +13,7 @@ use super::assigner::{Assigner, Window};
 use super::function::{AccumulatorGroup, BuiltinAggregates, DueWindow, WindowFnError, WindowFunction};
 use crate::batch::Batch;
 use crate::clock::Clock;
-use crate::operators::{FailureHandler, LateRecords, Operator, OperatorError};
+use crate::operators::{EventTime, FailureHandler, LateRecords, Operator, OperatorError};
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::keys;
@@ -52,9 +52,7 @@ pub struct WindowOperator {
     name: String,
     spec: WindowSpec,
     state: KeyedState,
-    watermark: i64,
-    /// Every timer at or before this has fired.
-    fired_upto: i64,
+    time: EventTime,
     late: LateRecords,
     failure: FailureHandler,
     clock: Clock,
@@ -80,8 +78,7 @@ impl WindowOperator {
             spec,
             function,
             state,
-            watermark: i64::MIN,
-            fired_upto: i64::MIN,
+            time: EventTime::default(),
             late,
             failure,
             clock: Arc::new(crate::clock::now_ms),
@@ -103,11 +100,10 @@ impl WindowOperator {
 
     /// Advances time (event or processing) to `t` and fires what is due.
     fn advance(&mut self, t: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        if t > self.watermark {
-            self.watermark = t;
-            self.fire(t, out)?;
+        match self.time.advance(t) {
+            Some((from, upto)) => self.fire(from, upto, out),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn acc_key(&self, kg: u16, key: &[u8], w: Window) -> Vec<u8> {
@@ -210,12 +206,12 @@ impl WindowOperator {
     }
 
     fn too_late(&self, w: Window) -> bool {
-        w.max_timestamp().saturating_add(self.spec.allowed_lateness) <= self.watermark
+        w.max_timestamp().saturating_add(self.spec.allowed_lateness) <= self.time.watermark()
     }
 
     /// Records a window's timers when it first gets state.
     fn register(&mut self, kg: u16, key: &[u8], w: Window) -> Result<(), OperatorError> {
-        if w.max_timestamp() > self.watermark {
+        if w.max_timestamp() > self.time.watermark() {
             self.put(&self.timer(FIRE, w.max_timestamp(), kg, key, w), &[])?;
         }
         if self.spec.allowed_lateness > 0 {
@@ -237,7 +233,7 @@ impl WindowOperator {
             // Never late: the wall clock may step back (and a tick may have
             // been read after it), so a record's time is at least just past
             // the time already fired.
-            (self.clock)().max(self.watermark.saturating_add(1))
+            (self.clock)().max(self.time.watermark().saturating_add(1))
         } else {
             rec.timestamp
         }
@@ -401,7 +397,7 @@ impl WindowOperator {
             if existing.is_none() {
                 self.register(kg, &key, w)?;
             }
-            if w.max_timestamp() <= self.watermark {
+            if w.max_timestamp() <= self.time.watermark() {
                 self.emit(&key, w, &acc, out)?;
             }
         }
@@ -485,18 +481,16 @@ impl WindowOperator {
         let k = self.acc_key(kg, &key, merged);
         self.put(&k, &acc)?;
         self.register(kg, &key, merged)?;
-        if merged.max_timestamp() <= self.watermark {
+        if merged.max_timestamp() <= self.time.watermark() {
             self.emit(&key, merged, &acc, out)?;
         }
         Ok(())
     }
 
-    /// Fires every timer due at `upto`, in time order. Timers are only ever
-    /// registered after the current watermark, so the scan starts where the
-    /// last one ended (and never walks over the deleted ones before it).
-    fn fire(&mut self, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        let from = self.fired_upto.saturating_add(1);
-        self.fired_upto = upto;
+    /// Fires every timer due in `from..=upto`, in time order ([`EventTime`]
+    /// starts the scan where the last one ended, so it never walks over the
+    /// deleted timers before it).
+    fn fire(&mut self, from: i64, upto: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
         let due = self
             .state
             .take_due_timers(TIMERS_DOMAIN, from, upto)
@@ -580,8 +574,7 @@ impl Operator for WindowOperator {
     }
 
     fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        self.watermark = i64::MAX;
-        self.fire(i64::MAX, out)
+        self.advance(i64::MAX, out)
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {

@@ -1,7 +1,7 @@
-//! A join's event time: the watermark it has seen, and how far its timers
-//! have fired.
+//! The time an operator with timers has reached (a window, a join): the
+//! watermark it has seen, and how far its timers have fired.
 
-/// The watermark of a join and the timers due as it moves.
+/// The time of an operator and the timers due as it moves.
 #[derive(Debug, Clone, Copy)]
 pub struct EventTime {
     watermark: i64,
@@ -19,14 +19,14 @@ impl Default for EventTime {
 }
 
 impl EventTime {
-    /// The watermark seen last.
+    /// The time reached last.
     pub fn watermark(&self) -> i64 {
         self.watermark
     }
 
     /// Moves to `watermark` when it is later; then the times of the timers
     /// now due, `from..=upto` (timers are only ever registered after the
-    /// watermark, so the earlier ones all fired).
+    /// time reached, so the earlier ones all fired).
     pub fn advance(&mut self, watermark: i64) -> Option<(i64, i64)> {
         if watermark <= self.watermark {
             return None;
