@@ -34,6 +34,22 @@ impl EncodedRecords {
         Self { buf, spans }
     }
 
+    /// `records` encoded, as a stage would receive them from a plugin.
+    #[cfg(test)]
+    pub(crate) fn of(records: &[Record]) -> Self {
+        let buf = Bytes::from(Batch::Records(records.to_vec()).encode().into_owned());
+        let mut r = Reader::new(&buf);
+        let n = r.count().expect("a batch just encoded");
+        let spans = (0..n)
+            .map(|_| {
+                let start = r.offset() as u32;
+                r.record().expect("a batch just encoded");
+                (start, r.offset() as u32)
+            })
+            .collect();
+        Self::new(buf, spans)
+    }
+
     /// The record at index `i`, its payloads sliced from the buffer.
     pub fn record(&self, i: usize) -> Record {
         decode_at(&self.buf, self.spans[i].0)
@@ -250,21 +266,32 @@ impl Batch {
     /// records without one), keeping the order within each part. Encoded
     /// batches split into spans of the same buffer: nothing is copied.
     pub fn split_by_key(self, n: usize, part_of: impl Fn(&[u8]) -> usize) -> Vec<Batch> {
+        let parts: Vec<Option<usize>> = (0..self.len()).map(|i| Some(part_of(self.key_at(i)))).collect();
+        self.partition(n, &parts)
+    }
+
+    /// Splits the batch into `n` parts: record `i` goes to part `parts[i]`
+    /// (none: dropped), in order within each part. Encoded batches split
+    /// into spans of the same buffer: nothing is copied.
+    pub fn partition(self, n: usize, parts: &[Option<usize>]) -> Vec<Batch> {
         match self {
             Batch::Records(records) => {
-                let mut parts: Vec<Vec<Record>> = (0..n).map(|_| Vec::new()).collect();
-                for r in records {
-                    parts[part_of(r.key_bytes())].push(r);
+                let mut out: Vec<Vec<Record>> = (0..n).map(|_| Vec::new()).collect();
+                for (r, part) in records.into_iter().zip(parts) {
+                    if let Some(p) = part {
+                        out[*p].push(r);
+                    }
                 }
-                parts.into_iter().map(Batch::Records).collect()
+                out.into_iter().map(Batch::Records).collect()
             }
             Batch::Encoded(e) => {
-                let mut parts: Vec<Vec<Span>> = (0..n).map(|_| Vec::new()).collect();
-                for (i, &span) in e.spans.iter().enumerate() {
-                    parts[part_of(e.key(i))].push(span);
+                let mut out: Vec<Vec<Span>> = (0..n).map(|_| Vec::new()).collect();
+                for (&span, part) in e.spans.iter().zip(parts) {
+                    if let Some(p) = part {
+                        out[*p].push(span);
+                    }
                 }
-                parts
-                    .into_iter()
+                out.into_iter()
                     .map(|spans| Batch::Encoded(EncodedRecords::new(e.buf.clone(), spans)))
                     .collect()
             }
@@ -303,19 +330,8 @@ mod tests {
             .collect()
     }
 
-    /// Encoded spans of the records of an encoded batch.
     fn encoded(records: &[Record]) -> EncodedRecords {
-        let buf = Bytes::from(Batch::Records(records.to_vec()).encode().into_owned());
-        let mut r = Reader::new(&buf);
-        let n = r.count().unwrap();
-        let spans = (0..n)
-            .map(|_| {
-                let start = r.offset() as u32;
-                r.record().unwrap();
-                (start, r.offset() as u32)
-            })
-            .collect();
-        EncodedRecords::new(buf, spans)
+        EncodedRecords::of(records)
     }
 
     #[test]

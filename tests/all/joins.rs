@@ -142,6 +142,7 @@ type = "stdout"
         )
     };
     let join = |fields: &str| format!("\n[[operators]]\nname = \"j\"\ntype = \"interval_join\"\n{fields}\n");
+    let lookup = |fields: &str| format!("\n[[operators]]\nname = \"j\"\ntype = \"lookup_join\"\n{fields}\n");
     let cases = [
         (
             join("left = \"ka\"\nright = \"b\"\nlower = \"0s\"\nupper = \"1s\""),
@@ -171,6 +172,22 @@ type = "stdout"
         (
             "\n[[operators]]\nname = \"j\"\ntype = \"lookup_join\"\ninput = \"a\"\ntable = \"kb\"\n".to_owned(),
             "`lookup_join` needs keyed streams: `a` is not keyed",
+        ),
+        (
+            lookup("input = \"ka\"\ntable = \"kb\"\nglobal = true\nas_of = \"event_time\""),
+            "a global table is joined as of `latest`",
+        ),
+        (
+            lookup("input = \"ka\"\ntable = \"kb\"\nkey_field = \"k\""),
+            "`key_field` is for a global table (`global = true`)",
+        ),
+        (
+            lookup("input = \"ka\"\ntable = \"kb\"\nglobal = true\nmax_rows = 0"),
+            "max_rows must be at least 1",
+        ),
+        (
+            lookup("input = \"ka\"\ntable = \"kb\"\nglobal = true\nparallelism = 2"),
+            "operators after `key_by` run on its workers",
         ),
     ];
     for (operators, expected) in cases {
@@ -215,18 +232,32 @@ enum Joined {
     Interval,
     /// `lookup_join` of `b` as a table, as of event time, left.
     Table,
+    /// `lookup_join` of the unkeyed `a` with `b` as a global table, left.
+    Global,
 }
 
-/// The `[[operators]]` table of the join.
-fn join_operator(how: Joined) -> &'static str {
-    match how {
+/// The `[[operators]]` tables: the join `j`, and the `key_by`s of `a`
+/// and `b` it reads (`ka`, `kb`) unless the table is global.
+fn join_operators(how: Joined, parallelism: usize) -> String {
+    let key_bys = format!(
+        "[[operators]]\nname = \"ka\"\ntype = \"key_by\"\ninput = \"a\"\nparallelism = {parallelism}\n\n[[operators]]\nname = \"kb\"\ntype = \"key_by\"\ninput = \"b\"\nparallelism = {parallelism}\n\n"
+    );
+    let join = match how {
         Joined::Interval => {
             "type = \"interval_join\"\nleft = \"ka\"\nright = \"kb\"\nlower = \"-30ms\"\nupper = \"20ms\""
+                .to_owned()
         }
         Joined::Table => {
             "type = \"lookup_join\"\ninput = \"ka\"\ntable = \"kb\"\nas_of = \"event_time\"\njoin = \"left\""
+                .to_owned()
         }
-    }
+        Joined::Global => {
+            return format!(
+                "[[operators]]\nname = \"j\"\ntype = \"lookup_join\"\ninput = \"a\"\ntable = \"b\"\nglobal = true\nkey_field = \"k\"\njoin = \"left\"\nparallelism = {parallelism}\n"
+            );
+        }
+    };
+    format!("{key_bys}[[operators]]\nname = \"j\"\n{join}\n")
 }
 
 /// What the join gives, sorted.
@@ -234,7 +265,23 @@ fn crash_expected(how: Joined) -> Vec<String> {
     match how {
         Joined::Interval => interval_expected(),
         Joined::Table => table_expected(),
+        Joined::Global => global_expected(),
     }
+}
+
+/// Each left record with the last row of its key in all of `b`: a global
+/// table is loaded whole before the stream is read.
+fn global_expected() -> Vec<String> {
+    let key = |i: u64, seed: u64| splitmix64(i ^ seed) % CRASH_KEYS;
+    let mut out: Vec<String> = (0..CRASH_LINES)
+        .map(|i| {
+            let row = (0..CRASH_LINES).rev().find(|&j| key(j, 2) == key(i, 1));
+            let table = row.map_or("null".to_owned(), |j| side_line(j, 2));
+            format!(r#"{{"stream":{},"table":{table}}}"#, side_line(i, 1))
+        })
+        .collect();
+    out.sort_unstable();
+    out
 }
 
 /// Each left record with the row of its key valid at its time: the newest
@@ -321,22 +368,7 @@ timestamp_field = "ts"
 [watermark]
 max_out_of_orderness = "10ms"
 
-[[operators]]
-name = "ka"
-type = "key_by"
-input = "a"
-parallelism = {parallelism}
-
-[[operators]]
-name = "kb"
-type = "key_by"
-input = "b"
-parallelism = {parallelism}
-
-[[operators]]
-name = "j"
-{join}
-
+{operators}
 [[sinks]]
 name = "out"
 type = "file"
@@ -351,7 +383,7 @@ path = "state"
 interval = "{interval}"
 path = "checkpoints"
 "#,
-            join = join_operator(how)
+            operators = join_operators(how, parallelism)
         ),
     )
 }
@@ -400,8 +432,19 @@ fn a_table_join_killed_20_times_ends_with_exactly_one_runs_output_on_rocksdb() {
 }
 
 #[test]
+fn a_global_table_join_killed_20_times_ends_with_exactly_one_runs_output() {
+    join_crash_sweep(Joined::Global, "rocksdb");
+}
+
+#[test]
 fn a_joins_savepoint_restores_at_another_parallelism() {
-    for (how, backend) in [(Joined::Interval, "memory"), (Joined::Table, "rocksdb")] {
+    let cases = [
+        (Joined::Interval, "memory"),
+        (Joined::Table, "rocksdb"),
+        (Joined::Global, "memory"),
+        (Joined::Global, "rocksdb"),
+    ];
+    for (how, backend) in cases {
         let w = Workdir::new();
         let sp = w.path("sp");
         let m = crash_manifest(&w, "join-rescale", how, backend, 2, 4_000, "1h");

@@ -778,3 +778,105 @@ format = "text"
         ]
     );
 }
+
+/// A global table fed by an unbounded compacted topic: the orders, written
+/// before any change of the table, are read only once the table caught up
+/// with its topic, so each meets its customer's last row (a tombstone
+/// deleted carol's); the join runs on two workers with no `key_by`.
+#[test]
+fn a_global_table_from_a_compacted_topic_is_loaded_before_the_stream_is_read() {
+    let (customers, orders) = (unique_topic("global-customers"), unique_topic("global-orders"));
+    create_topic_with(&customers, 2, &[("cleanup.policy", "compact")]);
+    create_topic(&orders, 2);
+    let producer = producer();
+    for (i, who) in ["alice", "bob", "carol", "dave"].iter().enumerate() {
+        send(&producer, &orders, who, format!(r#"{{"order":{i}}}"#).as_bytes());
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    for (key, value) in [
+        ("alice", r#"{"tier":"gold"}"#),
+        ("bob", r#"{"tier":"silver"}"#),
+        ("carol", r#"{"tier":"bronze"}"#),
+        ("bob", r#"{"tier":"platinum"}"#),
+    ] {
+        send(&producer, &customers, key, value.as_bytes());
+    }
+    let tombstone = BaseRecord::<str, [u8]>::to(&customers).key("carol");
+    producer.send(tombstone).map_err(|(e, _)| e).unwrap();
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let w = Workdir::new();
+    let m = w.manifest(&format!(
+        r#"
+[pipeline]
+name = "kafka-global-table"
+
+[[sources]]
+name = "orders"
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{orders}"]
+group_id = "{orders}"
+format = "json"
+
+[[sources]]
+name = "customers"
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{customers}"]
+group_id = "{customers}"
+format = "json"
+
+[[operators]]
+name = "enriched"
+type = "lookup_join"
+input = "orders"
+table = "customers"
+global = true
+join = "left"
+parallelism = 2
+
+[[sinks]]
+name = "out"
+type = "file"
+path = "out.txt"
+format = "text"
+
+[checkpoint]
+interval = "100ms"
+path = "checkpoints"
+"#
+    ));
+    let child = spawn_run(&m);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let lines = || {
+        std::fs::read_to_string(w.path("out.txt"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    while lines() < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = w.read("out.txt");
+    let mut got: Vec<&str> = text.lines().collect();
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        [
+            "alice\t{\"stream\":{\"order\":0},\"table\":{\"tier\":\"gold\"}}",
+            "bob\t{\"stream\":{\"order\":1},\"table\":{\"tier\":\"platinum\"}}",
+            "carol\t{\"stream\":{\"order\":2},\"table\":null}",
+            "dave\t{\"stream\":{\"order\":3},\"table\":null}",
+        ],
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("the global tables are loaded"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -4,6 +4,7 @@
 
 mod admin;
 mod backpressure;
+mod branch;
 mod checkpoints;
 mod dashboard;
 mod failure_policies;

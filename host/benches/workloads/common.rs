@@ -83,6 +83,7 @@ pub fn stage(name: &str, parallelism: usize, keyed: bool, operators: Vec<Operato
         } else {
             Routing::RoundRobin
         },
+        broadcast_input: None,
         operators,
     }
 }

@@ -102,6 +102,13 @@ pub trait Source: Send {
         serde_json::Value::Null
     }
 
+    /// Whether it has read everything its input held when it opened (yes
+    /// for a source without such a notion). A source feeding a global
+    /// table is read alone until it is caught up (or ended).
+    fn caught_up(&self) -> bool {
+        true
+    }
+
     /// How far behind the newest record each split is, in records, where
     /// the source knows (Kafka: from the partitions' high watermarks).
     fn lag(&self) -> Vec<SplitLag> {

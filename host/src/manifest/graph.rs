@@ -8,6 +8,7 @@
 
 use super::spec::{OperatorSpec, SinkSpec, SourceSpec};
 use super::{Manifest, ManifestError};
+use crate::operators::branch::DEFAULT_OUTPUT;
 use std::collections::HashSet;
 use std::ops::Range;
 
@@ -18,6 +19,9 @@ pub enum Stream {
     Source(usize),
     /// The output of operator `i` (in the manifest's order).
     Operator(usize),
+    /// Output `n` of operator `i`, a branch (its branches in order, then
+    /// the default).
+    Output(usize, usize),
 }
 
 impl Stream {
@@ -25,19 +29,34 @@ impl Stream {
     /// the output of an operator whose output is keyed (`keyed_outputs`,
     /// by operator). A union is never keyed.
     pub fn reads_keyed(reads: &[Stream], keyed_outputs: &[bool]) -> bool {
-        matches!(reads, [Stream::Operator(o)] if keyed_outputs[*o])
+        matches!(reads, [Stream::Operator(o) | Stream::Output(o, _)] if keyed_outputs[*o])
+    }
+
+    /// The operator writing it, if any.
+    pub fn operator(self) -> Option<usize> {
+        match self {
+            Stream::Source(_) => None,
+            Stream::Operator(o) | Stream::Output(o, _) => Some(o),
+        }
     }
 }
 
 /// The streams of `sources` sources and `operators` operators that none of
 /// `reads` (what each operator and sink reads) reads: sources first, each
-/// in order.
+/// in order. A branch is read when one of its outputs is.
 pub fn unread<'a>(
     sources: usize,
     operators: usize,
     reads: impl IntoIterator<Item = &'a Vec<Stream>>,
 ) -> Vec<Stream> {
-    let read: HashSet<Stream> = reads.into_iter().flatten().copied().collect();
+    let read: HashSet<Stream> = reads
+        .into_iter()
+        .flatten()
+        .map(|s| match *s {
+            Stream::Output(o, _) => Stream::Operator(o),
+            s => s,
+        })
+        .collect();
     let all = (0..sources)
         .map(Stream::Source)
         .chain((0..operators).map(Stream::Operator));
@@ -215,7 +234,8 @@ pub(super) fn operator_inputs(
 }
 
 /// The stream named `name` at `key`: the operator of that name among
-/// `operators`, else the source.
+/// `operators` (`<branch>.<output>` for an output of a branch), else the
+/// source.
 fn stream_named(
     m: &Manifest,
     span: &Range<usize>,
@@ -224,7 +244,40 @@ fn stream_named(
     operators: &[String],
     which_operators: &str,
 ) -> Result<Stream, ManifestError> {
+    if let Some((operator, output)) = name.split_once('.')
+        && let Some(i) = operators.iter().position(|o| o == operator)
+    {
+        let Some(outputs) = branch_outputs(m, i) else {
+            return Err(m.error_at(
+                span,
+                key,
+                format!("`{name}`: operator `{operator}` has one output, read as `{operator}`; only a `branch` has named outputs"),
+            ));
+        };
+        return match outputs.iter().position(|o| *o == output) {
+            Some(n) => Ok(Stream::Output(i, n)),
+            None if output == DEFAULT_OUTPUT => Ok(Stream::Output(i, outputs.len())),
+            None => Err(m.error_at(
+                span,
+                key,
+                format!(
+                    "branch `{operator}` has no output `{output}`: its outputs are {}",
+                    output_list(operator, &outputs)
+                ),
+            )),
+        };
+    }
     if let Some(i) = operators.iter().position(|o| o == name) {
+        if let Some(outputs) = branch_outputs(m, i) {
+            return Err(m.error_at(
+                span,
+                key,
+                format!(
+                    "`{name}` is a branch: read one of its outputs, {}",
+                    output_list(name, &outputs)
+                ),
+            ));
+        }
         Ok(Stream::Operator(i))
     } else if let Some(i) = m.sources().iter().position(|s| s.name == name) {
         Ok(Stream::Source(i))
@@ -235,6 +288,24 @@ fn stream_named(
             format!("`{name}` is neither a source nor {which_operators}: name one of those"),
         ))
     }
+}
+
+/// The names of operator `i`'s branches, when it is a branch.
+fn branch_outputs(m: &Manifest, i: usize) -> Option<Vec<&str>> {
+    match m.spec.operators[i].get_ref() {
+        OperatorSpec::Branch(b) => Some(b.branches.iter().map(|b| b.name.as_str()).collect()),
+        _ => None,
+    }
+}
+
+/// A branch's outputs as the names to read them by.
+fn output_list(branch: &str, outputs: &[&str]) -> String {
+    let all: Vec<String> = outputs
+        .iter()
+        .chain(&[DEFAULT_OUTPUT])
+        .map(|o| format!("`{branch}.{o}`"))
+        .collect();
+    all.join(", ")
 }
 
 /// Resolves a table's `input` / `inputs` (or takes `default`, else the one
@@ -258,7 +329,18 @@ fn resolve(
         (None, Some(many)) => many.iter().collect(),
         (None, None) => {
             return match (default, sources.as_slice()) {
-                (Some(d), _) => Ok(vec![d]),
+                (Some(d), _) => match d.operator().and_then(|b| Some((b, branch_outputs(m, b)?))) {
+                    Some((b, outputs)) => Err(m.error_at(
+                        span,
+                        "type",
+                        format!(
+                            "the operator before it is the branch `{}`: name the output this reads in `input`, one of {}",
+                            operators[b],
+                            output_list(&operators[b], &outputs)
+                        ),
+                    )),
+                    None => Ok(vec![d]),
+                },
                 (None, [_]) => Ok(vec![Stream::Source(0)]),
                 (None, _) => Err(m.error_at(
                     span,
@@ -340,7 +422,7 @@ pub(super) fn finish(m: &Manifest, operator_inputs: Vec<Vec<Stream>>) -> Result<
                 ),
             ));
         }
-        Some(Stream::Operator(i)) => {
+        Some(Stream::Operator(i) | Stream::Output(i, _)) => {
             let (span, name) = (m.spec.operators[*i].span(), &m.operator_names[*i]);
             return Err(m.error_at(&span, "name", format!("nothing reads the output of operator `{name}`: name it in a later operator's or a sink's `input`")));
         }

@@ -171,3 +171,140 @@ fn a_graph_that_cannot_run_is_refused_at_its_line() {
         );
     }
 }
+
+/// A branch on the union of both sources, with two branches and the
+/// default.
+const BRANCH: &str = r#"
+[[operators]]
+name = "route"
+type = "branch"
+inputs = ["a", "b"]
+
+[[operators.branches]]
+name = "big"
+field = "x"
+op = "gt"
+value = 10
+
+[[operators.branches]]
+name = "named"
+field = "name"
+op = "exists"
+"#;
+
+#[test]
+fn readers_of_a_branch_read_its_outputs_by_name() {
+    let m = parse(&with(&format!(
+        r#"{BRANCH}
+[[operators]]
+name = "small"
+input = "route.default"
+{PROJECT}
+
+[[sinks]]
+name = "big"
+input = "route.big"
+type = "stdout"
+
+[[sinks]]
+name = "rest"
+inputs = ["small", "route.named"]
+type = "stdout"
+"#
+    )))
+    .unwrap();
+    use Stream::*;
+    assert_eq!(
+        m.graph.operator_inputs,
+        vec![vec![Source(0), Source(1)], vec![Output(0, 2)]]
+    );
+    assert_eq!(
+        m.graph.sink_inputs,
+        vec![vec![Output(0, 0)], vec![Operator(1), Output(0, 1)]]
+    );
+}
+
+/// Each broken branch, with the error it gets.
+#[test]
+fn a_branch_that_cannot_run_is_refused_at_its_line() {
+    let sink = |input: &str| format!("\n[[sinks]]\nname = \"out\"\ninput = \"{input}\"\ntype = \"stdout\"\n");
+    let cases = [
+        (
+            with(&format!("{BRANCH}{}", sink("route"))),
+            "`route` is a branch: read one of its outputs, `route.big`, `route.named`, `route.default`",
+        ),
+        (
+            with(&format!("{BRANCH}{}", sink("route.huge"))),
+            "branch `route` has no output `huge`: its outputs are `route.big`",
+        ),
+        (
+            with(&format!(
+                "{BRANCH}\n[[sinks]]\nname = \"out\"\ntype = \"stdout\"\n"
+            )),
+            "the operator before it is the branch `route`: name the output this reads in `input`",
+        ),
+        (
+            with(&format!(
+                "\n[[operators]]\nname = \"p\"\ninputs = [\"a\", \"b\"]\n{PROJECT}\n{}",
+                sink("p.x")
+            )),
+            "`p.x`: operator `p` has one output, read as `p`",
+        ),
+        (
+            with(&format!(
+                "\n[[operators]]\nname = \"route\"\ntype = \"branch\"\ninputs = [\"a\", \"b\"]\nbranches = []\n{}",
+                sink("route.default")
+            )),
+            "a `branch` needs at least one `[[operators.branches]]`",
+        ),
+        (
+            with(&format!(
+                "\n[[operators]]\nname = \"route\"\ntype = \"branch\"\ninputs = [\"a\", \"b\"]\n\n[[operators.branches]]\nname = \"default\"\nfield = \"x\"\nop = \"exists\"\n{}",
+                sink("route.default")
+            )),
+            "`default` names the output of records no branch takes",
+        ),
+        (
+            with(&format!(
+                "\n[[operators]]\nname = \"route\"\ntype = \"branch\"\ninputs = [\"a\", \"b\"]\n\n[[operators.branches]]\nname = \"x\"\n{}",
+                sink("route.x")
+            )),
+            "branch `x` has no predicate",
+        ),
+        (
+            with(&format!(
+                "\n[[operators]]\nname = \"route\"\ntype = \"branch\"\ninputs = [\"a\", \"b\"]\n\n[[operators.branches]]\nname = \"x\"\nfield = \"x\"\nop = \"gt\"\n{}",
+                sink("route.x")
+            )),
+            "`op = \"gt\"` needs a `value` to compare with",
+        ),
+        (
+            with(&format!(
+                "\n[[operators]]\nname = \"route\"\ntype = \"branch\"\ninputs = [\"a\", \"b\"]\n\n[[operators.branches]]\nname = \"x\"\nfield = \"x\"\nop = \"exists\"\nplugin = \"f.wasm\"\n{}",
+                sink("route.x")
+            )),
+            "branch `x` has both a condition and a plugin",
+        ),
+        (
+            with(&format!(
+                "\n[[operators]]\nname = \"route\"\ntype = \"branch\"\ninputs = [\"a\", \"b\"]\n\n[[operators.branches]]\nname = \"x\"\nplugin = \"missing.wasm\"\n{}",
+                sink("route.x")
+            )),
+            "does not exist; build the plugins with `just plugins`",
+        ),
+        (
+            with(&format!(
+                "\n[[operators]]\nname = \"route\"\ntype = \"branch\"\ninputs = [\"a\", \"b\"]\n\n[[operators.branches]]\nname = \"x\"\nfield = \"x\"\nop = \"exists\"\n\n[[operators.branches]]\nname = \"x\"\nfield = \"y\"\nop = \"exists\"\n{}",
+                sink("route.x")
+            )),
+            "the branch name `x` is used twice",
+        ),
+    ];
+    for (text, expected) in cases {
+        let err = parse(&text).expect_err(&text);
+        assert!(
+            err.contains(expected),
+            "expected {expected:?}, got {err:?} for:\n{text}"
+        );
+    }
+}

@@ -9,6 +9,7 @@ mod graph_tests;
 mod parse_tests;
 mod spec;
 mod validate;
+mod validate_branch;
 mod validate_operators;
 
 use crate::config_string::ConfigString;
@@ -16,6 +17,7 @@ use crate::connectors::{ConfigProblem, ConnectorContext, ProblemAt};
 pub use error::{ManifestError, line_column};
 pub use graph::{Declared, Graph, Stream, unread};
 pub use spec::*;
+pub use validate_operators::condition;
 
 use sha2::{Digest, Sha256};
 use std::ops::Range;

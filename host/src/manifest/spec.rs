@@ -240,6 +240,67 @@ pub enum OperatorSpec {
     /// Joins a keyed stream with a table (a keyed changelog): each record
     /// with its key's row.
     LookupJoin(LookupJoinOperatorSpec),
+    /// Splits a stream into named outputs (`input = "<name>.<branch>"`):
+    /// each record goes to the first branch whose predicate holds, else to
+    /// `<name>.default`.
+    Branch(BranchOperatorSpec),
+}
+
+/// The `branch` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchOperatorSpec {
+    /// The operator's name (its outputs are `<name>.<branch>` and
+    /// `<name>.default`); `branch` when absent.
+    pub name: Option<String>,
+    /// The branches, in the order they are tried.
+    pub branches: Vec<BranchSpec>,
+    /// What to do with a record a predicate fails on (not JSON for a
+    /// condition, a plugin's error): `fail` (default), `skip` or
+    /// `dead-letter`.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+    /// What the branches' plugins may reach; nothing when absent.
+    #[serde(default)]
+    pub grants: GrantsSpec,
+    /// Workers, when it runs before any `key_by` (default 1). After a
+    /// `key_by`, it runs on its workers instead.
+    pub parallelism: Option<usize>,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
+}
+
+/// One branch of a `branch` operator: its name and its predicate, a
+/// condition on a JSON field (`field`, `op`, `value`, as `field_filter`)
+/// or a `filter`-world `plugin` (the records it keeps).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchSpec {
+    /// The output's name (read as `<operator>.<name>`); not `default`.
+    pub name: String,
+    /// The JSON field (dotted path) to compare.
+    pub field: Option<String>,
+    /// `eq`, `ne`, `lt`, `le`, `gt`, `ge`, `exists` or `regex`.
+    pub op: Option<crate::operators::builtin::Compare>,
+    /// The constant to compare with (a pattern for `regex`; none for
+    /// `exists`).
+    pub value: Option<toml::Value>,
+    /// Or a plugin of the `filter` world, relative to the manifest's folder.
+    pub plugin: Option<ConfigString>,
+    /// `batch` (default) or `record`: how calls cross into `plugin`.
+    #[serde(default)]
+    pub call: CallMode,
+    /// How long one call of `plugin` may run.
+    #[serde(default = "defaults::plugin_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// The most linear memory one instance of `plugin` may use, in MiB.
+    #[serde(default = "defaults::memory_limit_mb")]
+    pub memory_limit_mb: u64,
+    /// Fuel one call of `plugin` may burn; unlimited when absent.
+    pub fuel: Option<u64>,
 }
 
 /// The `lookup_join` operator: each record of `input` with the row of its
@@ -266,6 +327,23 @@ pub struct LookupJoinOperatorSpec {
     /// `event_time`): `drop` (default) or `side-output`; counted either way.
     #[serde(default)]
     pub late: LateSpec,
+    /// A global table: every worker reads the whole table, so `input`
+    /// needs no `key_by` (joined as of `latest` only).
+    #[serde(default)]
+    pub global: bool,
+    /// With `global`: the JSON field (dotted path) of a stream record
+    /// holding its join key; the record's key when absent.
+    pub key_field: Option<String>,
+    /// With `global`: the most rows the table may hold (1,000,000 when
+    /// absent); a change adding one more stops the pipeline.
+    pub max_rows: Option<u64>,
+    /// With `global`: what to do with a stream record without `key_field`:
+    /// `fail` (default), `skip` or `dead-letter`.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+    /// With `global` and an `input` that is not keyed: its workers
+    /// (default 1).
+    pub parallelism: Option<usize>,
 }
 
 /// The `interval_join` operator: a `left` record at time `t` joins each
@@ -531,6 +609,7 @@ impl OperatorSpec {
             Self::Rename(r) => (&r.input, &r.inputs),
             Self::Set(s) => (&s.input, &s.inputs),
             Self::Aggregate(a) => (&a.input, &a.inputs),
+            Self::Branch(b) => (&b.input, &b.inputs),
             Self::IntervalJoin(_) | Self::LookupJoin(_) => return (None, None),
         };
         (input.as_ref(), inputs.as_ref())
@@ -724,6 +803,10 @@ pub mod defaults {
     /// Time between checkpoints.
     pub const fn checkpoint_interval() -> Duration {
         Duration::from_secs(10)
+    }
+    /// The rows a global table may hold.
+    pub const fn max_global_rows() -> u64 {
+        1_000_000
     }
     /// Complete checkpoints kept.
     pub const fn checkpoints_kept() -> usize {

@@ -23,11 +23,14 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
         let reads = super::graph::operator_inputs(m, i, op.get_ref(), &span, &names)?;
         let keyed = super::Stream::reads_keyed(&reads, &keyed_outputs);
         let workers_of = |s: &super::Stream| match s {
-            super::Stream::Operator(o) => keyed_workers[*o],
+            super::Stream::Operator(o) | super::Stream::Output(o, _) => keyed_workers[*o],
             super::Stream::Source(_) => None,
         };
+        let keyed_input =
+            |s: &super::Stream| super::Stream::reads_keyed(std::slice::from_ref(s), &keyed_outputs);
         let workers = match op.get_ref() {
             OperatorSpec::KeyBy(k) => Some(k.parallelism),
+            OperatorSpec::LookupJoin(j) if j.global && !keyed_input(&reads[0]) => None,
             OperatorSpec::IntervalJoin(_) | OperatorSpec::LookupJoin(_) => workers_of(&reads[0]),
             _ if keyed => workers_of(&reads[0]),
             _ => None,
@@ -39,7 +42,11 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
                 check_join(m, &span, "interval_join", named, sides(), j.late)?;
                 check_interval(m, j, &span)?;
             }
+            OperatorSpec::LookupJoin(j) if j.global => {
+                check_global_join(m, j, &span, keyed_input(&reads[0]))?
+            }
             OperatorSpec::LookupJoin(j) => {
+                check_not_global(m, j, &span)?;
                 let named = [("input", &j.input), ("table", &j.table)];
                 check_join(m, &span, "lookup_join", named, sides(), j.late)?;
                 use crate::operators::join::JoinKind;
@@ -92,6 +99,10 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
             }
             OperatorSpec::IntervalJoin(j) => (j.name.clone(), "interval_join".to_owned()),
             OperatorSpec::LookupJoin(j) => (j.name.clone(), "lookup_join".to_owned()),
+            OperatorSpec::Branch(b) => {
+                super::validate_branch::check_branch(m, b, &span, keyed)?;
+                (b.name.clone(), "branch".to_owned())
+            }
             other => {
                 match other {
                     OperatorSpec::Reduce(_) => needs_keyed(m, &span, "reduce", keyed)?,
@@ -160,6 +171,60 @@ fn check_join(
         ));
     }
     Ok(())
+}
+
+/// A join with a global table: as of `latest`, its stream keyed or on its
+/// own `parallelism`, `max_rows` at least 1.
+fn check_global_join(
+    m: &Manifest,
+    j: &LookupJoinOperatorSpec,
+    span: &Range<usize>,
+    keyed: bool,
+) -> Result<(), ManifestError> {
+    use crate::operators::join::{AsOf, JoinKind};
+    if j.as_of != AsOf::Latest {
+        return Err(m.error_at(
+            span,
+            "as_of",
+            "a global table is joined as of `latest`: every worker reads it whole and no stream record waits for it; key both sides by the join key and drop `global` to join as of `event_time`",
+        ));
+    }
+    if matches!(j.join, JoinKind::Right | JoinKind::Full) {
+        return Err(m.error_at(
+            span,
+            "join",
+            "a `lookup_join` is `inner` or `left`: a table row is not an event to emit alone",
+        ));
+    }
+    if j.max_rows == Some(0) {
+        return Err(m.error_at(span, "max_rows", "max_rows must be at least 1"));
+    }
+    check_parallelism(m, j.parallelism, keyed, span)?;
+    check_policy(m, j.on_error, span)
+}
+
+/// The settings only a global table takes are absent.
+fn check_not_global(
+    m: &Manifest,
+    j: &LookupJoinOperatorSpec,
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
+    let given = [
+        ("key_field", j.key_field.is_some()),
+        ("max_rows", j.max_rows.is_some()),
+        ("parallelism", j.parallelism.is_some()),
+        ("on_error", j.on_error != FailurePolicy::Fail),
+    ];
+    match given.iter().find(|(_, set)| *set) {
+        Some((key, _)) => Err(m.error_at(
+            span,
+            key,
+            format!(
+                "`{key}` is for a global table (`global = true`); a keyed table joins each record by its key"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// An interval join's bounds are in order.
@@ -280,9 +345,22 @@ fn check_aggregates(
 }
 
 fn check_field_filter(m: &Manifest, f: &FieldFilterSpec, span: &Range<usize>) -> Result<(), ManifestError> {
-    use crate::operators::builtin::{Compare, FieldFilter};
     check_policy(m, f.on_error, span)?;
-    let value = match (&f.value, f.op) {
+    condition(m, span, &f.field, f.op, f.value.as_ref())?;
+    Ok(())
+}
+
+/// The condition of a `field_filter` or a branch: `field` `op` `value`
+/// (no value for `exists`; a valid pattern for `regex`).
+pub fn condition(
+    m: &Manifest,
+    span: &Range<usize>,
+    field: &str,
+    op: crate::operators::builtin::Compare,
+    value: Option<&toml::Value>,
+) -> Result<crate::operators::builtin::Condition, ManifestError> {
+    use crate::operators::builtin::{Compare, Condition};
+    let value = match (value, op) {
         (None, Compare::Exists) => serde_json::Value::Null,
         (None, op) => {
             return Err(m.error_at(
@@ -293,8 +371,53 @@ fn check_field_filter(m: &Manifest, f: &FieldFilterSpec, span: &Range<usize>) ->
         }
         (Some(v), _) => crate::json::from_toml(v),
     };
-    let failure = crate::operators::FailureHandler::new("check", f.on_error, None, Default::default());
-    FieldFilter::new("check", &f.field, f.op, value, failure).map_err(|e| m.error_at(span, "value", e))?;
+    Condition::new(field, op, value).map_err(|e| m.error_at(span, "value", e))
+}
+
+/// A stateless operator's own `parallelism`: only before any `key_by`,
+/// and within the key groups.
+pub(super) fn check_parallelism(
+    m: &Manifest,
+    parallelism: Option<usize>,
+    keyed: bool,
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
+    let max = max_parallelism(m);
+    let Some(par) = parallelism else { return Ok(()) };
+    if keyed {
+        return Err(m.error_at(
+            span,
+            "parallelism",
+            "operators after `key_by` run on its workers: set `parallelism` on the `key_by` instead",
+        ));
+    }
+    if !(1..=max).contains(&par) {
+        return Err(m.error_at(
+            span,
+            "parallelism",
+            format!("parallelism {par} is out of range: expected 1 to max_parallelism ({max})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A plugin's call deadline and memory limit.
+pub(super) fn check_limits(
+    m: &Manifest,
+    timeout: std::time::Duration,
+    memory_limit_mb: u64,
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
+    if timeout.is_zero() {
+        return Err(m.error_at(span, "timeout", "timeout must be longer than 0 (e.g. \"500ms\")"));
+    }
+    if memory_limit_mb == 0 || memory_limit_mb > 4096 {
+        return Err(m.error_at(
+            span,
+            "memory_limit_mb",
+            format!("memory_limit_mb {memory_limit_mb} is out of range: expected 1 to 4096"),
+        ));
+    }
     Ok(())
 }
 
@@ -305,56 +428,38 @@ fn check_plugin(
     span: &Range<usize>,
     keyed: bool,
 ) -> Result<String, ManifestError> {
-    let max = max_parallelism(m);
-    if let Some(par) = p.parallelism {
-        if keyed {
-            return Err(m.error_at(
-                span,
-                "parallelism",
-                "operators after `key_by` run on its workers: set `parallelism` on the `key_by` instead",
-            ));
-        }
-        if !(1..=max).contains(&par) {
-            return Err(m.error_at(
-                span,
-                "parallelism",
-                format!("parallelism {par} is out of range: expected 1 to max_parallelism ({max})"),
-            ));
-        }
-    }
-    if p.timeout.is_zero() {
-        return Err(m.error_at(span, "timeout", "timeout must be longer than 0 (e.g. \"500ms\")"));
-    }
-    if p.memory_limit_mb == 0 || p.memory_limit_mb > 4096 {
-        return Err(m.error_at(
-            span,
-            "memory_limit_mb",
-            format!(
-                "memory_limit_mb {} is out of range: expected 1 to 4096",
-                p.memory_limit_mb
-            ),
-        ));
-    }
+    check_parallelism(m, p.parallelism, keyed, span)?;
+    check_limits(m, p.timeout, p.memory_limit_mb, span)?;
     check_policy(m, p.on_error, span)?;
     check_sandbox(m, p.fuel, p.max_outputs_per_record, &p.grants, span)?;
-    let path = m.path(&p.plugin);
+    let path = check_plugin_file(m, &p.plugin, span)?;
+    Ok(path
+        .file_stem()
+        .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().replace('_', "-")))
+}
+
+/// The plugin file `plugin` names, which must exist.
+pub(super) fn check_plugin_file(
+    m: &Manifest,
+    plugin: &crate::config_string::ConfigString,
+    span: &Range<usize>,
+) -> Result<std::path::PathBuf, ManifestError> {
+    let path = m.path(plugin);
     if !path.is_file() {
         return Err(m.error_at(
             span,
             "plugin",
             format!(
                 "plugin file {} does not exist; build the plugins with `just plugins`",
-                shown(&p.plugin, &path)
+                shown(plugin, &path)
             ),
         ));
     }
-    Ok(path
-        .file_stem()
-        .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().replace('_', "-")))
+    Ok(path)
 }
 
 /// Fuel, the output limit and the grants of a plugin.
-fn check_sandbox(
+pub(super) fn check_sandbox(
     m: &Manifest,
     fuel: Option<u64>,
     max_outputs: u32,

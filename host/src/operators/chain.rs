@@ -8,9 +8,21 @@ use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use std::sync::Arc;
 
+/// What leaves a chain: one stream, or, when a `branch` ends it, a batch
+/// per output of the branch.
+#[derive(Debug)]
+pub enum Produced {
+    /// The records of the one stream.
+    Stream(Batch),
+    /// The records of each output, in output order.
+    Outputs(Vec<Batch>),
+}
+
 /// Operators applied one after another to every message.
 pub struct Chain {
     ops: Vec<Box<dyn Operator>>,
+    /// Whether the last operator has several outputs (a branch).
+    splits: bool,
     checkpoints: Option<WorkerCheckpoints>,
     /// The worker's channels to the side outputs, told of each barrier.
     side_outputs: Vec<SideOutput>,
@@ -20,6 +32,7 @@ impl Chain {
     /// A chain of these operators, in order.
     pub fn new(ops: Vec<Box<dyn Operator>>) -> Self {
         Self {
+            splits: ops.last().is_some_and(|op| op.outputs() > 1),
             ops,
             checkpoints: None,
             side_outputs: Vec::new(),
@@ -82,15 +95,15 @@ impl Chain {
     }
 
     /// Runs a batch through the operators; returns what leaves the last.
-    pub fn on_records(&mut self, batch: Batch) -> Result<Batch, OperatorError> {
+    pub fn on_records(&mut self, batch: Batch) -> Result<Produced, OperatorError> {
         self.run_batch(0, batch)
     }
 
     /// Runs a batch of input `input` of the chain's first operator (one of
     /// two inputs) through the operators.
-    pub fn on_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
+    pub fn on_input(&mut self, input: usize, batch: Batch) -> Result<Produced, OperatorError> {
         let Some(first) = self.ops.first_mut() else {
-            return Ok(batch);
+            return Ok(Produced::Stream(batch));
         };
         let out = first.process_input(input, batch)?;
         self.run_batch(1, out)
@@ -98,17 +111,17 @@ impl Chain {
 
     /// Tells each operator that event time reached `wm`; returns what they
     /// emit (each operator's output run through the operators after it).
-    pub fn on_watermark(&mut self, wm: i64) -> Result<Batch, OperatorError> {
+    pub fn on_watermark(&mut self, wm: i64) -> Result<Produced, OperatorError> {
         self.each_op(|op, out| op.on_watermark(wm, out))
     }
 
     /// Tells each operator that the wall clock reached `now`.
-    pub fn on_processing_time(&mut self, now: i64) -> Result<Batch, OperatorError> {
+    pub fn on_processing_time(&mut self, now: i64) -> Result<Produced, OperatorError> {
         self.each_op(|op, out| op.on_processing_time(now, out))
     }
 
     /// Tells each operator that the input is complete.
-    pub fn on_end(&mut self) -> Result<Batch, OperatorError> {
+    pub fn on_end(&mut self) -> Result<Produced, OperatorError> {
         self.each_op(|op, out| op.on_end(out))
     }
 
@@ -123,15 +136,22 @@ impl Chain {
         Ok(swapped)
     }
 
-    /// Runs records through the operators from index `first` on.
-    fn run_batch(&mut self, first: usize, mut batch: Batch) -> Result<Batch, OperatorError> {
-        for op in &mut self.ops[first..] {
+    /// Runs records through the operators from index `first` on; a branch
+    /// ending the chain splits them by output.
+    fn run_batch(&mut self, first: usize, mut batch: Batch) -> Result<Produced, OperatorError> {
+        let end = self.ops.len() - usize::from(self.splits);
+        for op in &mut self.ops[first.min(end)..end] {
             if batch.is_empty() {
                 break;
             }
             batch = op.process(batch)?;
         }
-        Ok(batch)
+        match self.ops.last_mut() {
+            Some(branch) if self.splits && first <= end && !batch.is_empty() => {
+                Ok(Produced::Outputs(branch.split(batch)?))
+            }
+            _ => Ok(Produced::Stream(batch)),
+        }
     }
 
     /// Calls `f` on each operator in order; what an operator emits runs
@@ -139,14 +159,26 @@ impl Chain {
     fn each_op(
         &mut self,
         mut f: impl FnMut(&mut dyn Operator, &mut Vec<Record>) -> Result<(), OperatorError>,
-    ) -> Result<Batch, OperatorError> {
-        let mut all = Vec::new();
+    ) -> Result<Produced, OperatorError> {
+        let outputs = self.ops.last().map_or(1, |op| op.outputs());
+        let mut all: Vec<Vec<Record>> = (0..outputs).map(|_| Vec::new()).collect();
         for i in 0..self.ops.len() {
             let mut emitted = Vec::new();
             f(self.ops[i].as_mut(), &mut emitted)?;
-            all.extend(self.run_batch(i + 1, Batch::Records(emitted))?.into_records());
+            match self.run_batch(i + 1, Batch::Records(emitted))? {
+                Produced::Stream(b) => all[0].extend(b.into_records()),
+                Produced::Outputs(parts) => {
+                    for (all, part) in all.iter_mut().zip(parts) {
+                        all.extend(part.into_records());
+                    }
+                }
+            }
         }
-        Ok(Batch::Records(all))
+        let mut batches: Vec<Batch> = all.into_iter().map(Batch::Records).collect();
+        Ok(match self.splits {
+            true => Produced::Outputs(batches),
+            false => Produced::Stream(batches.pop().expect("one output")),
+        })
     }
 }
 

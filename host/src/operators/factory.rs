@@ -50,22 +50,38 @@ impl InstanceContext<'_> {
     /// The keyed state of operator `operator` on this worker: fresh, or
     /// holding this worker's key groups from the checkpoint restored.
     pub fn open_state(&self, operator: &str) -> Result<KeyedState, StateError> {
-        let backend = self.open_backend(operator)?;
+        let backend = self.open_backend(operator, false)?;
         Ok(KeyedState::new(backend, self.op_index, self.key_groups))
     }
 
-    fn open_backend(&self, operator: &str) -> Result<Box<dyn StateBackend>, StateError> {
+    /// The state of operator `operator` that every worker holds whole (a
+    /// global table): fresh, or all of one worker's snapshot from the
+    /// checkpoint restored (each worker's is the same), at any parallelism.
+    pub fn open_replicated_state(&self, operator: &str) -> Result<KeyedState, StateError> {
+        let backend = self.open_backend(operator, true)?;
+        Ok(KeyedState::new(backend, self.op_index, self.key_groups))
+    }
+
+    fn open_backend(&self, operator: &str, replicated: bool) -> Result<Box<dyn StateBackend>, StateError> {
         let stage = format!("{}-{operator}", self.stage);
         let Some(restore) = self.restore else {
             return self.state.open(&stage, self.worker);
         };
-        let sources: Vec<SnapshotSource> = restore
-            .metadata
-            .of_operator(operator)
+        let own = |s: &crate::checkpoint::SnapshotMeta| {
+            s.parallelism == self.parallelism && s.worker == self.worker
+        };
+        let mut snapshots: Vec<_> = restore.metadata.of_operator(operator).collect();
+        if replicated {
+            // One copy: this worker's own when the parallelism is the same.
+            snapshots.sort_by_key(|s| (!own(s), s.worker));
+            snapshots.truncate(1);
+        }
+        let sources: Vec<SnapshotSource> = snapshots
+            .into_iter()
             .map(|s| SnapshotSource {
                 path: restore.dir.join(&s.path),
                 backend: s.backend.clone(),
-                same_key_groups: s.parallelism == self.parallelism && s.worker == self.worker,
+                same_key_groups: own(s),
             })
             .collect();
         if sources.is_empty() {
@@ -75,8 +91,9 @@ impl InstanceContext<'_> {
             )));
         }
         let (key_groups, parallelism, worker) = (self.key_groups, self.parallelism, self.worker);
-        let owns =
-            move |kg: u16| crate::key_group::worker_of(u32::from(kg), key_groups, parallelism) == worker;
+        let owns = move |kg: u16| {
+            replicated || crate::key_group::worker_of(u32::from(kg), key_groups, parallelism) == worker
+        };
         self.state.restore(&stage, self.worker, &sources, &owns)
     }
 }

@@ -1,9 +1,10 @@
 //! Operators: what a stage runs on each batch, the chain a stage runs them
 //! in, and what happens to a record an operator fails on; one folder per
 //! family: [`builtin`] (no plugin), [`wasm`] (plugins of the map, filter,
-//! flat-map, reduce and process worlds), [`window`] and [`join`] (two
-//! inputs).
+//! flat-map, reduce and process worlds), [`window`], [`join`] (two
+//! inputs) and [`branch`] (several outputs).
 
+pub mod branch;
 pub mod builtin;
 mod chain;
 mod event_time;
@@ -15,10 +16,10 @@ mod side_output;
 pub mod wasm;
 pub mod window;
 
-pub use chain::Chain;
+pub use chain::{Chain, Produced};
 pub use event_time::EventTime;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity};
-pub use failure::{FailureHandler, FailurePolicy, FailureStats};
+pub use failure::{FailureHandler, FailurePolicy, FailureStats, preview};
 pub use late::{LatePolicy, LateRecords};
 pub use side_output::{SideMessage, SideOutput};
 
@@ -41,6 +42,19 @@ pub trait Operator: Send {
     fn process_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
         let _ = input;
         self.process(batch)
+    }
+
+    /// How many streams it writes: one, or (a `branch`) one per branch and
+    /// the default. An operator of several outputs ends its stage, and its
+    /// records leave through [`Operator::split`].
+    fn outputs(&self) -> usize {
+        1
+    }
+
+    /// Handles a batch and returns its output split into one batch per
+    /// output, in output order ([`Operator::outputs`]).
+    fn split(&mut self, input: Batch) -> Result<Vec<Batch>, OperatorError> {
+        Ok(vec![self.process(input)?])
     }
 
     /// Event time advanced to `watermark` (ms); may emit records.

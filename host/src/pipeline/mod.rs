@@ -43,7 +43,8 @@ use crate::checkpoint::{CheckpointSettings, StartFrom};
 use crate::connectors::{Endpoint, OpenSink, Sink, Source};
 use crate::manifest::Stream as StreamRef;
 use crate::metrics::Telemetry;
-use crate::operators::join::{IntervalJoinSpec, JoinNode, JoinSpec, LookupJoinSpec};
+use crate::operators::branch::{BranchNode, DEFAULT_OUTPUT, PredicateNode, RecordPredicate};
+use crate::operators::join::{GlobalJoinSpec, IntervalJoinSpec, JoinNode, JoinSpec, LookupJoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::{AggregateKind, WindowNode, WindowSpec};
 use crate::operators::{FailurePolicy, NativeFactory, Operator};
@@ -97,6 +98,46 @@ pub struct Stream {
     inner: Rc<RefCell<Inner>>,
     /// What reading this stream reads (several: a union).
     reads: Vec<StreamRef>,
+}
+
+/// The outputs of a [`Stream::branch`].
+pub struct Branches {
+    name: String,
+    branch: Stream,
+    outputs: Vec<String>,
+}
+
+impl Branches {
+    /// The records of the branch named `output`, or of the default output
+    /// (`"default"`: those no branch took).
+    pub fn output(&self, output: &str) -> Stream {
+        let n = match output {
+            DEFAULT_OUTPUT => Some(self.outputs.len()),
+            _ => self.outputs.iter().position(|o| o == output),
+        };
+        let StreamRef::Operator(i) = self.branch.reads[0] else {
+            unreachable!("a branch is one operator")
+        };
+        let reads = match n {
+            Some(n) => vec![StreamRef::Output(i, n)],
+            None => {
+                self.branch.inner.borrow_mut().problems.push(format!(
+                    "branch `{}` has no output `{output}`: its outputs are {} and `{DEFAULT_OUTPUT}`",
+                    self.name,
+                    self.outputs
+                        .iter()
+                        .map(|o| format!("`{o}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                self.branch.reads.clone()
+            }
+        };
+        Stream {
+            inner: self.branch.inner.clone(),
+            reads,
+        }
+    }
 }
 
 /// What a pipeline holds while it is built.
@@ -484,7 +525,7 @@ impl Stream {
             side_output: false,
             late_records: Default::default(),
         });
-        self.apart(name, &[right], node(name, kind), "interval_join")
+        self.apart(name, &[right], node(name, kind), Ok("interval_join"))
     }
 
     /// This stream (keyed) joined with `table`, a keyed changelog (the
@@ -497,19 +538,95 @@ impl Stream {
             side_output: false,
             late_records: Default::default(),
         });
-        self.apart(name, &[table], node(name, kind), "join_table")
+        self.apart(name, &[table], node(name, kind), Ok("join_table"))
     }
 
-    /// The stream of `node`, an operator of two keyed inputs: this stream
-    /// is its input 0, `others[i]` its input `i + 1`.
-    fn apart(&self, name: &str, others: &[&Stream], node: OperatorNode, kind: &str) -> Stream {
+    /// Splits the stream by `branches`, each a name and a predicate: a
+    /// record goes to the first branch whose predicate holds, else to the
+    /// default output; [`Branches::output`] reads one output. What one
+    /// output's readers do never holds back another's records.
+    ///
+    /// ```
+    /// use mailer::Pipeline;
+    /// use mailer::connectors::{BlackholeSink, GeneratorSource};
+    /// use mailer::operators::branch::RecordPredicate;
+    /// use mailer::record::Record;
+    /// use std::sync::Arc;
+    ///
+    /// let p = Pipeline::new("routes");
+    /// let numbers = p.source("numbers", GeneratorSource::new(Some(100), None, 0, 1, None));
+    /// let tens: RecordPredicate = Arc::new(|r: &Record| r.value.ends_with(b"0"));
+    /// let routes = numbers.branch("route", [("tens", tens)]);
+    /// routes.output("tens").sink("tens", BlackholeSink::default());
+    /// routes.output("default").sink("rest", BlackholeSink::default());
+    /// assert_eq!(p.run().unwrap().sink_records, 100);
+    /// ```
+    pub fn branch<'a>(
+        &self,
+        name: &str,
+        branches: impl IntoIterator<Item = (&'a str, RecordPredicate)>,
+    ) -> Branches {
+        let branches: Vec<(String, PredicateNode)> = branches
+            .into_iter()
+            .map(|(name, f)| (name.to_owned(), PredicateNode::Native(f)))
+            .collect();
+        let outputs: Vec<String> = branches.iter().map(|(n, _)| n.clone()).collect();
+        let kind = NodeKind::Branch(BranchNode { branches });
+        let step = Step::Branch {
+            node: node(name, kind),
+            parallelism: 1,
+        };
+        Branches {
+            name: name.to_owned(),
+            branch: self.then(name, step, None),
+            outputs,
+        }
+    }
+
+    /// This stream joined with `table`, a changelog (the latest value per
+    /// record key; an empty value deletes its key) that every worker reads
+    /// whole: neither needs a `key_by`. Each record is joined with the row
+    /// of its join key (`spec.key_field`, else its own key) as the table
+    /// stands when it is processed, as `{"stream": …, "table": …}`; the
+    /// table holds at most `spec.max_rows` rows (see
+    /// [`GlobalJoin`](crate::operators::join::GlobalJoin)). The join runs
+    /// on `parallelism` workers, or on this stream's keyed workers.
+    pub fn join_global_table(
+        &self,
+        name: &str,
+        table: &Stream,
+        spec: GlobalJoinSpec,
+        parallelism: usize,
+    ) -> Stream {
+        let kind = NodeKind::Join(JoinNode {
+            spec: JoinSpec::Global(spec),
+            side_output: false,
+            late_records: Default::default(),
+        });
+        self.apart(name, &[table], node(name, kind), Err(parallelism))
+    }
+
+    /// The stream of `node`, an operator of two inputs: this stream is its
+    /// input 0, `others[i]` its input `i + 1`; all keyed when `keyed_in`
+    /// names the kind of operator needing it, else (a global table's join,
+    /// on this many workers unless this stream is keyed) the last input
+    /// reaches every worker.
+    fn apart(
+        &self,
+        name: &str,
+        others: &[&Stream],
+        node: OperatorNode,
+        keyed_in: Result<&str, usize>,
+    ) -> Stream {
         let sides: Vec<&Stream> = std::iter::once(self).chain(others.iter().copied()).collect();
         let mut inner = self.inner.borrow_mut();
         inner.claim(name);
         let mut reads = Vec::new();
         let mut input_numbers = Vec::new();
         for (number, side) in sides.iter().enumerate() {
-            if !StreamRef::reads_keyed(&side.reads, &inner.keyed) {
+            if let Ok(kind) = keyed_in
+                && !StreamRef::reads_keyed(&side.reads, &inner.keyed)
+            {
                 inner.problems.push(format!(
                     "`{kind}` operator `{name}` needs keyed streams: call `key_by` before input {number}"
                 ));
@@ -517,12 +634,16 @@ impl Stream {
             reads.extend(side.reads.iter().copied());
             input_numbers.extend(side.reads.iter().map(|_| number));
         }
-        inner.keyed.push(true);
+        let keyed = keyed_in.is_ok() || StreamRef::reads_keyed(&self.reads, &inner.keyed);
+        inner.keyed.push(keyed);
         inner.step_names.push(name.to_owned());
-        inner
-            .draft
-            .steps
-            .push((reads, Step::Apart { node, input_numbers }));
+        let step = Step::Apart {
+            node,
+            input_numbers,
+            parallelism: keyed_in.err().unwrap_or(1),
+            broadcast: keyed_in.is_err().then_some(others.len()),
+        };
+        inner.draft.steps.push((reads, step));
         let at = StreamRef::Operator(inner.draft.steps.len() - 1);
         drop(inner);
         Stream {
@@ -614,7 +735,7 @@ impl Inner {
         for stream in crate::manifest::unread(draft.sources.len(), draft.steps.len(), reads) {
             self.problems.push(match stream {
                 StreamRef::Source(i) => format!("nothing reads source `{}`", draft.sources[i].name),
-                StreamRef::Operator(i) => {
+                StreamRef::Operator(i) | StreamRef::Output(i, _) => {
                     format!("nothing reads the output of operator `{}`", self.step_names[i])
                 }
             });

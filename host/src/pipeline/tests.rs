@@ -340,3 +340,156 @@ fn a_stream_joined_with_a_table_as_of_event_time_sees_the_row_of_its_time() {
     want.sort();
     assert_eq!(sorted_lines(&out), want);
 }
+
+/// A keyed branch on two workers: multiples of three, then evens, then the
+/// rest. One output is read twice (once through a filter dropping all of
+/// it, which holds nothing back from the other outputs), the default one
+/// is counted per key on its own keyed stage; each sink gets exactly the
+/// records of its output.
+#[test]
+fn each_record_reaches_the_readers_of_the_first_branch_that_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let value = |r: &Record| -> u64 { std::str::from_utf8(&r.value).unwrap().parse().unwrap() };
+    let p = Pipeline::new("branches").batch_size(50);
+    let routes = p.source("numbers", numbers(3_000)).key_by_record_key(2).branch(
+        "route",
+        [
+            (
+                "threes",
+                Arc::new(move |r: &Record| value(r).is_multiple_of(3)) as RecordPredicate,
+            ),
+            (
+                "evens",
+                Arc::new(move |r: &Record| value(r).is_multiple_of(2)) as RecordPredicate,
+            ),
+        ],
+    );
+    let file = |name: &str| FileSink::create(&path(name), SinkFormat::Value, false).unwrap();
+    routes.output("threes").sink("threes", file("threes"));
+    routes.output("evens").sink("evens", file("evens"));
+    routes
+        .output("evens")
+        .filter("none", |_| false)
+        .sink("nothing", file("nothing"));
+    routes
+        .output("default")
+        .aggregate("counts", &[AggregateKind::Count], None)
+        .sink(
+            "count-file",
+            FileSink::create(&path("counts"), SinkFormat::Text, false).unwrap(),
+        );
+    let (plan, _) = p.build().unwrap();
+    use Producer::*;
+    let shapes = stage_shapes(&plan);
+    assert_eq!(
+        shapes[0],
+        ("keyed-1".into(), vec![Source(0)], vec!["route".into()])
+    );
+    assert_eq!(
+        shapes[1],
+        ("keyed-2".into(), vec![Output(0, 1)], vec!["none".into()])
+    );
+    assert_eq!(
+        shapes[2],
+        ("keyed-3".into(), vec![Output(0, 2)], vec!["counts".into()])
+    );
+    assert_eq!(plan.stream_name(Output(0, 2)), "route.default");
+    let report = crate::runtime::run(plan, &Shutdown::new()).unwrap();
+    assert_eq!(report.source_records, 3_000);
+    let sorted = |name: &str| {
+        let mut v: Vec<u64> = std::fs::read_to_string(path(name))
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let all = 0..3_000u64;
+    assert_eq!(
+        sorted("threes"),
+        all.clone().filter(|n| n % 3 == 0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        sorted("evens"),
+        all.clone()
+            .filter(|n| n % 3 != 0 && n % 2 == 0)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(sorted("nothing"), Vec::<u64>::new());
+    let mut want = std::collections::BTreeMap::new();
+    for g in all.filter(|n| n % 3 != 0 && n % 2 != 0) {
+        *want
+            .entry((crate::connectors::splitmix64(g) % 5).to_string())
+            .or_insert(0u64) += 1;
+    }
+    let mut got = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(path("counts")).unwrap().lines() {
+        let (key, v) = line.split_once('\t').unwrap();
+        let count = serde_json::from_str::<serde_json::Value>(v).unwrap()["count"]
+            .as_u64()
+            .unwrap();
+        let c: &mut u64 = got.entry(key.to_owned()).or_default();
+        *c = (*c).max(count);
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn an_unknown_output_of_a_branch_is_reported() {
+    let p = Pipeline::new("no-output");
+    let routes = p
+        .source("a", numbers(1))
+        .branch("route", [("x", Arc::new(|_: &Record| true) as RecordPredicate)]);
+    routes
+        .output("y")
+        .sink("out", crate::connectors::StdoutSink::new(SinkFormat::Value));
+    let err = p.build().err().expect("refused").to_string();
+    assert!(
+        err.contains("branch `route` has no output `y`: its outputs are `x` and `default`"),
+        "{err}"
+    );
+}
+
+/// A global table from a generator (50 changes over 10 keys) joined with an
+/// unkeyed stream on two workers: the table is loaded before the stream is
+/// read, so every record meets the last row of its key.
+#[test]
+fn a_global_table_is_loaded_first_and_joined_on_every_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("joined");
+    let p = Pipeline::new("global").batch_size(16);
+    let table = p.source("table", GeneratorSource::new(Some(50), Some(10), 0, 1, None));
+    let stream = p.source("stream", numbers(1_000));
+    let spec = GlobalJoinSpec {
+        key_field: None,
+        keep_unmatched: true,
+        max_rows: 10,
+    };
+    stream
+        .join_global_table("joined", &table, spec, 2)
+        .sink("out", FileSink::create(&out, SinkFormat::Value, false).unwrap());
+    let (plan, _) = p.build().unwrap();
+    assert_eq!(plan.table_sources(), [true, false]);
+    assert_eq!(plan.stages[0].broadcast_input, Some(1));
+    assert_eq!(plan.stages[0].parallelism, 2);
+    let report = crate::runtime::run(plan, &Shutdown::new()).unwrap();
+    assert_eq!(report.source_records, 1_050);
+    let key = |g: u64, keys: u64| crate::connectors::splitmix64(g) % keys;
+    let mut want: Vec<String> = (0..1_000u64)
+        .map(|g| {
+            let row = (0..50u64).rev().find(|&t| key(t, 10) == key(g, 5));
+            let table = row.map_or("null".to_owned(), |t| t.to_string());
+            format!(r#"{{"stream":{g},"table":{table}}}"#)
+        })
+        .collect();
+    want.sort_unstable();
+    let mut got: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, want);
+}

@@ -9,17 +9,22 @@ use crate::checkpoint::CommittedCheckpoint;
 use crate::clock::millis;
 use crate::connectors::{Endpoint, OpenSink, OpenSource};
 use crate::json::from_toml;
+use crate::manifest::condition;
 use crate::manifest::{
-    GrantsSpec, IntervalJoinOperatorSpec, LateSpec, LookupJoinOperatorSpec, Manifest, ManifestError,
-    OperatorSpec, SinkSpec, SourceSpec, StateBackendName, TimeDomain, WindowKind, WindowOperatorSpec,
+    BranchOperatorSpec, GrantsSpec, IntervalJoinOperatorSpec, LateSpec, LookupJoinOperatorSpec, Manifest,
+    ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName, TimeDomain, WindowKind,
+    WindowOperatorSpec,
 };
 use crate::metrics::Telemetry;
 use crate::operators::FailurePolicy;
 use crate::operators::NativeFactory;
+use crate::operators::branch::{BranchNode, PredicateNode};
 use crate::operators::builtin::{
     ReshapeKind, aggregate_factory, field_filter_factory, key_from_field_factory, reshape_factory,
 };
-use crate::operators::join::{IntervalJoinSpec, JoinKind, JoinNode, JoinSpec, LookupJoinSpec};
+use crate::operators::join::{
+    GlobalJoinSpec, IntervalJoinSpec, JoinKind, JoinNode, JoinSpec, LookupJoinSpec,
+};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use crate::operators::window::{Assigner, WindowSpec};
@@ -47,13 +52,17 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                     .map(|f| builtin(name, k.on_error, key_from_field_factory(name, f))),
                 parallelism: k.parallelism,
             },
-            OperatorSpec::IntervalJoin(j) => Step::Apart {
-                node: join_node(name, JoinSpec::Interval(interval_spec(j)), j.late),
-                input_numbers: vec![0, 1],
-            },
-            OperatorSpec::LookupJoin(j) => Step::Apart {
-                node: join_node(name, JoinSpec::Lookup(lookup_spec(j)), j.late),
-                input_numbers: vec![0, 1],
+            OperatorSpec::IntervalJoin(j) => {
+                join_step(join_node(name, JoinSpec::Interval(interval_spec(j)), j.late), 1)
+            }
+            OperatorSpec::LookupJoin(j) => {
+                let mut node = join_node(name, lookup_spec(j), j.late);
+                node.policy = j.on_error;
+                join_step(node, j.parallelism.unwrap_or(1))
+            }
+            OperatorSpec::Branch(b) => Step::Branch {
+                node: branch_node(m, engine, op, b, name)?,
+                parallelism: b.parallelism.unwrap_or(1),
             },
             _ => {
                 let (node, parallelism) = operator(m, engine, op, name)?;
@@ -139,7 +148,10 @@ fn operator(
             node.grants = grants(m, &w.grants);
             (node, 1)
         }
-        OperatorSpec::KeyBy(_) | OperatorSpec::IntervalJoin(_) | OperatorSpec::LookupJoin(_) => {
+        OperatorSpec::KeyBy(_)
+        | OperatorSpec::IntervalJoin(_)
+        | OperatorSpec::LookupJoin(_)
+        | OperatorSpec::Branch(_) => {
             unreachable!("handled above")
         }
         OperatorSpec::FieldFilter(f) => {
@@ -179,6 +191,38 @@ fn operator(
         }
         plugin_op => plugin_node(m, engine, op, name, plugin_op)?,
     })
+}
+
+/// The node of branch operator `b`: each branch's predicate, a condition
+/// or a `filter` plugin (loaded and checked here).
+fn branch_node(
+    m: &Manifest,
+    engine: &PluginEngine,
+    op: &toml::Spanned<OperatorSpec>,
+    b: &BranchOperatorSpec,
+    name: &str,
+) -> Result<OperatorNode, ManifestError> {
+    let mut branches = Vec::with_capacity(b.branches.len());
+    let at = &op.span();
+    for spec in &b.branches {
+        let predicate = match (&spec.plugin, &spec.field, spec.op) {
+            (Some(path), _, _) => PredicateNode::Plugin {
+                plugin: engine
+                    .load_with(&m.path(path), World::Filter, name, spec.fuel.is_some())
+                    .map_err(|e| m.error_at(at, "plugin", e.to_string()))?,
+                limits: limits(spec.timeout, spec.memory_limit_mb, spec.fuel, 1),
+                mode: spec.call,
+            },
+            (None, Some(field), Some(op)) => {
+                PredicateNode::Field(condition(m, at, field, op, spec.value.as_ref())?)
+            }
+            _ => unreachable!("validated: a condition or a plugin"),
+        };
+        branches.push((spec.name.clone(), predicate));
+    }
+    let mut node = OperatorNode::new(name, NodeKind::Branch(BranchNode { branches }), b.on_error);
+    node.grants = grants(m, &b.grants);
+    Ok(node)
 }
 
 /// The node of an operator of a record world and its parallelism.
@@ -394,11 +438,36 @@ fn interval_spec(j: &IntervalJoinOperatorSpec) -> IntervalJoinSpec {
     }
 }
 
-/// What the `lookup_join` `j` computes.
-fn lookup_spec(j: &LookupJoinOperatorSpec) -> LookupJoinSpec {
-    LookupJoinSpec {
-        as_of: j.as_of,
-        keep_unmatched: j.join == JoinKind::Left,
+/// What the `lookup_join` `j` computes: with a keyed table, or with a
+/// global one.
+fn lookup_spec(j: &LookupJoinOperatorSpec) -> JoinSpec {
+    let keep_unmatched = j.join == JoinKind::Left;
+    match j.global {
+        true => JoinSpec::Global(GlobalJoinSpec {
+            key_field: j.key_field.clone(),
+            keep_unmatched,
+            max_rows: j.max_rows.unwrap_or(crate::manifest::defaults::max_global_rows()),
+        }),
+        false => JoinSpec::Lookup(LookupJoinSpec {
+            as_of: j.as_of,
+            keep_unmatched,
+        }),
+    }
+}
+
+/// The step of a join `node` reading its left (or stream) side as input 0
+/// and its right (or table) side as input 1; `parallelism` workers when
+/// its stream is not keyed (a global table's join).
+fn join_step(node: OperatorNode, parallelism: usize) -> Step {
+    let broadcast = match &node.kind {
+        NodeKind::Join(j) => j.spec.broadcast_input(),
+        _ => None,
+    };
+    Step::Apart {
+        node,
+        input_numbers: vec![0, 1],
+        parallelism,
+        broadcast,
     }
 }
 

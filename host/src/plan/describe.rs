@@ -1,6 +1,7 @@
 //! The plan as text, for `mailer describe`.
 
 use super::{NodeKind, OperatorNode, Plan, Producer, Routing};
+use crate::operators::branch::{DEFAULT_OUTPUT, PredicateNode};
 use crate::operators::join::{AsOf, JoinKind, JoinNode, JoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
@@ -103,9 +104,10 @@ pub fn describe_dot(plan: &Plan) -> String {
         for &input in &stage.inputs {
             let _ = writeln!(
                 s,
-                "  {} -> {};",
+                "  {} -> {}{};",
                 quoted(plan.producer_name(input)),
-                quoted(&stage.name)
+                quoted(&stage.name),
+                edge_label(plan, input)
             );
         }
     }
@@ -120,14 +122,23 @@ pub fn describe_dot(plan: &Plan) -> String {
         for &input in &sink.inputs {
             let _ = writeln!(
                 s,
-                "  {} -> {};",
+                "  {} -> {}{};",
                 quoted(plan.producer_name(input)),
-                quoted(&sink.end.name)
+                quoted(&sink.end.name),
+                edge_label(plan, input)
             );
         }
     }
     s.push_str("}\n");
     s
+}
+
+/// The label of an edge from a branch's output (its name), else nothing.
+fn edge_label(plan: &Plan, from: Producer) -> String {
+    match from {
+        Producer::Output(..) => format!(" [label={}]", quoted(&plan.stream_name(from))),
+        _ => String::new(),
+    }
 }
 
 /// A DOT string literal.
@@ -145,7 +156,7 @@ fn quoted(text: &str) -> String {
 fn reads(plan: &Plan, inputs: &[Producer], input_numbers: &[usize]) -> String {
     let names: Vec<String> = inputs
         .iter()
-        .map(|&p| format!("`{}`", plan.producer_name(p)))
+        .map(|&p| format!("`{}`", plan.stream_name(p)))
         .collect();
     if !input_numbers.is_empty() {
         let each: Vec<String> = names
@@ -193,6 +204,19 @@ fn describe_operator(op: &OperatorNode) -> String {
             policy_name(op.policy),
         ),
         NodeKind::Native(_) => "native".to_owned(),
+        NodeKind::Branch(b) => {
+            let each: Vec<String> = b
+                .branches
+                .iter()
+                .map(|(name, predicate)| format!("`{}.{name}` {}", op.name, describe_predicate(predicate)))
+                .collect();
+            format!(
+                "branch: {}, else `{}.{DEFAULT_OUTPUT}`; on error {}",
+                each.join(", "),
+                op.name,
+                policy_name(op.policy)
+            )
+        }
         NodeKind::Join(JoinNode {
             spec, side_output, ..
         }) => {
@@ -216,6 +240,17 @@ fn describe_operator(op: &OperatorNode) -> String {
                     },
                     if l.keep_unmatched { "left" } else { "inner" }
                 ),
+                JoinSpec::Global(g) => {
+                    return format!(
+                        "join of input 0 (stream) with the global table of input 1 (every worker reads all of it, at most {} rows) by {}, as of latest, {}, on error {}",
+                        g.max_rows,
+                        g.key_field
+                            .as_ref()
+                            .map_or("the record's key".to_owned(), |f| format!("field `{f}`")),
+                        if g.keep_unmatched { "left" } else { "inner" },
+                        policy_name(op.policy)
+                    );
+                }
             };
             format!("{what}, late records {}", late_way(*side_output))
         }
@@ -244,6 +279,20 @@ fn describe_operator(op: &OperatorNode) -> String {
                 late_way(*side_output),
             )
         }
+    }
+}
+
+/// What a branch tests.
+fn describe_predicate(p: &PredicateNode) -> String {
+    match p {
+        PredicateNode::Field(c) => format!("if {c}"),
+        PredicateNode::Plugin { plugin, .. } => format!(
+            "if plugin `{}` (world `{}`, sha256 {}) keeps it",
+            plugin.path().display(),
+            plugin.world(),
+            plugin.digest()
+        ),
+        PredicateNode::Native(_) => "if a native predicate holds".to_owned(),
     }
 }
 

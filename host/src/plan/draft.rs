@@ -19,13 +19,26 @@ pub enum Step {
         parallelism: usize,
     },
     /// An operator telling its inputs apart (a join), on the keyed workers
-    /// of the keyed streams it reads: the step's `i`-th stream feeds its
-    /// input number `input_numbers[i]`.
+    /// of the keyed streams it reads (else on `parallelism` workers): the
+    /// step's `i`-th stream feeds its input number `input_numbers[i]`.
     Apart {
         /// What runs.
         node: OperatorNode,
         /// The input number of each stream read.
         input_numbers: Vec<usize>,
+        /// Its workers, when no stream it reads is keyed.
+        parallelism: usize,
+        /// The input number whose records every worker gets (a global
+        /// table's), if any; it does not decide where the operator runs.
+        broadcast: Option<usize>,
+    },
+    /// A branch, at `parallelism` (ignored after a `key_by`), ending its
+    /// stage: what reads one of its outputs reads [`Stream::Output`].
+    Branch {
+        /// What runs.
+        node: OperatorNode,
+        /// Its workers, when it starts a stage.
+        parallelism: usize,
     },
     /// Repartitions by key: what reads it runs on `parallelism` workers,
     /// each owning a range of key groups.
@@ -69,7 +82,13 @@ impl Draft {
         for (inputs, step) in self.steps {
             match step {
                 Step::Operator { node, parallelism } => placer.operator(&inputs, node, parallelism),
-                Step::Apart { node, input_numbers } => placer.apart(&inputs, &input_numbers, node),
+                Step::Apart {
+                    node,
+                    input_numbers,
+                    parallelism,
+                    broadcast,
+                } => placer.apart(&inputs, &input_numbers, node, (parallelism, broadcast)),
+                Step::Branch { node, parallelism } => placer.branch(&inputs, node, parallelism),
                 Step::KeyBy { key, parallelism } => placer.key_by(&inputs, key, parallelism),
             }
         }

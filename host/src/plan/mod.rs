@@ -15,6 +15,7 @@ use crate::checkpoint::{
     CheckpointSettings, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore, RestoreTarget,
 };
 use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
+use crate::operators::branch::BranchNode;
 use crate::operators::join::JoinNode;
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
@@ -237,12 +238,48 @@ pub struct WatermarkSettings {
 }
 
 impl Plan {
-    /// The name of what `producer` stands for.
+    /// The name of the source or stage writing what `producer` stands for.
     pub fn producer_name(&self, producer: Producer) -> &str {
         match producer {
             Producer::Source(i) => &self.sources[i].name,
-            Producer::Stage(i) => &self.stages[i].name,
+            Producer::Stage(i) | Producer::Output(i, _) => &self.stages[i].name,
         }
+    }
+
+    /// The name of the stream `producer` stands for: the source's or
+    /// stage's, or a branch's output as `branch.output`.
+    pub fn stream_name(&self, producer: Producer) -> String {
+        let Producer::Output(i, n) = producer else {
+            return self.producer_name(producer).to_owned();
+        };
+        let branch = self.stages[i].operators.last().expect("a stage runs operators");
+        match &branch.kind {
+            NodeKind::Branch(b) => format!("{}.{}", branch.name, b.output_name(n)),
+            _ => unreachable!("only a branch has outputs"),
+        }
+    }
+
+    /// Whether each source feeds a global table (through any stages): such
+    /// sources are read first, alone, until caught up.
+    pub fn table_sources(&self) -> Vec<bool> {
+        let mut feeds = vec![false; self.sources.len()];
+        let mut todo: Vec<Producer> = self
+            .stages
+            .iter()
+            .filter_map(|s| {
+                let table = s.broadcast_input?;
+                let from = s.inputs.iter().zip(&s.input_numbers);
+                Some(from.filter(move |(_, n)| **n == table).map(|(p, _)| *p))
+            })
+            .flatten()
+            .collect();
+        while let Some(p) = todo.pop() {
+            match p {
+                Producer::Source(i) => feeds[i] = true,
+                Producer::Stage(k) | Producer::Output(k, _) => todo.extend(&self.stages[k].inputs),
+            }
+        }
+        feeds
     }
 
     /// Links `stages` into a chain from the one source to the one sink: each
@@ -269,6 +306,9 @@ pub enum Producer {
     Source(usize),
     /// The last operator of stage `i` of [`Plan::stages`] (an earlier one).
     Stage(usize),
+    /// Output `n` of stage `i`'s last operator, a branch (one output per
+    /// branch, then the default).
+    Output(usize, usize),
 }
 
 impl Producer {
@@ -317,6 +357,9 @@ pub struct OperatorStage {
     pub parallelism: usize,
     /// How records are spread over the workers.
     pub routing: Routing,
+    /// The input number whose records every worker gets (a global
+    /// table's), whatever the routing.
+    pub broadcast_input: Option<usize>,
     /// The operators every worker runs, in order.
     pub operators: Vec<OperatorNode>,
 }
@@ -391,7 +434,8 @@ impl OperatorNode {
             NodeKind::Native(factory) => factory(ctx, failure),
             NodeKind::Plugin(wasm) => wasm.instantiate(&node, ctx, failure),
             NodeKind::Window(window) => window.instantiate(&node, ctx, failure),
-            NodeKind::Join(join) => join.instantiate(&node, ctx),
+            NodeKind::Join(join) => join.instantiate(&node, ctx, failure),
+            NodeKind::Branch(branch) => branch.instantiate(&node, failure),
         }
     }
 }
@@ -406,4 +450,6 @@ pub enum NodeKind {
     Window(WindowNode),
     /// A join of two inputs.
     Join(JoinNode),
+    /// A branch: several outputs.
+    Branch(BranchNode),
 }

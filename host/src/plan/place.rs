@@ -55,11 +55,34 @@ impl Placer {
         self.outputs.push(output);
     }
 
+    /// Places the next operator, a branch reading `inputs`: as any operator,
+    /// but ending its stage, so each reader of one of its outputs starts a
+    /// stage of its own.
+    pub(super) fn branch(&mut self, inputs: &[Stream], node: OperatorNode, parallelism: usize) {
+        let output = Output {
+            open_stage: None,
+            ..self.add(inputs, node, parallelism)
+        };
+        self.outputs.push(output);
+    }
+
     /// Places the next operator, one telling its inputs apart: the stream
     /// `inputs[i]` feeds its input `numbers[i]`. It starts a stage, keyed
-    /// when it reads keyed streams.
-    pub(super) fn apart(&mut self, inputs: &[Stream], numbers: &[usize], node: OperatorNode) {
-        let keyed = inputs.iter().find_map(|s| self.output(*s).keyed);
+    /// when the streams it reads are (a broadcast input aside), else on
+    /// `parallelism` round-robin workers; the `broadcast` input reaches
+    /// every worker.
+    pub(super) fn apart(
+        &mut self,
+        inputs: &[Stream],
+        numbers: &[usize],
+        node: OperatorNode,
+        (parallelism, broadcast): (usize, Option<usize>),
+    ) {
+        let keyed = inputs
+            .iter()
+            .zip(numbers)
+            .filter(|(_, n)| Some(**n) != broadcast)
+            .find_map(|(s, _)| self.output(*s).keyed);
         let mut from = Vec::new();
         let mut input_numbers = Vec::new();
         for (stream, &number) in inputs.iter().zip(numbers) {
@@ -74,7 +97,8 @@ impl Placer {
                 }
             }
         }
-        let output = self.start_stage(from, input_numbers, keyed, 1, node);
+        let output = self.start_stage(from, input_numbers, keyed, parallelism, node);
+        self.stages.last_mut().expect("just started").broadcast_input = broadcast;
         self.outputs.push(output);
     }
 
@@ -111,6 +135,20 @@ impl Placer {
                 keyed: None,
             },
             Stream::Operator(i) => self.outputs[i].clone(),
+            Stream::Output(i, n) => {
+                let branch = &self.outputs[i];
+                Output {
+                    from: branch
+                        .from
+                        .iter()
+                        .map(|p| match p {
+                            Producer::Stage(k) => Producer::Output(*k, n),
+                            _ => unreachable!("a branch ends a stage"),
+                        })
+                        .collect(),
+                    ..branch.clone()
+                }
+            }
         }
     }
 
@@ -171,6 +209,7 @@ impl Placer {
             input_numbers,
             parallelism: keyed.unwrap_or(parallelism),
             routing,
+            broadcast_input: None,
             operators: vec![node],
         });
         Output {

@@ -68,9 +68,13 @@ impl PartialEq for SwapPoint {
 pub enum Message {
     /// Records in stream order.
     Records(Batch),
-    /// Records of input `0` of a stage whose first operator tells its
+    /// Records of input `n` of a stage whose first operator tells its
     /// inputs apart (a join: 0 left, 1 right), in that input's order.
     Input(usize, Batch),
+    /// Records of output `n` of a stage whose last operator has several (a
+    /// branch: one per branch, then the default); the stage's outlet hands
+    /// them to the readers of that output as [`Message::Records`].
+    Output(usize, Batch),
     /// No record with an event time below this (ms) will follow.
     Watermark(i64),
     /// The wall clock (ms) as the source saw it: processing-time timers up to
@@ -80,6 +84,11 @@ pub enum Message {
     Barrier(Barrier),
     /// A plugin swap.
     Swap(Arc<SwapPoint>),
+    /// The sources feeding global tables caught up with what their inputs
+    /// held when the run started (they are read first, alone): aligned like
+    /// a barrier, it keeps every record after it behind every table change
+    /// before it, so a join sees its global table loaded.
+    TablesLoaded,
     /// The input is complete (a bounded source ended). Unlike a plain close
     /// of the edge (a drain after cancel), this lets event time run to its end.
     EndOfStream,
@@ -94,7 +103,7 @@ impl Message {
     /// The records it carries, if it is not a marker.
     pub fn batch(&self) -> Option<&Batch> {
         match self {
-            Message::Records(b) | Message::Input(_, b) => Some(b),
+            Message::Records(b) | Message::Input(_, b) | Message::Output(_, b) => Some(b),
             _ => None,
         }
     }
@@ -103,7 +112,7 @@ impl Message {
     pub fn is_aligned_marker(&self) -> bool {
         matches!(
             self,
-            Message::Barrier(_) | Message::Swap(_) | Message::EndOfStream
+            Message::Barrier(_) | Message::Swap(_) | Message::TablesLoaded | Message::EndOfStream
         )
     }
 }

@@ -1,41 +1,88 @@
-//! Fan-out: one stream feeding several branches (operators or sinks).
+//! Fan-out: one stream feeding several readers (operators or sinks).
 //!
-//! Every branch gets every message, in the stream's order, each on its own
-//! bounded edge. A message goes to all branches before the next one goes to
-//! any, so a full branch blocks the sender: the slowest branch holds back
+//! Every reader gets every message, in the stream's order, each on its own
+//! bounded edge. A message goes to all readers before the next one goes to
+//! any, so a full reader blocks the sender: the slowest reader holds back
 //! the stream — the others wait, nothing is dropped, and memory stays within
-//! the edges. No thread is needed, and a diamond (a fan-out whose branches
-//! meet again at a union) cannot deadlock: a barrier reaches every branch
+//! the edges. No thread is needed, and a diamond (a fan-out whose readers
+//! meet again at a union) cannot deadlock: a barrier reaches every reader
 //! before any record after it.
+//!
+//! After a `branch` each reader reads one of its outputs: a batch of an
+//! output goes only to that output's readers, markers to all.
 
 use super::{Closed, EdgeSender, Message};
 
-/// The sending end of a stream with one or more branches.
+/// The sending end of a stream with one or more readers.
 #[derive(Debug)]
 pub struct Outlet {
-    branches: Vec<EdgeSender>,
+    readers: Vec<EdgeSender>,
+    /// For a stage ending in a `branch`: the output each reader reads
+    /// (none: all of them); empty otherwise.
+    outputs: Vec<Option<usize>>,
 }
 
 impl Outlet {
-    /// A stream feeding `branches` (at least one).
-    pub fn new(branches: Vec<EdgeSender>) -> Self {
-        assert!(!branches.is_empty(), "a stream feeds at least one branch");
-        Self { branches }
+    /// A stream feeding `readers` (at least one).
+    pub fn new(readers: Vec<EdgeSender>) -> Self {
+        assert!(!readers.is_empty(), "a stream feeds at least one reader");
+        Self {
+            readers,
+            outputs: Vec::new(),
+        }
     }
 
-    /// Sends `msg` to every branch, blocking while one is full; fails once
-    /// any branch is gone (the run is failing).
+    /// The streams of a stage whose last operator has several outputs (a
+    /// branch), each reader reading the output it names (none: every
+    /// output). Records of an output nobody reads are dropped there.
+    pub fn split(readers: Vec<(EdgeSender, Option<usize>)>) -> Self {
+        let (readers, outputs) = readers.into_iter().unzip();
+        Self {
+            outputs,
+            ..Self::new(readers)
+        }
+    }
+
+    /// Sends `msg` to every reader (a branch's output only to the readers of
+    /// that output, as records), blocking while one is full; fails once any
+    /// reader is gone (the run is failing).
     pub fn send(&self, msg: Message) -> Result<(), Closed> {
-        let (last, others) = self.branches.split_last().expect("at least one branch");
-        for branch in others {
-            branch.send(msg.clone())?;
+        match msg {
+            // A stage's own outlet routes its outputs; inside the stage
+            // (worker to merge) they pass as they are.
+            Message::Output(n, batch) if !self.outputs.is_empty() => self.send_output(n, batch),
+            msg => self.send_all(msg),
+        }
+    }
+
+    fn send_all(&self, msg: Message) -> Result<(), Closed> {
+        let (last, others) = self.readers.split_last().expect("at least one reader");
+        for reader in others {
+            reader.send(msg.clone())?;
         }
         last.send(msg)
     }
 
-    /// Whether every branch's edge is empty now.
+    fn send_output(&self, n: usize, batch: crate::batch::Batch) -> Result<(), Closed> {
+        let mut readers = self
+            .readers
+            .iter()
+            .zip(&self.outputs)
+            .filter(|(_, output)| output.is_none_or(|o| o == n))
+            .map(|(reader, _)| reader)
+            .peekable();
+        while let Some(reader) = readers.next() {
+            match readers.peek() {
+                Some(_) => reader.send(Message::Records(batch.clone()))?,
+                None => return reader.send(Message::Records(batch)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every reader's edge is empty now.
     pub fn is_empty(&self) -> bool {
-        self.branches.iter().all(EdgeSender::is_empty)
+        self.readers.iter().all(EdgeSender::is_empty)
     }
 }
 

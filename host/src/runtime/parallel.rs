@@ -14,12 +14,22 @@ use crate::operators::Chain;
 use crate::plan::Routing;
 use std::sync::Arc;
 
+/// How a parallel stage's router spreads records: by `routing`, except the
+/// records of input `broadcast` (a global table's), which every worker gets.
+#[derive(Debug, Clone, Copy)]
+pub struct Spread {
+    /// By key or round robin.
+    pub routing: Routing,
+    /// The input every worker reads whole.
+    pub broadcast: Option<usize>,
+}
+
 /// Spawns the router, the workers and the merge of a parallel stage; each
 /// returned thread owns its edges and closes them when done (C2).
 pub fn spawn_parallel(
     stats: Arc<StageStats>,
     chains: Vec<Chain>,
-    routing: Routing,
+    spread: Spread,
     input: EdgeReceiver,
     out: Outlet,
     internal_capacity: usize,
@@ -47,7 +57,7 @@ pub fn spawn_parallel(
     let router_stats = stats.clone();
     let merge_shutdown = shutdown.clone();
     handles.push(spawn_stage(format!("{name} router"), move || {
-        route(input, to_workers, routing, &router_stats)
+        route(input, to_workers, spread, &router_stats)
     })?);
     handles.push(spawn_stage(format!("{name} merge"), move || {
         merge_aligned(from_workers, &[], out, Ends::Together, &merge_shutdown, &stats);
@@ -59,13 +69,23 @@ pub fn spawn_parallel(
 fn route(
     input: EdgeReceiver,
     workers: Vec<EdgeSender>,
-    routing: Routing,
+    Spread { routing, broadcast }: Spread,
     stats: &StageStats,
 ) -> Result<(), StageError> {
     let mut next = 0;
     while let Some(msg) = input.recv() {
         let sent = match msg {
-            Message::Records(batch) => spread(batch, Message::Records, &workers, routing, &mut next, stats),
+            Message::Input(i, batch) if Some(i) == broadcast => {
+                stats
+                    .records_in
+                    .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                workers
+                    .iter()
+                    .all(|w| w.send(Message::Input(i, batch.clone())).is_ok())
+            }
+            Message::Records(batch) | Message::Output(_, batch) => {
+                spread(batch, Message::Records, &workers, routing, &mut next, stats)
+            }
             Message::Input(i, batch) => spread(
                 batch,
                 |b| Message::Input(i, b),
@@ -157,7 +177,10 @@ mod stage_tests {
         let handles = spawn_parallel(
             StageStats::new("keyed"),
             chains,
-            Routing::Hash { key_groups: 128 },
+            Spread {
+                routing: Routing::Hash { key_groups: 128 },
+                broadcast: None,
+            },
             in_rx,
             out_tx.into(),
             2,
@@ -200,7 +223,9 @@ mod stage_tests {
                 Message::Watermark(_)
                 | Message::ProcessingTime(_)
                 | Message::Swap(_)
-                | Message::Input(..) => {}
+                | Message::TablesLoaded
+                | Message::Input(..)
+                | Message::Output(..) => {}
             }
         }
         assert_eq!(seen, 350);

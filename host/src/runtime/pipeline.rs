@@ -94,6 +94,7 @@ pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Resul
     let _run = span.enter();
     let started = Instant::now();
     let operators = operator_entries(&plan);
+    let loads_table = plan.table_sources();
     let mut handles: Vec<StageHandle> = Vec::new();
 
     // How each checkpoint ended, for a sink that commits with them (the
@@ -139,7 +140,14 @@ pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Resul
         messages,
         batch_size: plan.batch_size,
     };
-    let source_stats = spawner.sources(opened.sources, time, checkpoints, control, plan.telemetry.clone())?;
+    let source_stats = spawner.sources(
+        opened.sources,
+        &loads_table,
+        time,
+        checkpoints,
+        control,
+        plan.telemetry.clone(),
+    )?;
     spawner.stages(&plan.stages, opened.chains)?;
     let sink_stats = spawner.sinks(plan.stages.len(), opened.sinks)?;
     let dead_letter_stats = spawner.side_stages(opened.side_stages)?;

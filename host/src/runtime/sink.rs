@@ -95,8 +95,11 @@ pub fn run_sink(
                 }
             }
             Message::EndOfStream => sink.flush().map_err(StageError::Sink)?,
-            Message::Input(..) => unreachable!("a sink reads no stage of two inputs apart"),
-            Message::Watermark(_) | Message::ProcessingTime(_) | Message::Swap(_) => {}
+            Message::Input(..) | Message::Output(..) => {
+                unreachable!("the edges into a sink carry untagged records")
+            }
+            Message::Watermark(_) | Message::ProcessingTime(_) | Message::Swap(_) | Message::TablesLoaded => {
+            }
         }
     }
     sink.close().map_err(StageError::Sink)

@@ -82,6 +82,9 @@ pub struct SourceSlot {
     pub out: Outlet,
     /// Its records out.
     pub stats: Arc<StageStats>,
+    /// Whether it feeds a global table: it is read first, alone, until it
+    /// has nothing more for now (or ended).
+    pub loads_table: bool,
 }
 
 /// How often the sources' lag and progress are read.
@@ -128,6 +131,7 @@ pub fn run_sources(
                 .map(|w| WatermarkGenerator::new(slot.source.splits(), w.delay, w.idle_timeout)),
             watermark: i64::MIN,
             ended: false,
+            loading: slot.loads_table,
             slot,
         })
         .collect();
@@ -156,6 +160,8 @@ struct Running {
     watermark: i64,
     /// Whether its input ended.
     ended: bool,
+    /// Whether it is still loading a global table (read alone).
+    loading: bool,
 }
 
 /// The source stage's state between batches.
@@ -181,8 +187,16 @@ impl SourceLoop {
             if self.send_markers().is_err() {
                 return Ok(Stop::Disconnected);
             }
+            let loading = self.slots.iter().any(|s| s.loading);
             for i in 0..self.slots.len() {
-                if !self.slots[i].ended && self.poll_once(i)?.is_err() {
+                let s = &self.slots[i];
+                if !s.ended && (s.loading || !loading) && self.poll_once(i)?.is_err() {
+                    return Ok(Stop::Disconnected);
+                }
+            }
+            if loading && self.slots.iter().all(|s| !s.loading) {
+                tracing::info!("the global tables are loaded: the other sources start");
+                if self.send_to_all(Message::TablesLoaded).is_err() {
                     return Ok(Stop::Disconnected);
                 }
             }
@@ -282,6 +296,7 @@ impl SourceLoop {
                 (several && s.generator.is_some()).then_some(i64::MAX)
             }
         };
+        s.loading &= !s.ended && !s.slot.source.caught_up();
         if let Some(wm) = watermark {
             s.watermark = wm;
             if s.slot.out.send(Message::Watermark(wm)).is_err() {

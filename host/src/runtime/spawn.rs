@@ -2,7 +2,7 @@
 //! operator stage (one thread, or a router, workers and a merge), each sink
 //! and side output — and records each in the run's graph for the metrics.
 
-use super::parallel::spawn_parallel;
+use super::parallel::{Spread, spawn_parallel};
 use super::side_stage::SideStage;
 use super::sink::{SinkCheckpoints, run_sink};
 use super::source::{SourceCheckpoints, SourceSlot, SourceTime, run_sources};
@@ -38,11 +38,12 @@ impl Spawner<'_> {
         stats
     }
 
-    /// The source stage: every source on one thread. Returns each source's
-    /// counts.
+    /// The source stage: every source on one thread (those feeding global
+    /// tables, `loads_table`, read first). Returns each source's counts.
     pub(super) fn sources(
         &mut self,
         sources: Vec<(String, Box<dyn Source>)>,
+        loads_table: &[bool],
         time: SourceTime,
         checkpoints: Option<SourceCheckpoints>,
         control: &Control,
@@ -57,6 +58,7 @@ impl Spawner<'_> {
                 source,
                 out,
                 stats,
+                loads_table: loads_table[i],
             });
         }
         let counts = slots.iter().map(|s| s.stats.clone()).collect();
@@ -86,7 +88,10 @@ impl Spawner<'_> {
                 self.handles.extend(spawn_parallel(
                     stats,
                     chains,
-                    stage.routing,
+                    Spread {
+                        routing: stage.routing,
+                        broadcast: stage.broadcast_input,
+                    },
                     input,
                     out,
                     self.messages,

@@ -16,8 +16,9 @@ use crate::plan::{Plan, Producer};
 
 /// Every edge of a plan, made before any thread starts.
 pub(super) struct Wiring {
-    /// What each source reads into, then what each stage writes into.
-    outlets: Vec<Vec<EdgeSender>>,
+    /// What each source reads into, then what each stage writes into (and,
+    /// after a branch, which of its outputs each reader reads).
+    outlets: Vec<Vec<(EdgeSender, Option<usize>)>>,
     sources: usize,
     /// The input of each stage, then of each sink.
     inputs: Vec<Option<EdgeReceiver>>,
@@ -87,22 +88,29 @@ impl Wiring {
             to: to.to_owned(),
             stats: tx.stats().clone(),
         });
-        let slot = self.slot(producer);
-        self.outlets[slot].push(tx);
+        let (slot, output) = self.slot(producer);
+        self.outlets[slot].push((tx, output));
         rx
     }
 
-    fn slot(&self, producer: Producer) -> usize {
+    /// The outlet `producer` writes into, and the output of it read.
+    fn slot(&self, producer: Producer) -> (usize, Option<usize>) {
         match producer {
-            Producer::Source(i) => i,
-            Producer::Stage(i) => self.sources + i,
+            Producer::Source(i) => (i, None),
+            Producer::Stage(i) => (self.sources + i, None),
+            Producer::Output(i, n) => (self.sources + i, Some(n)),
         }
     }
 
-    /// Where `producer` writes: to every reader of its stream.
+    /// Where `producer` writes: to every reader of its stream (after a
+    /// branch, each reader its output's records).
     pub(super) fn outlet(&mut self, producer: Producer) -> Outlet {
-        let slot = self.slot(producer);
-        Outlet::new(std::mem::take(&mut self.outlets[slot]))
+        let (slot, _) = self.slot(producer);
+        let readers = std::mem::take(&mut self.outlets[slot]);
+        match readers.iter().any(|(_, output)| output.is_some()) {
+            true => Outlet::split(readers),
+            false => Outlet::new(readers.into_iter().map(|(reader, _)| reader).collect()),
+        }
     }
 
     /// What stage `i` reads.

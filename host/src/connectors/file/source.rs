@@ -179,6 +179,11 @@ impl Source for FileSource {
         Ok(())
     }
 
+    /// Read up to the size the file had when it opened.
+    fn caught_up(&self) -> bool {
+        self.offset >= self.size
+    }
+
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         let max = match self.rate.as_mut() {
             Some(rate) => rate.allow(max),

@@ -66,6 +66,12 @@ impl Source for GeneratorSource {
         })
     }
 
+    /// A bounded generator is caught up at its end; an unbounded one has
+    /// nothing it held when it opened.
+    fn caught_up(&self) -> bool {
+        self.end.is_none_or(|end| self.next >= end)
+    }
+
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         let mut n = max as u64;
         if let Some(end) = self.end {

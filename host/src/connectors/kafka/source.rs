@@ -39,8 +39,11 @@ pub struct KafkaSource {
     timestamp_field: Option<String>,
     /// The next offset of each partition.
     next: BTreeMap<Partition, i64>,
-    /// Bounded reads: where each partition ended when the source opened.
-    ends: Option<BTreeMap<Partition, i64>>,
+    /// Where each partition ended when the source opened (its high
+    /// watermark then).
+    ends_at_open: BTreeMap<Partition, i64>,
+    /// Bounded reads end there.
+    bounded: bool,
     /// Each assigned partition's split index (for per-partition watermarks).
     splits: BTreeMap<Partition, usize>,
     /// The largest event time per split in the last batch.
@@ -99,12 +102,10 @@ impl KafkaSource {
                 assignment
                     .add_partition_offset(topic, p, offset)
                     .map_err(|e| kafka_error(&brokers, topic, e))?;
-                if spec.bounded {
-                    let watermarks = consumer
-                        .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
-                        .map_err(|e| kafka_error(&brokers, topic, e))?;
-                    ends.insert((topic.clone(), p), watermarks);
-                }
+                let watermarks = consumer
+                    .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+                    .map_err(|e| kafka_error(&brokers, topic, e))?;
+                ends.insert((topic.clone(), p), watermarks);
             }
         }
         let assignment = match spec.start {
@@ -124,12 +125,7 @@ impl KafkaSource {
             let start = match e.offset() {
                 Offset::Offset(o) => o,
                 symbolic => {
-                    let (low, high) = match ends.get(&(topic.to_owned(), p)) {
-                        Some(&w) => w,
-                        None => consumer
-                            .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
-                            .map_err(|err| kafka_error(&brokers, topic, err))?,
-                    };
+                    let (low, high) = ends[&(topic.to_owned(), p)];
                     if symbolic == Offset::End { high } else { low }
                 }
             };
@@ -159,7 +155,8 @@ impl KafkaSource {
             key_field: spec.key_field.clone(),
             timestamp_field: spec.timestamp_field.clone(),
             next,
-            ends: spec.bounded.then_some(ends),
+            ends_at_open: ends,
+            bounded: spec.bounded,
             max_record_bytes: spec.max_record_bytes,
             topics: spec.topics.clone(),
             discovery: (!spec.bounded).then_some(spec.partition_discovery),
@@ -283,13 +280,12 @@ impl KafkaSource {
         Ok(rec)
     }
 
-    /// Bounded reads: whether every partition reached its end. The
-    /// consumer's position counts skipped transaction markers, so a
-    /// partition that ends with one is done too.
-    fn finished(&self) -> bool {
-        let Some(ends) = &self.ends else { return false };
+    /// Whether every partition reached where it ended when the source
+    /// opened. The consumer's position counts skipped transaction markers,
+    /// so a partition that ends with one is there too.
+    fn reached_ends_at_open(&self) -> bool {
         let positions = self.consumer.position().ok();
-        ends.iter().all(|((topic, p), end)| {
+        self.ends_at_open.iter().all(|((topic, p), end)| {
             let consumed = self.next.get(&(topic.clone(), *p)).copied().unwrap_or(0);
             let position = positions
                 .as_ref()
@@ -370,11 +366,15 @@ impl Source for KafkaSource {
         }
         Ok(if !batch.is_empty() {
             Poll::Records(Batch::Records(batch))
-        } else if self.finished() {
+        } else if self.bounded && self.reached_ends_at_open() {
             Poll::End
         } else {
             Poll::Idle
         })
+    }
+
+    fn caught_up(&self) -> bool {
+        self.reached_ends_at_open()
     }
 
     fn splits(&self) -> usize {

@@ -32,13 +32,20 @@ pub enum Compare {
     Regex,
 }
 
-/// Keeps records by comparing one JSON field with a constant.
-pub struct FieldFilter {
-    name: String,
+/// One JSON field compared with a constant: a `field_filter`'s test, and
+/// a `branch`'s.
+#[derive(Debug, Clone)]
+pub struct Condition {
     field: String,
     compare: Compare,
     value: Value,
     regex: Option<regex::Regex>,
+}
+
+/// Keeps records by comparing one JSON field with a constant.
+pub struct FieldFilter {
+    name: String,
+    condition: Condition,
     failure: FailureHandler,
 }
 
@@ -64,17 +71,9 @@ pub fn field_filter_factory(name: &str, field: &str, compare: Compare, value: Va
     })
 }
 
-impl FieldFilter {
-    /// A filter keeping records whose `field` `compare`s true with `value`
-    /// (a pattern string for `regex`); records that are not JSON go to
-    /// `failure`.
-    pub fn new(
-        name: &str,
-        field: &str,
-        compare: Compare,
-        value: Value,
-        failure: FailureHandler,
-    ) -> Result<Self, String> {
+impl Condition {
+    /// `field` `compare`d with `value` (a pattern string for `regex`).
+    pub fn new(field: &str, compare: Compare, value: Value) -> Result<Self, String> {
         let regex = match (compare, &value) {
             (Compare::Regex, Value::String(p)) => {
                 Some(regex::Regex::new(p).map_err(|e| format!("invalid regex `{p}`: {e}"))?)
@@ -83,16 +82,15 @@ impl FieldFilter {
             _ => None,
         };
         Ok(Self {
-            name: name.to_owned(),
             field: field.to_owned(),
             compare,
             value,
             regex,
-            failure,
         })
     }
 
-    fn keeps(&self, doc: &Value) -> bool {
+    /// Whether `doc` meets the condition (a missing field never does).
+    pub fn holds(&self, doc: &Value) -> bool {
         let Some(v) = field(doc, &self.field) else {
             return false;
         };
@@ -112,6 +110,36 @@ impl FieldFilter {
     }
 }
 
+/// As a manifest writes it: `amount gt 100`, `id exists`.
+impl std::fmt::Display for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = format!("{:?}", self.compare).to_lowercase();
+        match self.compare {
+            Compare::Exists => write!(f, "{} {op}", self.field),
+            _ => write!(f, "{} {op} {}", self.field, self.value),
+        }
+    }
+}
+
+impl FieldFilter {
+    /// A filter keeping records whose `field` `compare`s true with `value`
+    /// (a pattern string for `regex`); records that are not JSON go to
+    /// `failure`.
+    pub fn new(
+        name: &str,
+        field: &str,
+        compare: Compare,
+        value: Value,
+        failure: FailureHandler,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            name: name.to_owned(),
+            condition: Condition::new(field, compare, value)?,
+            failure,
+        })
+    }
+}
+
 impl Operator for FieldFilter {
     fn name(&self) -> &str {
         &self.name
@@ -122,7 +150,7 @@ impl Operator for FieldFilter {
         for rec in input.into_records() {
             match json_of(&rec) {
                 Ok(doc) => {
-                    if self.keeps(&doc) {
+                    if self.condition.holds(&doc) {
                         out.push(rec);
                     }
                 }

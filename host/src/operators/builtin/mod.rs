@@ -8,7 +8,7 @@ mod key_from_field;
 mod reshape;
 
 pub use aggregate::{RunningAggregate, aggregate_factory};
-pub use field_filter::{Compare, FieldFilter, field_filter_factory};
+pub use field_filter::{Compare, Condition, FieldFilter, field_filter_factory};
 pub use key_from_field::{KeyFromField, key_from_field_factory};
 pub use reshape::{Reshape, ReshapeKind, reshape_factory};
 

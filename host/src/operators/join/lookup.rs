@@ -24,7 +24,7 @@
 //! ```
 
 use super::items::{Item, decode, encode};
-use super::output::push_json;
+use super::output::with_row;
 use super::timed;
 use crate::batch::Batch;
 use crate::operators::{EventTime, LateRecords, Operator, OperatorError};
@@ -95,19 +95,9 @@ impl LookupJoin {
 
     /// The joined record of `value` (of the stream, at `time`) and `row`.
     fn emit(&self, key: &Option<Bytes>, value: &[u8], time: i64, row: Option<&[u8]>, out: &mut Vec<Record>) {
-        if row.is_none() && !self.spec.keep_unmatched {
-            return;
+        if row.is_some() || self.spec.keep_unmatched {
+            out.push(with_row(key, value, time, row));
         }
-        let mut v = Vec::with_capacity(value.len() + row.map_or(4, <[u8]>::len) + 22);
-        v.extend_from_slice(b"{\"stream\":");
-        push_json(&mut v, value);
-        v.extend_from_slice(b",\"table\":");
-        match row {
-            Some(row) => push_json(&mut v, row),
-            None => v.extend_from_slice(b"null"),
-        }
-        v.push(b'}');
-        out.push(Record::new(key.clone(), v, time));
     }
 
     fn on_row(&mut self, rec: Record) -> Result<(), OperatorError> {

@@ -1,7 +1,9 @@
-//! Joins of two inputs: the interval join of two keyed streams, and the
-//! stream-table join. A join's input 0 is its left side (the stream),
-//! input 1 its right side (the table).
+//! Joins of two inputs: the interval join of two keyed streams, the
+//! stream-table join, and the join with a global table (every worker's
+//! copy). A join's input 0 is its left side (the stream), input 1 its right
+//! side (the table).
 
+mod global;
 mod interval;
 mod items;
 mod lookup;
@@ -9,6 +11,7 @@ mod node;
 mod output;
 mod timed;
 
+pub use global::{GlobalJoin, GlobalJoinSpec};
 pub use interval::{IntervalJoin, IntervalJoinSpec};
 pub use lookup::{AsOf, LookupJoin, LookupJoinSpec};
 pub use node::{JoinNode, JoinSpec};

@@ -1,19 +1,28 @@
 //! How a join is made on each keyed worker: its state and its late
 //! records' way out.
 
-use super::{IntervalJoin, IntervalJoinSpec, LookupJoin, LookupJoinSpec};
+use super::{GlobalJoin, GlobalJoinSpec, IntervalJoin, IntervalJoinSpec, LookupJoin, LookupJoinSpec};
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
-use crate::operators::{LateRecords, Operator};
+use crate::operators::{FailureHandler, LateRecords, Operator};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 /// Which join.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JoinSpec {
     /// Of two keyed streams, by time interval.
     Interval(IntervalJoinSpec),
     /// Of a keyed stream with a table (a keyed changelog).
     Lookup(LookupJoinSpec),
+    /// Of any stream with a global table (every worker reads all of it).
+    Global(GlobalJoinSpec),
+}
+
+impl JoinSpec {
+    /// The input whose records every worker gets: a global table's.
+    pub fn broadcast_input(&self) -> Option<usize> {
+        matches!(self, JoinSpec::Global(_)).then_some(1)
+    }
 }
 
 /// A join of a pipeline.
@@ -32,12 +41,22 @@ impl JoinNode {
         &self,
         node: &OperatorIdentity<'_>,
         ctx: &InstanceContext<'_>,
+        failure: FailureHandler,
     ) -> Result<Box<dyn Operator>, InstantiateError> {
         let late = LateRecords::for_worker(self.side_output, &ctx.late_output, self.late_records.clone());
-        let state = ctx.open_state(node.name)?;
-        Ok(match self.spec {
-            JoinSpec::Interval(spec) => Box::new(IntervalJoin::new(node.name, spec, state, late)),
-            JoinSpec::Lookup(spec) => Box::new(LookupJoin::new(node.name, spec, state, late)),
+        Ok(match &self.spec {
+            JoinSpec::Interval(spec) => {
+                let state = ctx.open_state(node.name)?;
+                Box::new(IntervalJoin::new(node.name, *spec, state, late))
+            }
+            JoinSpec::Lookup(spec) => {
+                let state = ctx.open_state(node.name)?;
+                Box::new(LookupJoin::new(node.name, *spec, state, late))
+            }
+            JoinSpec::Global(spec) => {
+                let state = ctx.open_replicated_state(node.name)?;
+                Box::new(GlobalJoin::new(node.name, spec.clone(), state, failure)?)
+            }
         })
     }
 }

@@ -1,6 +1,7 @@
 //! What the joins emit: a joined pair as one JSON document
 //! `{"left": …, "right": …}` (a side that is not JSON as a JSON string),
-//! and an unmatched record of an outer join with `null` for its partner.
+//! an unmatched record of an outer join with `null` for its partner, and a
+//! stream record with its table row as `{"stream": …, "table": …}`.
 
 use crate::record::Record;
 use bytes::Bytes;
@@ -99,6 +100,21 @@ pub fn unmatched(side: Side, key: &Option<Bytes>, value: &[u8], time: i64) -> Re
             v.push(b'}');
         }
     }
+    Record::new(key.clone(), v, time)
+}
+
+/// A stream record (`value` under `key` at `time`) joined with its table
+/// `row`: `{"stream": …, "table": …}`, `null` for no row.
+pub fn with_row(key: &Option<Bytes>, value: &[u8], time: i64, row: Option<&[u8]>) -> Record {
+    let mut v = Vec::with_capacity(value.len() + row.map_or(4, <[u8]>::len) + 22);
+    v.extend_from_slice(b"{\"stream\":");
+    push_json(&mut v, value);
+    v.extend_from_slice(b",\"table\":");
+    match row {
+        Some(row) => push_json(&mut v, row),
+        None => v.extend_from_slice(b"null"),
+    }
+    v.push(b'}');
     Record::new(key.clone(), v, time)
 }
 

@@ -12,7 +12,7 @@ pub use node::WasmNode;
 pub use process::WasmProcess;
 pub use reduce::WasmReduce;
 pub use retry::fatal;
-pub use stateless::WasmStateless;
+pub use stateless::{WasmPredicate, WasmStateless};
 
 use crate::operators::OperatorError;
 use crate::plugin::{LoadedPlugin, PluginInstance};

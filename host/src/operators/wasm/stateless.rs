@@ -2,6 +2,7 @@
 
 use super::retry::{self, PluginCalls, fatal};
 use crate::batch::Batch;
+use crate::operators::branch::Predicate;
 use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::plugin::{CallMode, PluginInstance, World};
 use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
@@ -60,16 +61,7 @@ impl WasmStateless {
     /// One record's outcome, alone (per-record mode, or after a failed
     /// batch call).
     fn one(&mut self, rec: &Record) -> Result<RecordOutcome, OperatorError> {
-        let res = match self.mode {
-            CallMode::Record => self.instance.one_outcome(rec, None),
-            CallMode::Batch => {
-                let input = Batch::Records(vec![rec.clone()]).encode().into_owned();
-                self.instance
-                    .batch_outcomes(&input, 1)
-                    .map(|r| r.and_then(|o| o.owned(0)))
-            }
-        };
-        res.map_err(|e| fatal(&self.name, e))
+        one_outcome(&self.name, &mut self.instance, self.mode, rec)
     }
 
     fn apply_one(
@@ -90,6 +82,88 @@ impl WasmStateless {
             Err(reason) => self.failure.fail(rec, &reason)?,
         }
         Ok(())
+    }
+}
+
+/// `instance`'s outcome for `rec` alone, called in `mode`.
+fn one_outcome(
+    operator: &str,
+    instance: &mut PluginInstance,
+    mode: CallMode,
+    rec: &Record,
+) -> Result<RecordOutcome, OperatorError> {
+    let res = match mode {
+        CallMode::Record => instance.one_outcome(rec, None),
+        CallMode::Batch => {
+            let input = Batch::Records(vec![rec.clone()]).encode().into_owned();
+            instance
+                .batch_outcomes(&input, 1)
+                .map(|r| r.and_then(|o| o.owned(0)))
+        }
+    };
+    res.map_err(|e| fatal(operator, e))
+}
+
+/// A `filter`-world plugin as a branch's predicate: the records it keeps
+/// hold. A failed batch call is retried record by record, as for a filter
+/// operator, so a failure lands on its record.
+pub struct WasmPredicate {
+    name: String,
+    instance: PluginInstance,
+    mode: CallMode,
+}
+
+impl WasmPredicate {
+    /// The predicate of branch operator `name`, calling `instance` in `mode`.
+    pub fn new(name: &str, instance: PluginInstance, mode: CallMode) -> Self {
+        Self {
+            name: name.to_owned(),
+            instance,
+            mode,
+        }
+    }
+}
+
+impl Predicate for WasmPredicate {
+    fn test(&mut self, batch: &Batch, failure: &FailureHandler) -> Result<Vec<Option<bool>>, OperatorError> {
+        if self.mode == CallMode::Batch {
+            match self.instance.batch_outcomes(&batch.encode(), batch.len()) {
+                Err(e) => return Err(fatal(&self.name, e)),
+                Ok(Ok(outcomes)) => {
+                    let mut verdicts = Vec::with_capacity(batch.len());
+                    for (i, raw) in outcomes.items().iter().enumerate() {
+                        verdicts.push(match *raw {
+                            Raw::Keep(k) => Some(k),
+                            Raw::Failed(m) => {
+                                failure.fail(batch.record(i), &outcomes.message(m))?;
+                                None
+                            }
+                            _ => unreachable!("parsed as a filter output"),
+                        });
+                    }
+                    return Ok(verdicts);
+                }
+                Ok(Err(reason)) => {
+                    tracing::warn!(operator = %self.name, %reason, records = batch.len(),
+                        "batch call failed; retrying its records one by one");
+                }
+            }
+        }
+        let mut verdicts = Vec::with_capacity(batch.len());
+        for i in 0..batch.len() {
+            let rec = batch.record(i);
+            verdicts.push(
+                match one_outcome(&self.name, &mut self.instance, self.mode, &rec)? {
+                    Ok(Outcome::Keep(k)) => Some(k),
+                    Ok(_) => unreachable!("decoded by the filter world"),
+                    Err(reason) => {
+                        failure.fail(rec, &reason)?;
+                        None
+                    }
+                },
+            );
+        }
+        Ok(verdicts)
     }
 }
 
