@@ -87,20 +87,20 @@ bench prefix="": plugins
 profile variant top="30": plugins
     scripts/profile {{ variant }} {{ top }}
 
-# Apache Flink 2.3 on the workloads W1–W3 (scripts/bench-flink): its jars
+# Apache Flink 2.3 on the workloads W1–W5 (scripts/bench-flink): its jars
 # come from PyPI, its job is bench/flink/, run on a local mini-cluster.
 # `just bench-flink w2` runs flink-w2 and flink-w2-rocksdb.
 bench-flink prefix="": (setup "bench")
     scripts/bench-flink {{ prefix }}
 
-# mailer against Flink: `just bench w1`, `w2`, `w3`, then scripts/bench-flink,
+# mailer against Flink: `just bench w1` to `w5`, then scripts/bench-flink,
 # back to back; one ratio line per workload (scripts/compare).
 compare: (setup "bench")
     #!/usr/bin/env bash
     set -euo pipefail
     lines=$(mktemp)
     trap 'rm -f "$lines"' EXIT
-    for w in w1 w2 w3; do
+    for w in w1 w2 w3 w4 w5; do
         {{ just_executable() }} bench "$w" | tee -a "$lines"
     done
     scripts/bench-flink | tee -a "$lines"

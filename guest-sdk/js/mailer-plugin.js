@@ -100,11 +100,11 @@ function each(fn, records) {
   });
 }
 
-/** A typed per-record export: the result, or a thrown `{ message }`. */
+/** A typed export: the result, or a thrown `{ message }`. */
 function typed(fn) {
-  return (input) => {
+  return (...args) => {
     try {
-      return fn(input);
+      return fn(...args);
     } catch (e) {
       throw { message: e instanceof Error ? e.message : String(e) };
     }
@@ -134,5 +134,21 @@ function processWorld(fn) {
     onRecord: typed(fn),
     onTimer: () => [],
     processBatch: (input) => encodeOutcomes(each(fn, decodeBatch(input)), "process"),
+  };
+}
+
+/** The exports of a keyed co-process plugin: `onLeft(record)` and
+ *  `onRight(record)` return the records to emit for a record of the left
+ *  and of the right input, `onTimer(key, domain, at)` those of a due timer
+ *  (none when absent). Both inputs share the key's state and timers, which
+ *  the plugin imports itself (`mailer:plugin/state@0.1.0`,
+ *  `mailer:plugin/timers@0.1.0`). */
+function coProcessWorld(onLeft, onRight, onTimer) {
+  return {
+    onLeft: typed(onLeft),
+    onRight: typed(onRight),
+    onTimer: typed(onTimer ?? (() => [])),
+    coProcessBatch: (input) =>
+      encodeOutcomes(each(input[0] === 0 ? onLeft : onRight, decodeBatch(input.subarray(1))), "process"),
   };
 }

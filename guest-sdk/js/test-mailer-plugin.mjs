@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 
 const source = readFileSync(new URL("./mailer-plugin.js", import.meta.url), "utf8");
-const sdk = new Function(`${source}; return { decodeBatch, encodeOutcomes, mapWorld };`)();
+const sdk = new Function(`${source}; return { decodeBatch, encodeOutcomes, mapWorld, coProcessWorld };`)();
 
 function recordBytes(value, key, ts) {
   const parts = [key === undefined ? [0] : [1, ...u32(key.length), ...key]];
@@ -33,4 +33,10 @@ assert.deepEqual([...out], [...u32(2), 0, ...recordBytes(enc("x"), enc("k"), 3),
 const world = sdk.mapWorld((r) => ({ ...r, value: r.value.map((c) => c - 32) }));
 const answer = world.mapBatch(Uint8Array.from([...u32(1), ...recordBytes(enc("hi"), enc("k"), 1)]));
 assert.deepEqual([...answer], [...u32(1), 0, ...recordBytes(enc("HI"), enc("k"), 1)]);
+const co = sdk.coProcessWorld((r) => [{ ...r, value: Uint8Array.from(enc("L")) }], () => { throw new Error("no"); });
+const left = co.coProcessBatch(Uint8Array.from([0, ...u32(1), ...recordBytes(enc("x"), enc("k"), 4)]));
+assert.deepEqual([...left], [...u32(1), 0, ...u32(1), ...recordBytes(enc("L"), enc("k"), 4)]);
+const right = co.coProcessBatch(Uint8Array.from([1, ...u32(1), ...recordBytes(enc("x"), enc("k"), 4)]));
+assert.deepEqual([...right], [...u32(1), 1, ...u32(2), ...enc("no")]);
+assert.deepEqual(co.onTimer(undefined, "event-time", 5n), []);
 console.log("mailer-plugin.js: ok");

@@ -10,8 +10,8 @@ A plugin module defines its function and names the world it fills:
 
     WitWorld = mp.map_world(shout)
 
-`map_world`, `filter_world`, `flat_map_world` and `process_world` make the
-class componentize-py exports. The host calls each world's batch export
+`map_world`, `filter_world`, `flat_map_world`, `process_world` and
+`co_process_world` make the class componentize-py exports. The host calls each world's batch export
 with many records in the flat encoding of docs/wire-format.md, which this
 module reads and writes; a function raising an exception fails that record
 (the operator's `on_error` decides what happens to it).
@@ -29,6 +29,7 @@ __all__ = [
     "filter_world",
     "flat_map_world",
     "process_world",
+    "co_process_world",
 ]
 
 
@@ -150,15 +151,20 @@ def _typed(fn: Callable, convert: Callable):
     """A typed per-record export: the result, or `Err(error)`."""
 
     def export(self, input):
-        from componentize_py_types import Err
-        from wit_world.imports import types
-
-        try:
-            return convert(fn(_from_wit(input)))
-        except Exception as e:
-            raise Err(types.Error(str(e) or type(e).__name__))
+        return _or_err(lambda: convert(fn(_from_wit(input))))
 
     return export
+
+
+def _or_err(call: Callable):
+    """What `call` returns, or its exception as the export's `Err(error)`."""
+    from componentize_py_types import Err
+    from wit_world.imports import types
+
+    try:
+        return call()
+    except Exception as e:
+        raise Err(types.Error(str(e) or type(e).__name__))
 
 
 def map_world(fn: Callable[[Record], Record]):
@@ -220,3 +226,49 @@ def process_world(fn: Callable[[Record, object], List[Record]]):
             return encode_outcomes(_each(with_state, decode_batch(input)), "process")
 
     return Process
+
+
+def co_process_batch(on_left: Callable, on_right: Callable, input: bytes) -> bytes:
+    """The answer to a co-process batch: `input:u8` (0 left, 1 right) then
+    the records of one key of that input."""
+    fn = on_left if input[0] == 0 else on_right
+    return encode_outcomes(_each(fn, decode_batch(input[1:])), "process")
+
+
+def co_process_world(
+    on_left: Callable[[Record, object, object], List[Record]],
+    on_right: Callable[[Record, object, object], List[Record]],
+    on_timer: Optional[Callable[[bytes, object, int, object, object], List[Record]]] = None,
+):
+    """The class of a keyed co-process plugin: `on_left(record, state,
+    timers)` and `on_right(record, state, timers)` return the records to
+    emit for a record of the left and of the right input; `on_timer(key,
+    domain, at, state, timers)` those of a due timer. Both inputs share the
+    key's `state` (as in `process_world`) and `timers`
+    (`timers.register(timers.TimeDomain.EVENT_TIME, at)`,
+    `timers.watermark()`, ...; see `wit/plugin.wit`)."""
+
+    from wit_world.imports import state, timers
+
+    def left(rec: Record) -> List[Record]:
+        return on_left(rec, state, timers)
+
+    def right(rec: Record) -> List[Record]:
+        return on_right(rec, state, timers)
+
+    def records(out: List[Record]) -> list:
+        return [_to_wit(r) for r in out]
+
+    class CoProcess:
+        on_left = _typed(left, records)
+        on_right = _typed(right, records)
+
+        def on_timer(self, key, domain, at):
+            if on_timer is None:
+                return []
+            return _or_err(lambda: records(on_timer(key, domain, at, state, timers)))
+
+        def co_process_batch(self, input: bytes) -> bytes:
+            return co_process_batch(left, right, input)
+
+    return CoProcess

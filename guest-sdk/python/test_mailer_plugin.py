@@ -45,6 +45,23 @@ class WireTest(unittest.TestCase):
         batch = struct.pack("<I", 1) + record_bytes(b"hi", b"k")
         self.assertEqual(world.map_batch(batch), struct.pack("<I", 1) + b"\x00" + record_bytes(b"HI", b"k"))
 
+    def test_a_co_process_batch_goes_to_its_inputs_function(self):
+        def left(r):
+            return [mp.Record(b"L", r.key, r.timestamp)]
+
+        def right(r):
+            raise ValueError("no")
+
+        batch = struct.pack("<I", 1) + record_bytes(b"x", b"k", 4)
+        self.assertEqual(
+            mp.co_process_batch(left, right, b"\x00" + batch),
+            struct.pack("<I", 1) + b"\x00" + struct.pack("<I", 1) + record_bytes(b"L", b"k", 4),
+        )
+        self.assertEqual(
+            mp.co_process_batch(left, right, b"\x01" + batch),
+            struct.pack("<I", 1) + b"\x01" + struct.pack("<I", 2) + b"no",
+        )
+
 
 if __name__ == "__main__":
     unittest.main()

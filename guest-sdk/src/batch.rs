@@ -106,6 +106,42 @@ pub fn process_batch(f: fn(Record, &mut crate::Emit) -> Result<()>, input: &[u8]
     })
 }
 
+/// Runs a co-process operator over a batch (the records of one key from
+/// one input, whose number comes first): `left` for input 0, `right` for
+/// input 1.
+pub fn co_process_batch(
+    left: fn(Record, &mut crate::Emit) -> Result<()>,
+    right: fn(Record, &mut crate::Emit) -> Result<()>,
+    input: &[u8],
+) -> Vec<u8> {
+    let (side, batch) = input.split_first().expect(MALFORMED);
+    process_batch(if *side == 0 { left } else { right }, batch)
+}
+
+/// The signature of a join function: a pair's left and right records (at
+/// most one absent), its output records.
+pub type JoinFn = fn(Option<Record>, Option<Record>) -> Result<Vec<Record>>;
+
+/// Runs a join function over a batch of pairs: `count:u32 (side side)*`,
+/// each side `0:u8` (absent) or `1:u8 record`.
+pub fn join_batch(f: JoinFn, input: &[u8]) -> Vec<u8> {
+    POOL.with_borrow_mut(|pool| {
+        let mut r = Reader::new(input);
+        let n = r.count().expect(MALFORMED);
+        let mut w = Writer::with_capacity(n, input.len() + n);
+        for _ in 0..n {
+            let mut side = || match r.u8().expect(MALFORMED) {
+                0 => None,
+                _ => Some(pool.record(r.record().expect(MALFORMED))),
+            };
+            let (left, right) = (side(), side());
+            write_records(f(left, right), &mut w, pool);
+        }
+        r.end().expect(MALFORMED);
+        w.finish()
+    })
+}
+
 /// The signature of a reduce function: the key's accumulator (`None` at
 /// first) and a record in, the new accumulator out.
 pub type ReduceFn = fn(Option<&[u8]>, Record) -> Result<Vec<u8>>;

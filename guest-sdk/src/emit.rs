@@ -63,6 +63,20 @@ pub struct ProcessOperator {
     pub on_timer: fn(Timer, &mut Emit) -> Result<()>,
 }
 
+/// A co-process operator as `#[operator(co_process, right = g)]` makes
+/// it: its functions for each input's records and for timers, each with
+/// its state handles bound. [`crate::testing::Harness::co_process`] runs one
+/// natively.
+#[derive(Debug, Clone, Copy)]
+pub struct CoProcessOperator {
+    /// Handles one record of the left input.
+    pub on_left: fn(Record, &mut Emit) -> Result<()>,
+    /// Handles one record of the right input.
+    pub on_right: fn(Record, &mut Emit) -> Result<()>,
+    /// Handles one due timer.
+    pub on_timer: fn(Timer, &mut Emit) -> Result<()>,
+}
+
 /// The timer function of a process operator that has none.
 pub fn no_timer(_: Timer, _: &mut Emit) -> Result<()> {
     Ok(())

@@ -30,6 +30,8 @@
 //! | `#[operator(reduce)]` | `fn(Option<&[u8]>, Record) -> Result<Vec<u8>>` (the key's accumulator, `None` at first; returns the new one); with `&Record` instead, the SDK reuses each record's buffers (faster); with `RecordView<'_>`, records are read in place (fastest) |
 //! | `#[operator(process)]` or `#[operator(process, on_timer = f)]` | `fn(Record, handles…) -> Result<()>` |
 //! | `#[operator(timer)]` (the `on_timer` of a process operator) | `fn(Timer, handles…) -> Result<()>` |
+//! | `#[operator(co_process, right = g)]` (optionally `on_timer = f`) and `#[operator(right)]` on `g` | `fn(Record, handles…) -> Result<()>` each: the left input's and the right input's records, sharing the key's state and timers |
+//! | `#[operator(join)]` | `fn(Option<Record>, Option<Record>) -> Result<Vec<Record>>` (a join's pair: left and right, one absent for an unmatched record; for a stream-table join, the stream record and the table row) |
 //! | `#[operator(window)]` | `fn(Option<&[u8]>, Window, Vec<Record>, &mut Emit) -> Result<()>` (a window's key, bounds and records) |
 //! | `#[operator(aggregate)]` on `impl Aggregate for T` | see [`Aggregate`] |
 //!
@@ -79,7 +81,7 @@ mod timers;
 mod view;
 mod window;
 
-pub use emit::{Emit, ProcessOperator};
+pub use emit::{CoProcessOperator, Emit, ProcessOperator};
 pub use error::{Error, Result};
 pub use keyed::{ListState, MapState, Named, ValueState};
 pub use mailer_sdk_macros::operator;
@@ -92,8 +94,8 @@ pub use window::{Aggregate, Window};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::batch::{
-        filter_batch, filter_batch_view, flat_map_batch, map_batch, process_batch, reduce_batch,
-        reduce_batch_by_ref, reduce_batch_view,
+        co_process_batch, filter_batch, filter_batch_view, flat_map_batch, join_batch, map_batch,
+        process_batch, reduce_batch, reduce_batch_by_ref, reduce_batch_view,
     };
     pub use crate::emit::no_timer;
     pub use crate::window::{

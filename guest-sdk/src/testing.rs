@@ -1,4 +1,4 @@
-//! Run a process operator natively, with in-memory keyed state and a fake
+//! Run a process (or co-process) operator natively, with in-memory keyed state and a fake
 //! clock: no engine, no Wasm, plain `cargo test`.
 //!
 //! ```
@@ -36,11 +36,16 @@
 //! lives until cleared.
 
 use crate::timers::{TimeDomain, Timer};
-use crate::{Emit, ProcessOperator, Record, Result};
+use crate::{CoProcessOperator, Emit, ProcessOperator, Record, Result};
 
-/// One process operator and its in-memory state and timers.
+type OnRecord = fn(Record, &mut Emit) -> Result<()>;
+
+/// One process (or co-process) operator and its in-memory state and
+/// timers.
 pub struct Harness {
-    operator: ProcessOperator,
+    on_record: OnRecord,
+    on_right: Option<OnRecord>,
+    on_timer: fn(Timer, &mut Emit) -> Result<()>,
     fake: fake::Fake,
 }
 
@@ -48,17 +53,46 @@ impl Harness {
     /// A harness with empty state, watermark `i64::MIN` and processing time 0.
     pub fn new(operator: ProcessOperator) -> Self {
         Self {
-            operator,
+            on_record: operator.on_record,
+            on_right: None,
+            on_timer: operator.on_timer,
             fake: fake::Fake::default(),
         }
     }
 
-    /// Hands one record to the operator; its output, or its error (its
-    /// state changes then undone, as the host does).
+    /// A harness of a co-process operator: [`Harness::send`] hands a record
+    /// to its left input, [`Harness::send_right`] to its right one; both
+    /// share each key's state and timers.
+    pub fn co_process(operator: CoProcessOperator) -> Self {
+        Self {
+            on_record: operator.on_left,
+            on_right: Some(operator.on_right),
+            on_timer: operator.on_timer,
+            fake: fake::Fake::default(),
+        }
+    }
+
+    /// Hands one record to the operator (a co-process operator's left
+    /// input); its output, or its error (its state changes then undone, as
+    /// the host does).
     pub fn send(&mut self, rec: Record) -> Result<Vec<Record>> {
+        self.call(self.on_record, rec)
+    }
+
+    /// Hands one record to a co-process operator's right input.
+    ///
+    /// # Panics
+    /// When the harness runs a process operator (it has one input).
+    pub fn send_right(&mut self, rec: Record) -> Result<Vec<Record>> {
+        let f = self
+            .on_right
+            .expect("a process operator has one input: make the harness with Harness::co_process");
+        self.call(f, rec)
+    }
+
+    fn call(&mut self, f: OnRecord, rec: Record) -> Result<Vec<Record>> {
         let key = rec.key.clone();
         let mut out = Emit::at(rec.timestamp);
-        let f = self.operator.on_record;
         self.fake.call(key, || f(rec, &mut out))?;
         Ok(out.into_records())
     }
@@ -108,7 +142,7 @@ impl Harness {
             self.fake.timers.remove(&t);
             let (domain, at, key) = t;
             let mut emit = Emit::at(at);
-            let f = self.operator.on_timer;
+            let f = self.on_timer;
             let timer = Timer {
                 key: key.clone(),
                 domain,

@@ -69,6 +69,13 @@ world!(
 );
 
 world!(window, "window", "mailer_sdk::__private::window", "export_window");
+world!(join, "join", "mailer_sdk::__private::join", "export_join");
+world!(
+    co_process,
+    "co-process",
+    "mailer_sdk::__private::co_process",
+    "export_co_process"
+);
 world!(
     aggregate,
     "aggregate",
@@ -76,12 +83,20 @@ world!(
     "export_aggregate"
 );
 
-impl From<process::mailer::plugin::timers::TimeDomain> for crate::TimeDomain {
-    fn from(d: process::mailer::plugin::timers::TimeDomain) -> Self {
-        use process::mailer::plugin::timers::TimeDomain as Wit;
-        match d {
-            Wit::EventTime => Self::EventTime,
-            Wit::ProcessingTime => Self::ProcessingTime,
+/// The time domain of the process and co-process worlds' timers (each
+/// world's bindings have their own type).
+macro_rules! time_domain {
+    ($($module:ident),*) => {$(
+        impl From<$module::mailer::plugin::timers::TimeDomain> for crate::TimeDomain {
+            fn from(d: $module::mailer::plugin::timers::TimeDomain) -> Self {
+                use $module::mailer::plugin::timers::TimeDomain as Wit;
+                match d {
+                    Wit::EventTime => Self::EventTime,
+                    Wit::ProcessingTime => Self::ProcessingTime,
+                }
+            }
         }
-    }
+    )*};
 }
+
+time_domain!(process, co_process);

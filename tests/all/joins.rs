@@ -191,15 +191,7 @@ type = "stdout"
         ),
     ];
     for (operators, expected) in cases {
-        let path = w.write("bad.toml", &manifest(&operators));
-        let out = run(&["validate", path.to_str().unwrap()]);
-        assert!(!out.status.success(), "accepted: {operators}");
-        let err = stderr(&out);
-        assert!(
-            err.contains(expected),
-            "{operators}\nwanted {expected:?} in:\n{err}"
-        );
-        assert!(err.contains("bad.toml:"), "located: {err}");
+        assert_refused(&w.write("bad.toml", &manifest(&operators)), expected, &operators);
     }
     let uneven = manifest(
         "\n[[operators]]\nname = \"j\"\ntype = \"interval_join\"\nleft = \"ka\"\nright = \"kb\"\nlower = \"0s\"\nupper = \"1s\"\n",

@@ -6,6 +6,7 @@ mod admin;
 mod backpressure;
 mod branch;
 mod checkpoints;
+mod co_process;
 mod dashboard;
 mod failure_policies;
 mod golden;

@@ -206,7 +206,7 @@ fn each_malformed_manifest_gets_its_own_located_error() {
         (builtin("type = \"process\"\nplugin = \"{plugin:card-declines}\""), "bad.toml:14:1: `process` needs a keyed stream"),
         (
             with(up_plugin, &format!("{up_plugin}\nstate_ttl = {{ n = \"1s\" }}")),
-            "bad.toml:12:1: `state_ttl` is for `process` operators",
+            "bad.toml:12:1: `state_ttl` is for `process` and `co_process` operators",
         ),
         (
             builtin("type = \"key_by\"\n\n[[operators]]\ntype = \"process\"\nplugin = \"{plugin:card-declines}\"\nstate_ttl = { declines = \"0s\" }"),

@@ -36,6 +36,17 @@ pub fn run_to_end(m: &Path, args: &[&str]) -> String {
     stderr(&out)
 }
 
+/// `mailer validate` refuses the manifest at `path` with an error holding
+/// `expected` and located in the file; `what` names the case.
+pub fn assert_refused(path: &Path, expected: &str, what: &str) {
+    let out = run(&["validate", path.to_str().unwrap()]);
+    assert!(!out.status.success(), "accepted: {what}");
+    let err = stderr(&out);
+    assert!(err.contains(expected), "{what}\nwanted {expected:?} in:\n{err}");
+    let file = path.file_name().unwrap().to_string_lossy();
+    assert!(err.contains(&format!("{file}:")), "located: {err}");
+}
+
 /// Runs `mailer <args>` to completion.
 pub fn run(args: &[&str]) -> Output {
     mailer().args(args).output().unwrap()

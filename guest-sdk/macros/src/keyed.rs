@@ -1,7 +1,8 @@
-//! The keyed operators: `#[operator(process)]` and `#[operator(timer)]` (a
+//! The keyed operators: `#[operator(process)]`, `#[operator(co_process)]`,
+//! `#[operator(right)]` and `#[operator(timer)]` (a
 //! function of a record or a timer and state handles, bound to the handles
 //! the host scopes to the current key), `#[operator(window)]` and
-//! `#[operator(aggregate)]`.
+//! `#[operator(aggregate)]`; and `#[operator(join)]`.
 
 use proc_macro2::TokenStream as Tokens;
 use quote::{format_ident, quote, quote_spanned};
@@ -81,30 +82,61 @@ pub fn timer(func: &ItemFn) -> syn::Result<Tokens> {
     Ok(wrapper)
 }
 
-/// `#[operator(process)]` and `#[operator(process, on_timer = f)]`.
-pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn) -> syn::Result<Tokens> {
+/// `#[operator(right)]`: the right input's function of a co-process
+/// operator.
+pub fn right(func: &ItemFn) -> syn::Result<Tokens> {
+    let (_, wrapper) = wrapper(
+        func,
+        quote!(::mailer_sdk::Record),
+        "fn(Record, handles…) -> Result<()>",
+    )?;
+    Ok(wrapper)
+}
+
+/// The hidden wrapper of the function `name = f` names (made by its own
+/// `#[operator(timer)]` or `#[operator(right)]`).
+fn named_wrapper(value: &Expr, what: &str) -> syn::Result<Tokens> {
+    let Expr::Path(p) = value else {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("names the `#[operator({what})]` function"),
+        ));
+    };
+    let mut path = p.path.clone();
+    let last = path.segments.last_mut().expect("a path has a segment");
+    last.ident = format_ident!("__mailer_{}", last.ident, span = last.ident.span());
+    Ok(quote!(#path))
+}
+
+/// `#[operator(process)]` and `#[operator(process, on_timer = f)]`; with
+/// `co`, `#[operator(co_process, right = g)]` (and `on_timer = f`).
+pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn, co: bool) -> syn::Result<Tokens> {
     let mut on_timer = quote!(::mailer_sdk::__private::no_timer);
+    let mut on_right = None;
     for arg in args.iter().skip(1) {
         match arg {
             Meta::NameValue(nv) if nv.path.is_ident("on_timer") => {
-                let Expr::Path(p) = &nv.value else {
-                    return Err(syn::Error::new(
-                        nv.value.span(),
-                        "`on_timer` names the `#[operator(timer)]` function",
-                    ));
-                };
-                let mut path = p.path.clone();
-                let last = path.segments.last_mut().expect("a path has a segment");
-                last.ident = format_ident!("__mailer_{}", last.ident, span = last.ident.span());
-                on_timer = quote!(#path);
+                on_timer = named_wrapper(&nv.value, "timer")?;
+            }
+            Meta::NameValue(nv) if co && nv.path.is_ident("right") => {
+                on_right = Some(named_wrapper(&nv.value, "right")?);
             }
             other => {
-                return Err(syn::Error::new(
-                    other.span(),
-                    "expected `on_timer = <the #[operator(timer)] function>`",
-                ));
+                let expected = match co {
+                    true => {
+                        "expected `right = <the #[operator(right)] function>` or `on_timer = <the #[operator(timer)] function>`"
+                    }
+                    false => "expected `on_timer = <the #[operator(timer)] function>`",
+                };
+                return Err(syn::Error::new(other.span(), expected));
             }
         }
+    }
+    if co && on_right.is_none() {
+        return Err(syn::Error::new(
+            args.span(),
+            "a co_process operator names its right input's function: `#[operator(co_process, right = g)]`, with `#[operator(right)]` on `g`",
+        ));
     }
     let (wrapper, wrapper_fn) = wrapper(
         func,
@@ -114,17 +146,61 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn) -> syn::Result
     let vis = &func.vis;
     let f = &func.sig.ident;
     let operator_fn = format_ident!("{}_operator", f);
-    let doc = format!("The `{f}` process operator, for `mailer_sdk::testing::Harness`.");
     let p = quote!(::mailer_sdk::__private);
-    let t = quote!(#p::process::mailer::plugin::types);
-    let domain = quote!(#p::process::mailer::plugin::timers::TimeDomain);
+    let (module, doc) = match co {
+        true => (
+            quote!(co_process),
+            format!("The `{f}` co-process operator, for `mailer_sdk::testing::Harness::co_process`."),
+        ),
+        false => (
+            quote!(process),
+            format!("The `{f}` process operator, for `mailer_sdk::testing::Harness`."),
+        ),
+    };
+    let t = quote!(#p::#module::mailer::plugin::types);
+    let domain = quote!(#p::#module::mailer::plugin::timers::TimeDomain);
+    let (operator, exports) = match &on_right {
+        None => (
+            quote!(::mailer_sdk::ProcessOperator { on_record: #wrapper, on_timer: #on_timer }),
+            quote! {
+                fn on_record(input: #t::Record) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                    __record(#wrapper, input)
+                }
+                fn process_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
+                    #p::process_batch(#wrapper, &input)
+                }
+            },
+        ),
+        Some(right) => (
+            quote!(::mailer_sdk::CoProcessOperator { on_left: #wrapper, on_right: #right, on_timer: #on_timer }),
+            quote! {
+                fn on_left(input: #t::Record) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                    __record(#wrapper, input)
+                }
+                fn on_right(input: #t::Record) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                    __record(#right, input)
+                }
+                fn co_process_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
+                    #p::co_process_batch(#wrapper, #right, &input)
+                }
+            },
+        ),
+    };
+    let export = match co {
+        true => quote!(#p::co_process::export_co_process!(__MailerOperator);),
+        false => quote!(#p::process::export_process!(__MailerOperator);),
+    };
+    let operator_ty = match co {
+        true => quote!(::mailer_sdk::CoProcessOperator),
+        false => quote!(::mailer_sdk::ProcessOperator),
+    };
     Ok(quote! {
         #wrapper_fn
 
         #[doc = #doc]
         #[allow(dead_code)]
-        #vis fn #operator_fn() -> ::mailer_sdk::ProcessOperator {
-            ::mailer_sdk::ProcessOperator { on_record: #wrapper, on_timer: #on_timer }
+        #vis fn #operator_fn() -> #operator_ty {
+            #operator
         }
 
         #[cfg(target_arch = "wasm32")]
@@ -137,13 +213,17 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn) -> syn::Result
                 result.map_err(#t::Error::from)?;
                 Ok(out.into_records().into_iter().map(::core::convert::Into::into).collect())
             }
-            impl #p::process::Guest for __MailerOperator {
-                fn on_record(input: #t::Record) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
-                    let rec: ::mailer_sdk::Record = input.into();
-                    let mut out = ::mailer_sdk::Emit::at(rec.timestamp);
-                    let result = #wrapper(rec, &mut out);
-                    __records(result, out)
-                }
+            fn __record(
+                f: fn(::mailer_sdk::Record, &mut ::mailer_sdk::Emit) -> ::mailer_sdk::Result<()>,
+                input: #t::Record,
+            ) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                let rec: ::mailer_sdk::Record = input.into();
+                let mut out = ::mailer_sdk::Emit::at(rec.timestamp);
+                let result = f(rec, &mut out);
+                __records(result, out)
+            }
+            impl #p::#module::Guest for __MailerOperator {
+                #exports
                 fn on_timer(
                     key: ::core::option::Option<::std::vec::Vec<u8>>,
                     domain: #domain,
@@ -154,11 +234,48 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn) -> syn::Result
                     let result = (#on_timer)(timer, &mut out);
                     __records(result, out)
                 }
-                fn process_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
-                    #p::process_batch(#wrapper, &input)
+            }
+            #export
+        };
+    })
+}
+
+/// `#[operator(join)]`: `fn(Option<Record>, Option<Record>) -> Result<Vec<Record>>`.
+pub fn join(func: &ItemFn) -> syn::Result<Tokens> {
+    let sig = &func.sig;
+    if sig.inputs.len() != 2 {
+        return Err(syn::Error::new(
+            sig.inputs.span(),
+            "a `join` operator takes 2 arguments: fn(Option<Record>, Option<Record>) -> Result<Vec<Record>>",
+        ));
+    }
+    let f = &sig.ident;
+    let p = quote!(::mailer_sdk::__private);
+    let t = quote!(#p::join::mailer::plugin::types);
+    let checked = quote_spanned!(f.span()=> #p::join_batch(#f, &input));
+    Ok(quote! {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __MailerOperator;
+            impl #p::join::Guest for __MailerOperator {
+                fn join(
+                    left: ::core::option::Option<#t::Record>,
+                    right: ::core::option::Option<#t::Record>,
+                ) -> ::core::result::Result<::std::vec::Vec<#t::Record>, #t::Error> {
+                    #f(left.map(::core::convert::Into::into), right.map(::core::convert::Into::into))
+                        .map(|out| out.into_iter().map(::core::convert::Into::into).collect())
+                        .map_err(::core::convert::Into::into)
+                }
+                fn join_batch(input: ::std::vec::Vec<u8>) -> ::std::vec::Vec<u8> {
+                    #checked
                 }
             }
-            #p::process::export_process!(__MailerOperator);
+            #p::join::export_join!(__MailerOperator);
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: () = {
+            // Type-checks the signature on the host target too.
+            let _ = |input: ::std::vec::Vec<u8>| #checked;
         };
     })
 }

@@ -46,6 +46,8 @@ const KINDS: [Kind; 4] = [
 /// `#[operator(filter)]`, `#[operator(flat_map)]`, `#[operator(reduce)]`,
 /// `#[operator(process)]` (optionally `#[operator(process, on_timer = f)]`),
 /// `#[operator(timer)]` (the timer function of a process operator),
+/// `#[operator(co_process, right = g)]` with `#[operator(right)]` on `g`
+/// (a keyed process function of two inputs), `#[operator(join)]`,
 /// `#[operator(window)]`, or `#[operator(aggregate)]` on an
 /// `impl Aggregate for T` block.
 #[proc_macro_attribute]
@@ -63,20 +65,23 @@ pub fn operator(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
     let func = parse_macro_input!(item as ItemFn);
     let expanded = match args.first() {
-        Some(Meta::Path(p)) if p.is_ident("process") => keyed::process(&args, &func),
+        Some(Meta::Path(p)) if p.is_ident("process") => keyed::process(&args, &func, false),
+        Some(Meta::Path(p)) if p.is_ident("co_process") => keyed::process(&args, &func, true),
         Some(Meta::Path(p)) if p.is_ident("timer") && args.len() == 1 => keyed::timer(&func),
+        Some(Meta::Path(p)) if p.is_ident("right") && args.len() == 1 => keyed::right(&func),
+        Some(Meta::Path(p)) if p.is_ident("join") && args.len() == 1 => keyed::join(&func),
         Some(Meta::Path(p)) if p.is_ident("window") && args.len() == 1 => keyed::window(&func),
         Some(Meta::Path(p)) if args.len() == 1 && p.get_ident().is_some() => {
             expand(p.get_ident().expect("checked"), &func)
         }
         _ => Err(syn::Error::new(
             args.span(),
-            "expected an operator kind: map, filter, flat_map, reduce, process, timer, window or aggregate",
+            "expected an operator kind: map, filter, flat_map, reduce, process, co_process, right, timer, window, aggregate or join",
         )),
     };
-    // A timer function belongs to a process operator, which names the
-    // version once.
-    let is_timer = matches!(args.first(), Some(Meta::Path(p)) if p.is_ident("timer"));
+    // A timer or right function belongs to a process operator, which names
+    // the version once.
+    let is_timer = matches!(args.first(), Some(Meta::Path(p)) if p.is_ident("timer") || p.is_ident("right"));
     let version = (!is_timer).then(|| quote!(::mailer_sdk::__plugin_version!();));
     match expanded {
         Ok(exports) => quote!(#func #exports #version).into(),
@@ -93,7 +98,7 @@ fn expand(kind_ident: &Ident, func: &ItemFn) -> syn::Result<Tokens> {
         syn::Error::new(
             kind_ident.span(),
             format!(
-                "unknown operator kind `{kind_ident}`; expected one of: {}, process, timer, window, aggregate",
+                "unknown operator kind `{kind_ident}`; expected one of: {}, process, co_process, right, timer, window, aggregate, join",
                 names.join(", ")
             ),
         )

@@ -166,6 +166,21 @@ pub fn rocks_dir(name: &str) -> BackendKind {
     }
 }
 
+/// A builder pipeline `name` with the benchmarks' batch and edge sizes,
+/// watermarks 1 ms behind the largest time seen (Flink's monotonous
+/// timestamps: a record at the largest time so far is not late), and its
+/// state in `backend` (`memory`, or `rocksdb` in a fresh folder).
+pub fn bench_pipeline(name: &str, backend: &str) -> mailer::Pipeline {
+    let p = mailer::Pipeline::new(name)
+        .batch_size(env_or("MAILER_BENCH_BATCH", defaults::batch_size()))
+        .edge_capacity(env_or("MAILER_BENCH_EDGE", defaults::edge_capacity()))
+        .watermarks(Duration::from_millis(1));
+    match rocks_dir(name) {
+        BackendKind::Rocks { dir, .. } if backend == "rocksdb" => p.state_in_rocksdb(dir),
+        _ => p,
+    }
+}
+
 /// Takes a batch's records (native operators work on decoded records).
 pub fn records_of(b: Batch) -> Vec<mailer::record::Record> {
     b.into_records()

@@ -1,4 +1,4 @@
-//! The benchmark workloads of `BENCH-WORKLOADS.md` (W1, W2, W3) and the state
+//! The benchmark workloads of `BENCH-WORKLOADS.md` (W1 to W5) and the state
 //! backend micro-benchmarks, each variant in its own process so that its
 //! peak RSS is its own.
 //!
@@ -15,12 +15,16 @@ mod swap;
 mod w1;
 mod w2;
 mod w3;
+mod w4;
+mod w5;
 
 fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     let mut v = Vec::new();
     v.extend(w1::variants());
     v.extend(w2::variants());
     v.extend(w3::variants());
+    v.extend(w4::variants());
+    v.extend(w5::variants());
     v.extend(state::variants());
     v.extend(kafka::variants());
     v.extend(postgres::variants());

@@ -223,6 +223,21 @@ pub(super) fn operator_inputs(
         let right = stream_named(m, span, "right", &j.right, earlier, which)?;
         return Ok(vec![left, right]);
     }
+    if let OperatorSpec::CoProcess(p) = op {
+        let which = "an operator before it";
+        let missing = |side: &str| {
+            m.error_at(
+                span,
+                "type",
+                format!("a `co_process` reads two keyed streams: give its `left` and `right` (`{side}` is missing)"),
+            )
+        };
+        let left = p.left.as_ref().ok_or_else(|| missing("left"))?;
+        let right = p.right.as_ref().ok_or_else(|| missing("right"))?;
+        let left = stream_named(m, span, "left", left, earlier, which)?;
+        let right = stream_named(m, span, "right", right, earlier, which)?;
+        return Ok(vec![left, right]);
+    }
     if let OperatorSpec::LookupJoin(j) = op {
         let which = "an operator before it";
         let stream = stream_named(m, span, "input", &j.input, earlier, which)?;

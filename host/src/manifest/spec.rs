@@ -218,6 +218,10 @@ pub enum OperatorSpec {
     /// A plugin of the `process` world (keyed state and timers); needs a
     /// `key_by` before it.
     Process(PluginOperatorSpec),
+    /// A plugin of the `co-process` world: a keyed process function of two
+    /// keyed streams (`left` and `right`) sharing each key's state and
+    /// timers.
+    CoProcess(PluginOperatorSpec),
     /// Starts a keyed stage: records are spread over its workers by key.
     KeyBy(KeyBySpec),
     /// Windows with built-in aggregates or a plugin window function; needs a
@@ -337,13 +341,17 @@ pub struct LookupJoinOperatorSpec {
     /// With `global`: the most rows the table may hold (1,000,000 when
     /// absent); a change adding one more stops the pipeline.
     pub max_rows: Option<u64>,
-    /// With `global`: what to do with a stream record without `key_field`:
-    /// `fail` (default), `skip` or `dead-letter`.
+    /// What to do with a stream record without `key_field` (with
+    /// `global`) and with a pair the plugin fails on (its JSON document
+    /// goes to the policy): `fail` (default), `skip` or `dead-letter`.
     #[serde(default)]
     pub on_error: FailurePolicy,
     /// With `global` and an `input` that is not keyed: its workers
     /// (default 1).
     pub parallelism: Option<usize>,
+    /// A `join`-world plugin computing each output; the JSON document of
+    /// both sides when absent.
+    pub plugin: Option<JoinPluginSpec>,
 }
 
 /// The `interval_join` operator: a `left` record at time `t` joins each
@@ -373,6 +381,13 @@ pub struct IntervalJoinOperatorSpec {
     /// (default) or `side-output` (to `[late_output]`); counted either way.
     #[serde(default)]
     pub late: LateSpec,
+    /// A `join`-world plugin computing each output; the JSON document of
+    /// both sides when absent.
+    pub plugin: Option<JoinPluginSpec>,
+    /// What to do with a pair the plugin fails on (its JSON document goes
+    /// to the policy): `fail` (default), `skip` or `dead-letter`.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
 }
 
 /// A duration with an optional leading `-` (`"-5s"`, `"1m 30s"`), in ms.
@@ -602,6 +617,7 @@ impl OperatorSpec {
             Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) | Self::Process(p) => {
                 (&p.input, &p.inputs)
             }
+            Self::CoProcess(_) => return (None, None),
             Self::KeyBy(k) => (&k.input, &k.inputs),
             Self::Window(w) => (&w.input, &w.inputs),
             Self::FieldFilter(f) => (&f.input, &f.inputs),
@@ -618,7 +634,12 @@ impl OperatorSpec {
     /// The plugin settings, for operators that run a plugin.
     pub fn plugin(&self) -> Option<&PluginOperatorSpec> {
         match self {
-            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) | Self::Process(p) => Some(p),
+            Self::Map(p)
+            | Self::Filter(p)
+            | Self::FlatMap(p)
+            | Self::Reduce(p)
+            | Self::Process(p)
+            | Self::CoProcess(p) => Some(p),
             _ => None,
         }
     }
@@ -626,7 +647,12 @@ impl OperatorSpec {
     /// The plugin settings, mutable.
     pub fn plugin_mut(&mut self) -> Option<&mut PluginOperatorSpec> {
         match self {
-            Self::Map(p) | Self::Filter(p) | Self::FlatMap(p) | Self::Reduce(p) | Self::Process(p) => Some(p),
+            Self::Map(p)
+            | Self::Filter(p)
+            | Self::FlatMap(p)
+            | Self::Reduce(p)
+            | Self::Process(p)
+            | Self::CoProcess(p) => Some(p),
             _ => None,
         }
     }
@@ -640,6 +666,7 @@ impl OperatorSpec {
             Self::FlatMap(_) => Some(World::FlatMap),
             Self::Reduce(_) => Some(World::Reduce),
             Self::Process(_) => Some(World::Process),
+            Self::CoProcess(_) => Some(World::CoProcess),
             _ => None,
         }
     }
@@ -691,6 +718,70 @@ pub struct PluginOperatorSpec {
     pub input: Option<String>,
     /// The streams it reads as one, their union (instead of `input`).
     pub inputs: Option<Vec<String>>,
+    /// `co_process` operators: the keyed stream handed to `on-left`.
+    pub left: Option<String>,
+    /// `co_process` operators: the keyed stream handed to `on-right`.
+    pub right: Option<String>,
+}
+
+/// The plugin of a join: a `join`-world component that makes each pair's
+/// output records instead of the JSON document of both sides. Written as
+/// the file (`plugin = "x.wasm"`) or as a table with its limits
+/// (`plugin = { path = "x.wasm", timeout = "2s" }`).
+#[derive(Debug)]
+pub struct JoinPluginSpec {
+    /// The component file, relative to the manifest's folder.
+    pub path: ConfigString,
+    /// Its call mode and limits.
+    pub settings: JoinPluginSettings,
+}
+
+/// The settings of a join's plugin besides its file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinPluginSettings {
+    /// `batch` (default: one call per batch of pairs) or `record`.
+    #[serde(default)]
+    pub call: CallMode,
+    /// How long one call may run.
+    #[serde(default = "defaults::plugin_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// The most linear memory one instance may use, in MiB.
+    #[serde(default = "defaults::memory_limit_mb")]
+    pub memory_limit_mb: u64,
+    /// Fuel one call may burn; unlimited when absent.
+    pub fuel: Option<u64>,
+    /// The most records one pair may turn into; more fails that pair.
+    #[serde(default = "defaults::max_outputs_per_record")]
+    pub max_outputs_per_record: u32,
+}
+
+impl<'de> Deserialize<'de> for JoinPluginSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Table {
+            path: ConfigString,
+            #[serde(flatten)]
+            settings: toml::Table,
+        }
+        #[derive(Deserialize)]
+        #[serde(
+            untagged,
+            expecting = "a plugin file, or a table with `path` and the plugin's limits"
+        )]
+        enum Written {
+            File(ConfigString),
+            Table(Table),
+        }
+        let (path, settings) = match Written::deserialize(d)? {
+            Written::File(path) => (path, toml::Table::new()),
+            Written::Table(t) => (t.path, t.settings),
+        };
+        let settings = toml::Value::Table(settings)
+            .try_into()
+            .map_err(|e: toml::de::Error| serde::de::Error::custom(e.message()))?;
+        Ok(Self { path, settings })
+    }
 }
 
 /// What an operator's plugin may reach beyond nothing (WASI capabilities).

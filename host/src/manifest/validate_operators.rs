@@ -31,7 +31,9 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
         let workers = match op.get_ref() {
             OperatorSpec::KeyBy(k) => Some(k.parallelism),
             OperatorSpec::LookupJoin(j) if j.global && !keyed_input(&reads[0]) => None,
-            OperatorSpec::IntervalJoin(_) | OperatorSpec::LookupJoin(_) => workers_of(&reads[0]),
+            OperatorSpec::IntervalJoin(_) | OperatorSpec::LookupJoin(_) | OperatorSpec::CoProcess(_) => {
+                workers_of(&reads[0])
+            }
             _ if keyed => workers_of(&reads[0]),
             _ => None,
         };
@@ -41,12 +43,29 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
                 let named = [("left", &j.left), ("right", &j.right)];
                 check_join(m, &span, "interval_join", named, sides(), j.late)?;
                 check_interval(m, j, &span)?;
+                check_join_plugin(m, j.plugin.as_ref(), j.on_error, &span)?;
+            }
+            OperatorSpec::CoProcess(p) => {
+                let named = [
+                    ("left", p.left.as_ref().expect("resolved")),
+                    ("right", p.right.as_ref().expect("resolved")),
+                ];
+                check_join(m, &span, "co_process", named, sides(), LateSpec::Drop)?;
+                if p.input.is_some() || p.inputs.is_some() || p.parallelism.is_some() {
+                    return Err(m.error_at(
+                        &span,
+                        "input",
+                        "a `co_process` reads `left` and `right` on their keyed workers: remove `input`, `inputs` and `parallelism`",
+                    ));
+                }
             }
             OperatorSpec::LookupJoin(j) if j.global => {
-                check_global_join(m, j, &span, keyed_input(&reads[0]))?
+                check_global_join(m, j, &span, keyed_input(&reads[0]))?;
+                check_join_plugin(m, j.plugin.as_ref(), j.on_error, &span)?;
             }
             OperatorSpec::LookupJoin(j) => {
                 check_not_global(m, j, &span)?;
+                check_join_plugin(m, j.plugin.as_ref(), j.on_error, &span)?;
                 let named = [("input", &j.input), ("table", &j.table)];
                 check_join(m, &span, "lookup_join", named, sides(), j.late)?;
                 use crate::operators::join::JoinKind;
@@ -110,6 +129,14 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
                     _ => {}
                 }
                 let p = other.plugin().expect("every other operator runs a plugin");
+                if !matches!(other, OperatorSpec::CoProcess(_)) && (p.left.is_some() || p.right.is_some()) {
+                    let key = if p.left.is_some() { "left" } else { "right" };
+                    return Err(m.error_at(
+                        &span,
+                        key,
+                        "`left` and `right` are the inputs of a `co_process` (or a join): read one stream with `input`",
+                    ));
+                }
                 check_state_ttl(m, other, &span)?;
                 let default = check_plugin(m, p, &span, keyed)?;
                 (p.name.clone(), default)
@@ -199,8 +226,7 @@ fn check_global_join(
     if j.max_rows == Some(0) {
         return Err(m.error_at(span, "max_rows", "max_rows must be at least 1"));
     }
-    check_parallelism(m, j.parallelism, keyed, span)?;
-    check_policy(m, j.on_error, span)
+    check_parallelism(m, j.parallelism, keyed, span)
 }
 
 /// The settings only a global table takes are absent.
@@ -213,7 +239,10 @@ fn check_not_global(
         ("key_field", j.key_field.is_some()),
         ("max_rows", j.max_rows.is_some()),
         ("parallelism", j.parallelism.is_some()),
-        ("on_error", j.on_error != FailurePolicy::Fail),
+        (
+            "on_error",
+            j.on_error != FailurePolicy::Fail && j.plugin.is_none(),
+        ),
     ];
     match given.iter().find(|(_, set)| *set) {
         Some((key, _)) => Err(m.error_at(
@@ -248,11 +277,11 @@ fn check_interval(
 
 fn check_state_ttl(m: &Manifest, op: &OperatorSpec, span: &Range<usize>) -> Result<(), ManifestError> {
     let Some(p) = op.plugin() else { return Ok(()) };
-    if !p.state_ttl.is_empty() && !matches!(op, OperatorSpec::Process(_)) {
+    if !p.state_ttl.is_empty() && !matches!(op, OperatorSpec::Process(_) | OperatorSpec::CoProcess(_)) {
         return Err(m.error_at(
             span,
             "state_ttl",
-            "`state_ttl` is for `process` operators (only they have named state): remove it",
+            "`state_ttl` is for `process` and `co_process` operators (only they have named state): remove it",
         ));
     }
     for (name, ttl) in &p.state_ttl {
@@ -436,6 +465,22 @@ fn check_plugin(
     Ok(path
         .file_stem()
         .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().replace('_', "-")))
+}
+
+/// A join's plugin: its limits, its file, and the policy for the pairs it
+/// fails on.
+fn check_join_plugin(
+    m: &Manifest,
+    plugin: Option<&JoinPluginSpec>,
+    on_error: FailurePolicy,
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
+    check_policy(m, on_error, span)?;
+    let Some(p) = plugin else { return Ok(()) };
+    let s = &p.settings;
+    check_limits(m, s.timeout, s.memory_limit_mb, span)?;
+    check_sandbox(m, s.fuel, s.max_outputs_per_record, &GrantsSpec::default(), span)?;
+    check_plugin_file(m, &p.path, span).map(|_| ())
 }
 
 /// The plugin file `plugin` names, which must exist.

@@ -520,12 +520,20 @@ impl Stream {
     /// the unmatched records of the outer sides once the watermark passes
     /// their interval (see [`IntervalJoin`](crate::operators::join::IntervalJoin)).
     pub fn interval_join(&self, name: &str, right: &Stream, spec: IntervalJoinSpec) -> Stream {
-        let kind = NodeKind::Join(JoinNode {
-            spec: JoinSpec::Interval(spec),
-            side_output: false,
-            late_records: Default::default(),
-        });
-        self.apart(name, &[right], node(name, kind), Ok("interval_join"))
+        self.join(name, right, JoinSpec::Interval(spec), None, Ok("interval_join"))
+    }
+
+    /// [`Stream::interval_join`] with each pair's output made by the
+    /// `join`-world plugin at `path` (manifest default limits).
+    pub fn interval_join_plugin(
+        &self,
+        name: &str,
+        right: &Stream,
+        spec: IntervalJoinSpec,
+        path: impl AsRef<Path>,
+    ) -> Stream {
+        let spec = JoinSpec::Interval(spec);
+        self.join(name, right, spec, Some(path.as_ref()), Ok("interval_join"))
     }
 
     /// This stream (keyed) joined with `table`, a keyed changelog (the
@@ -533,12 +541,7 @@ impl Stream {
     /// with its key's row, as of `spec`, as `{"stream": …, "table": …}`
     /// (see [`LookupJoin`](crate::operators::join::LookupJoin)).
     pub fn join_table(&self, name: &str, table: &Stream, spec: LookupJoinSpec) -> Stream {
-        let kind = NodeKind::Join(JoinNode {
-            spec: JoinSpec::Lookup(spec),
-            side_output: false,
-            late_records: Default::default(),
-        });
-        self.apart(name, &[table], node(name, kind), Ok("join_table"))
+        self.join(name, table, JoinSpec::Lookup(spec), None, Ok("join_table"))
     }
 
     /// Splits the stream by `branches`, each a name and a predicate: a
@@ -598,12 +601,42 @@ impl Stream {
         spec: GlobalJoinSpec,
         parallelism: usize,
     ) -> Stream {
+        self.join(name, table, JoinSpec::Global(spec), None, Err(parallelism))
+    }
+
+    /// [`Stream::join_global_table`] with each record's output made by the
+    /// `join`-world plugin at `path` (manifest default limits): the stream
+    /// record and its row (`None` without one, in a left join).
+    pub fn join_global_table_plugin(
+        &self,
+        name: &str,
+        table: &Stream,
+        spec: GlobalJoinSpec,
+        parallelism: usize,
+        path: impl AsRef<Path>,
+    ) -> Stream {
+        let spec = JoinSpec::Global(spec);
+        self.join(name, table, spec, Some(path.as_ref()), Err(parallelism))
+    }
+
+    /// The join `name` of this stream with `other` (see [`Stream::apart`]),
+    /// its output made by the plugin at `plugin` when given.
+    fn join(
+        &self,
+        name: &str,
+        other: &Stream,
+        spec: JoinSpec,
+        plugin: Option<&Path>,
+        keyed_in: Result<&str, usize>,
+    ) -> Stream {
+        let plugin = plugin.and_then(|path| self.load(name, World::Join, path));
         let kind = NodeKind::Join(JoinNode {
-            spec: JoinSpec::Global(spec),
+            spec,
             side_output: false,
             late_records: Default::default(),
+            plugin: plugin.map(|p| (p, PluginLimits::default(), CallMode::Batch)),
         });
-        self.apart(name, &[table], node(name, kind), Err(parallelism))
+        self.apart(name, &[other], node(name, kind), keyed_in)
     }
 
     /// The stream of `node`, an operator of two inputs: this stream is its

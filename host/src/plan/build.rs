@@ -11,9 +11,9 @@ use crate::connectors::{Endpoint, OpenSink, OpenSource};
 use crate::json::from_toml;
 use crate::manifest::condition;
 use crate::manifest::{
-    BranchOperatorSpec, GrantsSpec, IntervalJoinOperatorSpec, LateSpec, LookupJoinOperatorSpec, Manifest,
-    ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName, TimeDomain, WindowKind,
-    WindowOperatorSpec,
+    BranchOperatorSpec, GrantsSpec, IntervalJoinOperatorSpec, JoinPluginSpec, LateSpec,
+    LookupJoinOperatorSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName,
+    TimeDomain, WindowKind, WindowOperatorSpec,
 };
 use crate::metrics::Telemetry;
 use crate::operators::FailurePolicy;
@@ -28,7 +28,7 @@ use crate::operators::join::{
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
 use crate::operators::window::{Assigner, WindowSpec};
-use crate::plugin::{Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
+use crate::plugin::{CallMode, Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
 use crate::state::BackendKind;
 use std::sync::Arc;
 
@@ -53,13 +53,16 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
                 parallelism: k.parallelism,
             },
             OperatorSpec::IntervalJoin(j) => {
-                join_step(join_node(name, JoinSpec::Interval(interval_spec(j)), j.late), 1)
+                let plugin = join_plugin(m, engine, op, name, j.plugin.as_ref())?;
+                let spec = JoinSpec::Interval(interval_spec(j));
+                join_step(join_node(name, spec, j.late, plugin, j.on_error), 1)
             }
             OperatorSpec::LookupJoin(j) => {
-                let mut node = join_node(name, lookup_spec(j), j.late);
-                node.policy = j.on_error;
+                let plugin = join_plugin(m, engine, op, name, j.plugin.as_ref())?;
+                let node = join_node(name, lookup_spec(j), j.late, plugin, j.on_error);
                 join_step(node, j.parallelism.unwrap_or(1))
             }
+            OperatorSpec::CoProcess(_) => join_step(plugin_node(m, engine, op, name, op.get_ref())?.0, 1),
             OperatorSpec::Branch(b) => Step::Branch {
                 node: branch_node(m, engine, op, b, name)?,
                 parallelism: b.parallelism.unwrap_or(1),
@@ -472,14 +475,38 @@ fn join_step(node: OperatorNode, parallelism: usize) -> Step {
 }
 
 /// The node of the join `name` computing `spec`, its late records as `late`
-/// says.
-fn join_node(name: &str, spec: JoinSpec, late: LateSpec) -> OperatorNode {
+/// says, its output made by `plugin` (when set), what fails going to `policy`.
+fn join_node(
+    name: &str,
+    spec: JoinSpec,
+    late: LateSpec,
+    plugin: Option<(Arc<LoadedPlugin>, PluginLimits, CallMode)>,
+    policy: FailurePolicy,
+) -> OperatorNode {
     let kind = NodeKind::Join(JoinNode {
         spec,
         side_output: late == LateSpec::SideOutput,
         late_records: Default::default(),
+        plugin,
     });
-    OperatorNode::new(name, kind, FailurePolicy::Fail)
+    OperatorNode::new(name, kind, policy)
+}
+
+/// The `join`-world plugin of join `name`, loaded and checked.
+fn join_plugin(
+    m: &Manifest,
+    engine: &PluginEngine,
+    op: &toml::Spanned<OperatorSpec>,
+    name: &str,
+    spec: Option<&JoinPluginSpec>,
+) -> Result<Option<(Arc<LoadedPlugin>, PluginLimits, CallMode)>, ManifestError> {
+    let Some(spec) = spec else { return Ok(None) };
+    let s = &spec.settings;
+    let plugin = engine
+        .load_with(&m.path(&spec.path), World::Join, name, s.fuel.is_some())
+        .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
+    let limits = limits(s.timeout, s.memory_limit_mb, s.fuel, s.max_outputs_per_record);
+    Ok(Some((plugin, limits, s.call)))
 }
 
 fn builtin(name: &str, policy: FailurePolicy, factory: NativeFactory) -> OperatorNode {

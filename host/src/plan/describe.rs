@@ -218,8 +218,21 @@ fn describe_operator(op: &OperatorNode) -> String {
             )
         }
         NodeKind::Join(JoinNode {
-            spec, side_output, ..
+            spec,
+            side_output,
+            plugin,
+            ..
         }) => {
+            let output = match plugin {
+                Some((p, _, _)) => format!(
+                    "output by plugin `{}` world `{}` sha256 {}, on error {}",
+                    p.path().display(),
+                    p.world(),
+                    p.digest(),
+                    policy_name(op.policy)
+                ),
+                None => "output JSON".to_owned(),
+            };
             let what = match spec {
                 JoinSpec::Interval(i) => format!(
                     "interval join of input 0 (left) with input 1 (right) from {} to {} ms after it, {}",
@@ -242,7 +255,7 @@ fn describe_operator(op: &OperatorNode) -> String {
                 ),
                 JoinSpec::Global(g) => {
                     return format!(
-                        "join of input 0 (stream) with the global table of input 1 (every worker reads all of it, at most {} rows) by {}, as of latest, {}, on error {}",
+                        "join of input 0 (stream) with the global table of input 1 (every worker reads all of it, at most {} rows) by {}, as of latest, {}, {output}, on error {}",
                         g.max_rows,
                         g.key_field
                             .as_ref()
@@ -252,7 +265,7 @@ fn describe_operator(op: &OperatorNode) -> String {
                     );
                 }
             };
-            format!("{what}, late records {}", late_way(*side_output))
+            format!("{what}, {output}, late records {}", late_way(*side_output))
         }
         NodeKind::Window(WindowNode {
             spec,

@@ -401,6 +401,10 @@ impl OperatorNode {
             | NodeKind::Window(WindowNode {
                 plugin: Some((plugin, _)),
                 ..
+            })
+            | NodeKind::Join(JoinNode {
+                plugin: Some((plugin, ..)),
+                ..
             }) => Some(plugin),
             _ => None,
         }
@@ -411,6 +415,10 @@ impl OperatorNode {
             NodeKind::Plugin(WasmNode { plugin, .. })
             | NodeKind::Window(WindowNode {
                 plugin: Some((plugin, _)),
+                ..
+            })
+            | NodeKind::Join(JoinNode {
+                plugin: Some((plugin, ..)),
                 ..
             }) => Some(plugin),
             _ => None,

@@ -13,8 +13,8 @@ pub mod process {
     });
 }
 
-/// The `map`, `filter`, `flat-map`, `reduce`, `window` and `aggregate`
-/// worlds, on the shared interfaces of [`process`].
+/// The `map`, `filter`, `flat-map`, `reduce`, `window`, `aggregate` and
+/// `join` worlds, on the shared interfaces of [`process`].
 macro_rules! world {
     ($(#[$doc:meta])* $module:ident, $world:literal) => {
         $(#[$doc])*
@@ -61,6 +61,26 @@ world!(
     aggregate,
     "aggregate"
 );
+world!(
+    /// The `join` world.
+    join,
+    "join"
+);
+
+/// The `co-process` world, on the shared interfaces of [`process`]
+/// (state and timers included).
+pub mod co_process {
+    wasmtime::component::bindgen!({
+        world: "co-process",
+        path: "../wit",
+        with: {
+            "mailer:plugin/types": crate::plugin::generated::process::mailer::plugin::types,
+            "mailer:plugin/log": crate::plugin::generated::process::mailer::plugin::log,
+            "mailer:plugin/state": crate::plugin::generated::process::mailer::plugin::state,
+            "mailer:plugin/timers": crate::plugin::generated::process::mailer::plugin::timers,
+        },
+    });
+}
 
 /// The record type every world shares.
 pub use process::mailer::plugin::types::{Header, Record};

@@ -7,7 +7,7 @@ use super::PluginError;
 use super::captured::CapturedOutput;
 use super::engine::HostState;
 use super::generated::{Header as WitHeader, Record as WitRecord};
-use super::generated::{aggregate, filter, flat_map, map, process, reduce, window};
+use super::generated::{aggregate, co_process, filter, flat_map, join, map, process, reduce, window};
 use super::loaded::{LoadedPlugin, WorldPre};
 use super::outcome::{Outcome, Outcomes, RecordOutcome};
 use super::sandbox::Grants;
@@ -94,6 +94,8 @@ enum Bindings {
     Process(process::Process),
     Window(window::Window),
     Aggregate(aggregate::Aggregate),
+    Join(join::Join),
+    CoProcess(co_process::CoProcess),
 }
 
 /// A live instance of a plugin.
@@ -140,7 +142,7 @@ impl PluginInstance {
     }
 
     /// The same instance with keyed state and timers behind its imports
-    /// (for plugins of the process world).
+    /// (for plugins of the process and co-process worlds).
     pub fn with_keyed(mut self, keyed: KeyedContext) -> Self {
         match &mut self.live {
             Some((store, _)) => store.data_mut().keyed = Some(keyed),
@@ -240,6 +242,8 @@ impl PluginInstance {
             WorldPre::Process(p) => Bindings::Process(p.instantiate(&mut store).map_err(err)?),
             WorldPre::Window(p) => Bindings::Window(p.instantiate(&mut store).map_err(err)?),
             WorldPre::Aggregate(p) => Bindings::Aggregate(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::Join(p) => Bindings::Join(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::CoProcess(p) => Bindings::CoProcess(p.instantiate(&mut store).map_err(err)?),
         };
         Ok((store, bindings))
     }
@@ -334,6 +338,8 @@ impl PluginInstance {
             Bindings::Process(b) => b.call_process_batch(store, input),
             Bindings::Window(b) => b.call_window_batch(store, input),
             Bindings::Aggregate(b) => b.call_add_batch(store, input),
+            Bindings::Join(b) => b.call_join_batch(store, input),
+            Bindings::CoProcess(b) => b.call_co_process_batch(store, input),
         })
     }
 
@@ -365,8 +371,55 @@ impl PluginInstance {
         rec: &Record,
         accumulator: Option<&[u8]>,
     ) -> Result<RecordOutcome, PluginError> {
+        let called = self.call_one(rec, accumulator);
+        self.checked(called)
+    }
+
+    /// The outcome of one record of input `input` of a co-process plugin,
+    /// through its typed `on-left` or `on-right` export.
+    pub fn one_input_outcome(&mut self, input: usize, rec: &Record) -> Result<RecordOutcome, PluginError> {
+        let called = self.call(|store, b| {
+            let Bindings::CoProcess(b) = b else {
+                return Err(wasmtime::Error::msg("only co-process plugins have two inputs"));
+            };
+            let result = match input {
+                0 => b.call_on_left(store, &to_wit(rec))?,
+                _ => b.call_on_right(store, &to_wit(rec))?,
+            };
+            Ok(result
+                .map(|v| Outcome::Records(v.into_iter().map(from_wit).collect()))
+                .map_err(|e| e.message))
+        });
+        self.checked(called)
+    }
+
+    /// The outcome of one pair of a join plugin, through its typed `join`
+    /// export.
+    pub fn one_pair_outcome(
+        &mut self,
+        left: Option<&Record>,
+        right: Option<&Record>,
+    ) -> Result<RecordOutcome, PluginError> {
+        let called = self.call(|store, b| {
+            let Bindings::Join(b) = b else {
+                return Err(wasmtime::Error::msg("not a join plugin"));
+            };
+            let (left, right) = (left.map(to_wit), right.map(to_wit));
+            Ok(b.call_join(store, left.as_ref(), right.as_ref())?
+                .map(|v| Outcome::Records(v.into_iter().map(from_wit).collect()))
+                .map_err(|e| e.message))
+        });
+        self.checked(called)
+    }
+
+    /// A per-record call's outcome, refused past `max_outputs_per_record`;
+    /// a trap or a missed deadline becomes the record's error.
+    fn checked(
+        &self,
+        called: Result<Result<Outcome, String>, CallError>,
+    ) -> Result<RecordOutcome, PluginError> {
         let max = self.limits.max_outputs_per_record;
-        match self.call_one(rec, accumulator) {
+        match called {
             Ok(Ok(Outcome::Records(out))) if out.len() > max as usize => {
                 Ok(Err(super::outcome::OutcomeError::TooManyOutputs {
                     count: out.len(),
@@ -408,9 +461,9 @@ impl PluginInstance {
                     .call_on_record(store, &to_wit(rec))?
                     .map(|v| Outcome::Records(v.into_iter().map(from_wit).collect()))
                     .map_err(|e| e.message),
-                Bindings::Window(_) | Bindings::Aggregate(_) => {
+                Bindings::Window(_) | Bindings::Aggregate(_) | Bindings::Join(_) | Bindings::CoProcess(_) => {
                     return Err(wasmtime::Error::msg(
-                        "window plugins take windows, not single records",
+                        "window, join and co-process plugins have no single-record export",
                     ));
                 }
             })
@@ -440,7 +493,7 @@ impl PluginInstance {
         })
     }
 
-    /// Calls a process plugin's `on-timer` for `key`'s timer at `at`.
+    /// Calls a process or co-process plugin's `on-timer` for `key`'s timer at `at`.
     pub fn call_on_timer(
         &mut self,
         key: &[u8],
@@ -454,18 +507,23 @@ impl PluginInstance {
         };
         let key = (!key.is_empty()).then_some(key);
         let max = self.limits.max_outputs_per_record;
-        self.call(|store, b| match b {
-            Bindings::Process(b) => Ok(b
-                .call_on_timer(store, key, domain, at)?
-                .map_err(|e| e.message)
-                .and_then(|v| {
-                    if v.len() > max as usize {
-                        let count = v.len();
-                        return Err(super::outcome::OutcomeError::TooManyOutputs { count, max }.to_string());
-                    }
-                    Ok(v.into_iter().map(from_wit).collect())
-                })),
-            _ => Err(wasmtime::Error::msg("only process plugins have timers")),
+        self.call(|store, b| {
+            let result = match b {
+                Bindings::Process(b) => b.call_on_timer(store, key, domain, at)?,
+                Bindings::CoProcess(b) => b.call_on_timer(store, key, domain, at)?,
+                _ => {
+                    return Err(wasmtime::Error::msg(
+                        "only process and co-process plugins have timers",
+                    ));
+                }
+            };
+            Ok(result.map_err(|e| e.message).and_then(|v| {
+                if v.len() > max as usize {
+                    let count = v.len();
+                    return Err(super::outcome::OutcomeError::TooManyOutputs { count, max }.to_string());
+                }
+                Ok(v.into_iter().map(from_wit).collect())
+            }))
         })
     }
 }

@@ -1,7 +1,7 @@
 //! A compiled, type-checked plugin, ready to be instantiated per worker.
 
 use super::engine::{HostState, PluginEngine};
-use super::generated::{aggregate, filter, flat_map, map, process, reduce, window};
+use super::generated::{aggregate, co_process, filter, flat_map, join, map, process, reduce, window};
 use super::{Declared, PluginError, World};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -18,6 +18,8 @@ pub(super) enum WorldPre {
     Process(process::ProcessPre<HostState>),
     Window(window::WindowPre<HostState>),
     Aggregate(aggregate::AggregatePre<HostState>),
+    Join(join::JoinPre<HostState>),
+    CoProcess(co_process::CoProcessPre<HostState>),
 }
 
 /// A plugin compiled once and checked against its operator's world.
@@ -74,6 +76,8 @@ impl LoadedPlugin {
             World::Process => WorldPre::Process(process::ProcessPre::new(pre).map_err(link)?),
             World::Window => WorldPre::Window(window::WindowPre::new(pre).map_err(link)?),
             World::Aggregate => WorldPre::Aggregate(aggregate::AggregatePre::new(pre).map_err(link)?),
+            World::Join => WorldPre::Join(join::JoinPre::new(pre).map_err(link)?),
+            World::CoProcess => WorldPre::CoProcess(co_process::CoProcessPre::new(pre).map_err(link)?),
         };
         Ok(Self {
             path: path.to_owned(),

@@ -46,7 +46,7 @@ pub enum PluginError {
     },
     /// The component exports none of the mailer worlds.
     #[error(
-        "plugin `{path}` exports none of the mailer:plugin worlds (map, filter, flat-map, reduce, process, window, aggregate); \
+        "plugin `{path}` exports none of the mailer:plugin worlds (map, filter, flat-map, reduce, process, window, aggregate, join, co-process); \
          its exports are: {exports}. Build it with the mailer SDK for one operator kind"
     )]
     NoWorld {

@@ -101,7 +101,7 @@ impl Outcomes {
                         Raw::Record(span(start, r.offset()))
                     }
                     World::Filter => Raw::Keep(r.u8()? != 0),
-                    World::FlatMap | World::Process | World::Window => {
+                    World::FlatMap | World::Process | World::Window | World::Join | World::CoProcess => {
                         let count = r.count()?;
                         if count > max_outputs as usize {
                             return Err(OutcomeError::TooManyOutputs {
@@ -246,7 +246,7 @@ mod tests {
             match world {
                 World::Map => write_record(&mut w, &rec),
                 World::Filter => w.u8(1),
-                World::FlatMap | World::Process | World::Window => {
+                World::FlatMap | World::Process | World::Window | World::Join | World::CoProcess => {
                     w.u32(2);
                     write_record(&mut w, &rec);
                     write_record(&mut w, &rec);

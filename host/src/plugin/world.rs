@@ -19,11 +19,15 @@ pub enum World {
     Window,
     /// Incremental window aggregate (create / add / merge / finish).
     Aggregate,
+    /// The output of a join's pairs.
+    Join,
+    /// Keyed process function of two inputs.
+    CoProcess,
 }
 
 impl World {
     /// Every world.
-    pub const ALL: [World; 7] = [
+    pub const ALL: [World; 9] = [
         World::Map,
         World::Filter,
         World::FlatMap,
@@ -31,6 +35,8 @@ impl World {
         World::Process,
         World::Window,
         World::Aggregate,
+        World::Join,
+        World::CoProcess,
     ];
 
     /// The world's name in WIT.
@@ -43,6 +49,8 @@ impl World {
             World::Process => "process",
             World::Window => "window",
             World::Aggregate => "aggregate",
+            World::Join => "join",
+            World::CoProcess => "co-process",
         }
     }
 
@@ -55,6 +63,8 @@ impl World {
             World::Reduce => "reduce",
             World::Process => "process",
             World::Window | World::Aggregate => "window",
+            World::Join => "interval_join",
+            World::CoProcess => "co_process",
         }
     }
 
@@ -75,6 +85,8 @@ impl World {
             World::Process => "process-batch",
             World::Window => "window-batch",
             World::Aggregate => "finish",
+            World::Join => "join-batch",
+            World::CoProcess => "co-process-batch",
         }
     }
 }

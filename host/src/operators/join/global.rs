@@ -16,7 +16,7 @@
 //! changelog's order, and barriers cut them at the same point), so a
 //! restore at any parallelism takes one worker's snapshot whole.
 
-use super::output::with_row;
+use super::emit::JoinEmitter;
 use crate::batch::Batch;
 use crate::json::field;
 use crate::operators::builtin::{json_of, key_text};
@@ -47,6 +47,7 @@ pub struct GlobalJoin {
     failure: FailureHandler,
     /// The rows the table holds.
     rows: u64,
+    emit: JoinEmitter,
 }
 
 impl GlobalJoin {
@@ -64,6 +65,7 @@ impl GlobalJoin {
             state,
             failure,
             rows: 0,
+            emit: JoinEmitter::json(),
         };
         join.rows = match join
             .state
@@ -80,6 +82,11 @@ impl GlobalJoin {
             }
         };
         Ok(join)
+    }
+
+    /// The same join emitting through `emit`.
+    pub fn with_emitter(self, emit: JoinEmitter) -> Self {
+        Self { emit, ..self }
     }
 
     fn failed(&self, e: impl std::fmt::Display) -> OperatorError {
@@ -150,7 +157,8 @@ impl GlobalJoin {
             .get(&self.row_entry(&key))
             .map_err(|e| self.failed(e))?;
         if row.is_some() || self.spec.keep_unmatched {
-            out.push(with_row(&rec.key, &rec.value, rec.timestamp, row.as_deref()));
+            self.emit
+                .row(&rec.key, &rec.value, rec.timestamp, &key, row.as_deref(), out);
         }
         Ok(())
     }
@@ -176,7 +184,15 @@ impl Operator for GlobalJoin {
                 _ => self.on_row(&rec)?,
             }
         }
+        self.emit.flush(&mut out)?;
         Ok(Batch::Records(out))
+    }
+
+    fn swap_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+    ) -> Result<(), OperatorError> {
+        self.emit.swap(&self.name, plugin)
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {

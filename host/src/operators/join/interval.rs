@@ -17,8 +17,9 @@
 //! timer := at the entry's last useful time, payload side:u8 time:sortable
 //! ```
 
+use super::emit::JoinEmitter;
 use super::items::{Item, decode, encode};
-use super::output::{JoinKind, Side, joined, unmatched};
+use super::output::{JoinKind, Side};
 use super::timed;
 use crate::batch::Batch;
 use crate::operators::{EventTime, LateRecords, Operator, OperatorError};
@@ -45,6 +46,7 @@ pub struct IntervalJoin {
     state: KeyedState,
     time: EventTime,
     late: LateRecords,
+    emit: JoinEmitter,
 }
 
 impl IntervalJoin {
@@ -56,7 +58,13 @@ impl IntervalJoin {
             state,
             time: EventTime::default(),
             late,
+            emit: JoinEmitter::json(),
         }
+    }
+
+    /// The same join emitting through `emit`.
+    pub fn with_emitter(self, emit: JoinEmitter) -> Self {
+        Self { emit, ..self }
     }
 
     fn failed(&self, e: impl std::fmt::Display) -> OperatorError {
@@ -122,7 +130,7 @@ impl IntervalJoin {
             for item in &mut items {
                 let mine = (&rec.value[..], rec.timestamp);
                 let (left, right) = side.order(mine, (&item.value[..], time));
-                out.push(joined(&rec.key, left, right));
+                self.emit.pair(&rec.key, left, right, out);
                 changed |= outer_other && !item.joined;
                 item.joined = true;
             }
@@ -136,7 +144,7 @@ impl IntervalJoin {
         if until <= self.time.watermark() {
             // No partner can come any more: it is done with now.
             if !found && self.spec.kind.keeps(side) {
-                out.push(unmatched(side, &rec.key, &rec.value, rec.timestamp));
+                self.emit.alone(side, &rec.key, &rec.value, rec.timestamp, out);
             }
             return Ok(());
         }
@@ -191,7 +199,7 @@ impl IntervalJoin {
                 .ok_or_else(|| self.failed("a kept join record in the state backend is corrupt"))?;
             let key = Some(Bytes::copy_from_slice(t.key()));
             for item in items.into_iter().filter(|i| !i.joined) {
-                out.push(unmatched(side, &key, &item.value, time));
+                self.emit.alone(side, &key, &item.value, time, out);
             }
         }
         Ok(())
@@ -213,14 +221,22 @@ impl Operator for IntervalJoin {
         for rec in batch.into_records() {
             self.on_record(side, rec, &mut out)?;
         }
+        self.emit.flush(&mut out)?;
         Ok(Batch::Records(out))
     }
 
     fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        match self.time.advance(watermark) {
-            Some((from, upto)) => self.fire(from, upto, out),
-            None => Ok(()),
+        if let Some((from, upto)) = self.time.advance(watermark) {
+            self.fire(from, upto, out)?;
         }
+        self.emit.flush(out)
+    }
+
+    fn swap_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+    ) -> Result<(), OperatorError> {
+        self.emit.swap(&self.name, plugin)
     }
 
     fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {

@@ -23,8 +23,8 @@
 //! (tag and time after the key: timed.rs)
 //! ```
 
+use super::emit::JoinEmitter;
 use super::items::{Item, decode, encode};
-use super::output::with_row;
 use super::timed;
 use crate::batch::Batch;
 use crate::operators::{EventTime, LateRecords, Operator, OperatorError};
@@ -66,6 +66,7 @@ pub struct LookupJoin {
     state: KeyedState,
     time: EventTime,
     late: LateRecords,
+    emit: JoinEmitter,
 }
 
 impl LookupJoin {
@@ -78,7 +79,13 @@ impl LookupJoin {
             state,
             time: EventTime::default(),
             late,
+            emit: JoinEmitter::json(),
         }
+    }
+
+    /// The same join emitting through `emit`.
+    pub fn with_emitter(self, emit: JoinEmitter) -> Self {
+        Self { emit, ..self }
     }
 
     fn failed(&self, e: impl std::fmt::Display) -> OperatorError {
@@ -94,9 +101,17 @@ impl LookupJoin {
     }
 
     /// The joined record of `value` (of the stream, at `time`) and `row`.
-    fn emit(&self, key: &Option<Bytes>, value: &[u8], time: i64, row: Option<&[u8]>, out: &mut Vec<Record>) {
+    fn join_row(
+        &mut self,
+        key: &Option<Bytes>,
+        value: &[u8],
+        time: i64,
+        row: Option<&[u8]>,
+        out: &mut Vec<Record>,
+    ) {
         if row.is_some() || self.spec.keep_unmatched {
-            out.push(with_row(key, value, time, row));
+            let row_key = key.as_deref().unwrap_or_default();
+            self.emit.row(key, value, time, row_key, row, out);
         }
     }
 
@@ -172,7 +187,7 @@ impl LookupJoin {
                 .state
                 .get(&self.state.entry(kg, key, &[LATEST]))
                 .map_err(|e| self.failed(e))?;
-            self.emit(&rec.key, &rec.value, rec.timestamp, row.as_deref(), out);
+            self.join_row(&rec.key, &rec.value, rec.timestamp, row.as_deref(), out);
             return Ok(());
         }
         if rec.timestamp <= self.time.watermark() {
@@ -222,7 +237,7 @@ impl LookupJoin {
                     let row = self.version_at(kg, key, time)?.and_then(|(_, row)| row);
                     let record_key = Some(Bytes::copy_from_slice(key));
                     for item in items {
-                        self.emit(&record_key, &item.value, time, row.as_deref(), out);
+                        self.join_row(&record_key, &item.value, time, row.as_deref(), out);
                     }
                 }
                 VERSION => self.drop_versions_before(kg, key, time)?,
@@ -276,14 +291,22 @@ impl Operator for LookupJoin {
                 _ => self.on_row(rec)?,
             }
         }
+        self.emit.flush(&mut out)?;
         Ok(Batch::Records(out))
     }
 
     fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        match self.time.advance(watermark) {
-            Some((from, upto)) => self.fire(from, upto, out),
-            None => Ok(()),
+        if let Some((from, upto)) = self.time.advance(watermark) {
+            self.fire(from, upto, out)?;
         }
+        self.emit.flush(out)
+    }
+
+    fn swap_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+    ) -> Result<(), OperatorError> {
+        self.emit.swap(&self.name, plugin)
     }
 
     fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {

@@ -3,6 +3,7 @@
 //! copy). A join's input 0 is its left side (the stream), input 1 its right
 //! side (the table).
 
+mod emit;
 mod global;
 mod interval;
 mod items;
@@ -11,6 +12,7 @@ mod node;
 mod output;
 mod timed;
 
+pub use emit::{JoinEmitter, JoinPlugin};
 pub use global::{GlobalJoin, GlobalJoinSpec};
 pub use interval::{IntervalJoin, IntervalJoinSpec};
 pub use lookup::{AsOf, LookupJoin, LookupJoinSpec};

@@ -2,8 +2,10 @@
 //! records' way out.
 
 use super::{GlobalJoin, GlobalJoinSpec, IntervalJoin, IntervalJoinSpec, LookupJoin, LookupJoinSpec};
+use super::{JoinEmitter, JoinPlugin};
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
 use crate::operators::{FailureHandler, LateRecords, Operator};
+use crate::plugin::{CallMode, LoadedPlugin, PluginLimits};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -33,6 +35,9 @@ pub struct JoinNode {
     pub side_output: bool,
     /// Late records, counted over all workers.
     pub late_records: Arc<AtomicU64>,
+    /// The `join`-world plugin making each pair's output (the JSON
+    /// document of both sides without one), its limits and call mode.
+    pub plugin: Option<(Arc<LoadedPlugin>, PluginLimits, CallMode)>,
 }
 
 impl JoinNode {
@@ -44,18 +49,28 @@ impl JoinNode {
         failure: FailureHandler,
     ) -> Result<Box<dyn Operator>, InstantiateError> {
         let late = LateRecords::for_worker(self.side_output, &ctx.late_output, self.late_records.clone());
+        let plugin = match &self.plugin {
+            None => None,
+            Some((plugin, limits, mode)) => Some(JoinPlugin {
+                name: node.name.to_owned(),
+                instance: node.plugin_instance(plugin, *limits)?,
+                mode: *mode,
+                failure: failure.clone(),
+            }),
+        };
+        let emit = JoinEmitter::new(plugin);
         Ok(match &self.spec {
             JoinSpec::Interval(spec) => {
                 let state = ctx.open_state(node.name)?;
-                Box::new(IntervalJoin::new(node.name, *spec, state, late))
+                Box::new(IntervalJoin::new(node.name, *spec, state, late).with_emitter(emit))
             }
             JoinSpec::Lookup(spec) => {
                 let state = ctx.open_state(node.name)?;
-                Box::new(LookupJoin::new(node.name, *spec, state, late))
+                Box::new(LookupJoin::new(node.name, *spec, state, late).with_emitter(emit))
             }
             JoinSpec::Global(spec) => {
                 let state = ctx.open_replicated_state(node.name)?;
-                Box::new(GlobalJoin::new(node.name, spec.clone(), state, failure)?)
+                Box::new(GlobalJoin::new(node.name, spec.clone(), state, failure)?.with_emitter(emit))
             }
         })
     }

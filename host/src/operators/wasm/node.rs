@@ -37,7 +37,7 @@ impl WasmNode {
                 let state = ctx.open_state(name)?;
                 Box::new(WasmReduce::new(name, instance, self.mode, failure, state))
             }
-            World::Process => {
+            World::Process | World::CoProcess => {
                 let state = ctx.open_state(name)?;
                 let keyed = KeyedContext::new(state, self.state_ttl.clone(), Arc::new(crate::clock::now_ms))
                     .with_call_limit(self.limits.memory_bytes);
@@ -46,8 +46,8 @@ impl WasmNode {
             World::Map | World::Filter | World::FlatMap => {
                 Box::new(WasmStateless::new(name, instance, self.mode, failure))
             }
-            World::Window | World::Aggregate => {
-                unreachable!("window and aggregate plugins are loaded by window operators")
+            World::Window | World::Aggregate | World::Join => {
+                unreachable!("window, aggregate and join plugins are loaded by windows and joins")
             }
         })
     }

@@ -17,14 +17,17 @@
 use super::retry::fatal;
 use crate::batch::Batch;
 use crate::operators::{FailureHandler, Operator, OperatorError};
-use crate::plugin::{CallError, CallMode, PluginInstance};
+use crate::plugin::{CallError, CallMode, PluginInstance, World};
 use crate::plugin::{Outcome, Raw};
 use crate::record::Record;
 use crate::state::{KeyedContext, TimeDomain};
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-/// A keyed process function backed by a plugin of the process world.
+/// A keyed process function backed by a plugin of the process world, or
+/// of the co-process world (two inputs sharing each key's state and
+/// timers: a batch call then starts with its input's number).
 pub struct WasmProcess {
     name: String,
     instance: PluginInstance,
@@ -32,6 +35,7 @@ pub struct WasmProcess {
     failure: FailureHandler,
     /// Per time domain: every timer at or before this has fired.
     fired_upto: [i64; 2],
+    two_inputs: bool,
 }
 
 impl WasmProcess {
@@ -46,11 +50,24 @@ impl WasmProcess {
     ) -> Self {
         Self {
             name: name.to_owned(),
+            two_inputs: instance.plugin().world() == World::CoProcess,
             instance: instance.with_keyed(keyed),
             mode,
             failure,
             fired_upto: [i64::MIN; 2],
         }
+    }
+
+    /// The batch export's input for `batch` of input `input`.
+    fn call_input<'a>(&self, input: usize, batch: &'a Batch) -> Cow<'a, [u8]> {
+        let encoded = batch.encode();
+        if !self.two_inputs {
+            return encoded;
+        }
+        let mut with_input = Vec::with_capacity(encoded.len() + 1);
+        with_input.push(input as u8);
+        with_input.extend_from_slice(&encoded);
+        Cow::Owned(with_input)
     }
 
     fn ctx(&mut self) -> &mut KeyedContext {
@@ -80,6 +97,7 @@ impl WasmProcess {
     /// call (or any record of it) failed.
     fn key_records(
         &mut self,
+        input: usize,
         key: &[u8],
         records: Vec<Record>,
         out: &mut Vec<Record>,
@@ -89,9 +107,10 @@ impl WasmProcess {
             CallMode::Batch => {
                 let batch = Batch::Records(records);
                 self.ctx().enter(key);
+                let call = self.call_input(input, &batch).into_owned();
                 let result = self
                     .instance
-                    .batch_outcomes(&batch.encode(), batch.len())
+                    .batch_outcomes(&call, batch.len())
                     .map_err(|e| fatal(&self.name, e))?;
                 let reason = match result {
                     Ok(outcomes) => match outcomes.items().iter().find_map(|r| match r {
@@ -122,19 +141,27 @@ impl WasmProcess {
             }
         };
         for rec in records {
-            self.one_record(key, rec, out)?;
+            self.one_record(input, key, rec, out)?;
         }
         Ok(())
     }
 
-    fn one_record(&mut self, key: &[u8], rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+    fn one_record(
+        &mut self,
+        input: usize,
+        key: &[u8],
+        rec: Record,
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
         self.ctx().enter(key);
-        let outcome = match self.mode {
-            CallMode::Record => self.instance.one_outcome(&rec, None),
-            CallMode::Batch => {
-                let input = Batch::Records(vec![rec.clone()]).encode().into_owned();
+        let outcome = match (self.mode, self.two_inputs) {
+            (CallMode::Record, false) => self.instance.one_outcome(&rec, None),
+            (CallMode::Record, true) => self.instance.one_input_outcome(input, &rec),
+            (CallMode::Batch, _) => {
+                let batch = Batch::Records(vec![rec.clone()]);
+                let call = self.call_input(input, &batch).into_owned();
                 self.instance
-                    .batch_outcomes(&input, 1)
+                    .batch_outcomes(&call, 1)
                     .map(|r| r.and_then(|o| o.owned(0)))
             }
         }
@@ -232,10 +259,14 @@ impl Operator for WasmProcess {
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
-        self.failure.count_records(input.len());
+        self.process_input(0, input)
+    }
+
+    fn process_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
+        self.failure.count_records(batch.len());
         let mut out = Vec::new();
-        for (key, records) in by_key(input.into_records()) {
-            self.key_records(&key, records, &mut out)?;
+        for (key, records) in by_key(batch.into_records()) {
+            self.key_records(input, &key, records, &mut out)?;
         }
         Ok(Batch::Records(out))
     }

@@ -21,8 +21,8 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
 
 /**
  * The bounded source of BENCH-WORKLOADS.md: records {@code (key, value, event_time_ms)} for
- * {@code g} in {@code [0, N)}, key = splitmix64(g) mod K (0 when the workload has no keys),
- * value = g, event time = g / D.
+ * {@code g} in {@code [0, N)}, key = splitmix64(g + salt) mod K (0 when the workload has no keys;
+ * the salt is 0 except for W4's source B, 2^40), value = g, event time = g / D.
  *
  * <p>Built from Flink's own pieces: the splits, enumerator and serializers of {@link
  * NumberSequenceSource} and the reader of the datagen connector ({@link
@@ -44,17 +44,24 @@ public final class GeneratedRecords
 
     private final long n;
     private final long keys;
+    private final long keySalt;
     private final long divisor;
     private final int parallelism;
     private final Lanes lanes;
 
     /** N records over {@code keys} keys (0: no keys), event time g / divisor, P splits. */
     public GeneratedRecords(long n, long keys, long divisor, int parallelism) {
+        this(n, keys, 0, divisor, parallelism);
+    }
+
+    /** The same with key = splitmix64(g + keySalt) mod keys (W4's source B). */
+    public GeneratedRecords(long n, long keys, long keySalt, long divisor, int parallelism) {
         if (n <= 0 || n >= (1L << LANE_BITS)) {
             throw new IllegalArgumentException("records must be in [1, 2^40): " + n);
         }
         this.n = n;
         this.keys = keys;
+        this.keySalt = keySalt;
         this.divisor = divisor;
         this.parallelism = parallelism;
         this.lanes = new Lanes(n, parallelism);
@@ -85,7 +92,7 @@ public final class GeneratedRecords
 
     @Override
     public SourceReader<Tuple3<Long, Long, Long>, NumberSequenceSplit> createReader(SourceReaderContext context) {
-        return new GeneratingIteratorSourceReader<>(context, new Generator(keys, divisor, parallelism));
+        return new GeneratingIteratorSourceReader<>(context, new Generator(keys, keySalt, divisor, parallelism));
     }
 
     @Override
@@ -145,11 +152,13 @@ public final class GeneratedRecords
     static final class Generator implements GeneratorFunction<Long, Tuple3<Long, Long, Long>> {
         private static final long serialVersionUID = 1L;
         private final long keys;
+        private final long keySalt;
         private final long divisor;
         private final long parallelism;
 
-        Generator(long keys, long divisor, int parallelism) {
+        Generator(long keys, long keySalt, long divisor, int parallelism) {
             this.keys = keys;
+            this.keySalt = keySalt;
             this.divisor = divisor;
             this.parallelism = parallelism;
         }
@@ -158,7 +167,7 @@ public final class GeneratedRecords
         public Tuple3<Long, Long, Long> map(Long lane) {
             long j = lane;
             long g = (j & LANE_MASK) * parallelism + (j >>> LANE_BITS);
-            long key = keys > 0 ? keyOf(g, keys) : 0L;
+            long key = keys > 0 ? keyOf(g + keySalt, keys) : 0L;
             return new Tuple3<>(key, g, g / divisor);
         }
     }

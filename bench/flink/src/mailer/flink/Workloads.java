@@ -32,8 +32,9 @@ import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
 import org.apache.flink.util.Collector;
 
 /**
- * W1, W2 and W3 of BENCH-WORKLOADS.md on Apache Flink (DataStream API, local mini-cluster),
- * for comparing mailer with Flink on the same machine.
+ * W1 to W5 of BENCH-WORKLOADS.md on Apache Flink (DataStream API, local mini-cluster), for
+ * comparing mailer with Flink on the same machine. W4 (the interval join) is in {@link
+ * IntervalJoin}, W5 (the stream-table join) in {@link TableJoin}.
  *
  * <pre>
  *   Workloads --list        the variant names (MAILER_BENCH_PARALLELISM="1 2" adds -p2 ones)
@@ -46,7 +47,7 @@ import org.apache.flink.util.Collector;
  * sink did not see the expected number of records.
  */
 public final class Workloads {
-    private static final Pattern NAME = Pattern.compile("flink-w([123])(-rocksdb)?(?:-p([0-9]+))?");
+    private static final Pattern NAME = Pattern.compile("flink-w([1-5])(-rocksdb)?(?:-p([0-9]+))?");
 
     /** Record encoding: (key, value, event_time_ms). */
     public static final class ByKey implements KeySelector<Tuple3<Long, Long, Long>, Long> {
@@ -156,20 +157,32 @@ public final class Workloads {
         List<String> out = new ArrayList<>();
         for (int p : parallelisms()) {
             String suffix = p == 1 ? "" : "-p" + p;
-            for (String base : new String[] {"flink-w1", "flink-w2", "flink-w2-rocksdb", "flink-w3", "flink-w3-rocksdb"}) {
+            for (String base : new String[] {
+                "flink-w1",
+                "flink-w2", "flink-w2-rocksdb",
+                "flink-w3", "flink-w3-rocksdb",
+                "flink-w4", "flink-w4-rocksdb",
+                "flink-w5", "flink-w5-rocksdb"
+            }) {
                 out.add(base + suffix);
             }
         }
         return out;
     }
 
-    /** Records at the sink: W1 keeps the even g, W2 emits one per record, W3 one per (key, window). */
+    /**
+     * Records at the sink: W1 keeps the even g, W2 and W5 emit one per (stream) record, W3 one per
+     * (key, window), W4 one per matching pair ({@link IntervalJoin#expected}).
+     */
     static long expected(int workload, long n) {
         switch (workload) {
             case 1:
                 return n / 2 + n % 2;
             case 2:
+            case 5:
                 return n;
+            case 4:
+                return IntervalJoin.expected(n);
             default:
                 long keys = 1_000, divisor = 10;
                 BitSet seen = new BitSet();
@@ -181,7 +194,7 @@ public final class Workloads {
         }
     }
 
-    /** W1, W2 or W3 from the generator to the counting sink. */
+    /** W1 to W5 from the generator(s) to the counting sink. */
     static void build(StreamExecutionEnvironment env, int workload, long n, int parallelism) {
         switch (workload) {
             case 1: {
@@ -196,6 +209,12 @@ public final class Workloads {
                 src.keyBy(new ByKey()).reduce(new Sum()).sinkTo(new CountingSink<>());
                 break;
             }
+            case 4:
+                IntervalJoin.build(env, n, parallelism);
+                break;
+            case 5:
+                TableJoin.build(env, n, parallelism);
+                break;
             default: {
                 // Flink's watermark t promises no more records with ts <= t, so "watermark = max
                 // ts" of the definition (window [a, b) closes once a record with ts >= b came) is
@@ -229,7 +248,7 @@ public final class Workloads {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 1) {
-            System.err.println("usage: Workloads --list | Workloads flink-w{1,2,3}[-rocksdb][-pP]");
+            System.err.println("usage: Workloads --list | Workloads flink-w{1,2,3,4,5}[-rocksdb][-pP]");
             System.exit(2);
         }
         if (args[0].equals("--list")) {
