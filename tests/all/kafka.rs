@@ -695,6 +695,22 @@ fn records_the_brokers_refuse_follow_the_sinks_failure_policy() {
     assert!(err.contains(r#"key="b""#), "names the record: {err}");
 }
 
+/// The customers' changelog the table tests read: three rows, Bob's
+/// changed, then Carol's deleted by a tombstone; flushed.
+fn produce_customers(producer: &BaseProducer, topic: &str) {
+    for (key, value) in [
+        ("alice", r#"{"tier":"gold"}"#),
+        ("bob", r#"{"tier":"silver"}"#),
+        ("carol", r#"{"tier":"bronze"}"#),
+        ("bob", r#"{"tier":"platinum"}"#),
+    ] {
+        send(producer, topic, key, value.as_bytes());
+    }
+    let tombstone = BaseRecord::<str, [u8]>::to(topic).key("carol");
+    producer.send(tombstone).map_err(|(e, _)| e).unwrap();
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
 /// A table fed by a compacted topic: the latest row per key, a tombstone
 /// (a record without a value) deletes its key. Orders written after every
 /// change of the table are joined, as of their time, with the rows left.
@@ -704,17 +720,7 @@ fn a_table_from_a_compacted_topic_keeps_the_latest_rows_and_tombstones_delete() 
     create_topic_with(&customers, 1, &[("cleanup.policy", "compact")]);
     create_topic(&orders, 1);
     let producer = producer();
-    for (key, value) in [
-        ("alice", r#"{"tier":"gold"}"#),
-        ("bob", r#"{"tier":"silver"}"#),
-        ("carol", r#"{"tier":"bronze"}"#),
-        ("bob", r#"{"tier":"platinum"}"#),
-    ] {
-        send(&producer, &customers, key, value.as_bytes());
-    }
-    let tombstone = BaseRecord::<str, [u8]>::to(&customers).key("carol");
-    producer.send(tombstone).map_err(|(e, _)| e).unwrap();
-    producer.flush(Duration::from_secs(30)).unwrap();
+    produce_customers(&producer, &customers);
     // Every order is written after the last change, so it sees all of them.
     std::thread::sleep(Duration::from_millis(20));
     for (i, who) in ["alice", "bob", "carol", "dave"].iter().enumerate() {
@@ -793,17 +799,7 @@ fn a_global_table_from_a_compacted_topic_is_loaded_before_the_stream_is_read() {
         send(&producer, &orders, who, format!(r#"{{"order":{i}}}"#).as_bytes());
     }
     producer.flush(Duration::from_secs(30)).unwrap();
-    for (key, value) in [
-        ("alice", r#"{"tier":"gold"}"#),
-        ("bob", r#"{"tier":"silver"}"#),
-        ("carol", r#"{"tier":"bronze"}"#),
-        ("bob", r#"{"tier":"platinum"}"#),
-    ] {
-        send(&producer, &customers, key, value.as_bytes());
-    }
-    let tombstone = BaseRecord::<str, [u8]>::to(&customers).key("carol");
-    producer.send(tombstone).map_err(|(e, _)| e).unwrap();
-    producer.flush(Duration::from_secs(30)).unwrap();
+    produce_customers(&producer, &customers);
     let w = Workdir::new();
     let m = w.manifest(&format!(
         r#"
