@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use mailer::admin::AdminClient;
-use mailer::checkpoint::StartFrom;
+use mailer::checkpoint::{Location, StartFrom};
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
@@ -88,10 +88,11 @@ enum Command {
         /// Start from the beginning, ignoring the pipeline's checkpoints.
         #[arg(long, conflicts_with_all = ["from_savepoint", "from_checkpoint"])]
         fresh: bool,
-        /// Start from this savepoint (a folder `mailer savepoint` wrote),
-        /// at whatever keyed parallelism the manifest now says.
+        /// Start from this savepoint (a folder or `s3://bucket/prefix`
+        /// `mailer savepoint` wrote), at whatever keyed parallelism the
+        /// manifest now says.
         #[arg(long, value_name = "DIR", conflicts_with = "from_checkpoint")]
-        from_savepoint: Option<PathBuf>,
+        from_savepoint: Option<String>,
         /// Start from this checkpoint of the pipeline's checkpoint folder,
         /// whatever the sink committed (when a restart is refused and you
         /// choose knowingly where to resume).
@@ -103,10 +104,11 @@ enum Command {
     Savepoint {
         /// The pipeline manifest (TOML); it must have `[checkpoint]`.
         manifest: PathBuf,
-        /// Where to write it; `<checkpoint path>/../savepoints/sp-<time>`
-        /// when absent.
+        /// Where to write it: a new folder, or `s3://bucket/prefix`
+        /// (reached with the manifest's `[checkpoint.s3]`);
+        /// `<checkpoint path>/../savepoints/sp-<time>` when absent.
         #[arg(long, value_name = "DIR")]
-        dir: Option<PathBuf>,
+        dir: Option<String>,
         /// Stop the pipeline once the savepoint is written.
         #[arg(long)]
         stop: bool,
@@ -233,8 +235,8 @@ fn run(command: Command) -> Result<()> {
         }
         Command::Savepoint { manifest, dir, stop } => {
             let (plan, _engine) = plan_of(&manifest)?;
-            let path = savepoint::request(&plan, dir, stop)?;
-            println!("{}", path.display());
+            let target = savepoint::request(&plan, dir, stop)?;
+            println!("{target}");
             Ok(())
         }
         Command::Run {
@@ -245,7 +247,9 @@ fn run(command: Command) -> Result<()> {
         } => {
             let (plan, engine) = plan_of(&manifest)?;
             let start = match (from_savepoint, from_checkpoint) {
-                (Some(dir), _) => StartFrom::Savepoint(dir),
+                (Some(at), _) => StartFrom::Savepoint(
+                    Location::parse(&at).map_err(|e| anyhow::anyhow!("--from-savepoint: {e}"))?,
+                ),
                 (None, Some(id)) => StartFrom::Checkpoint(id),
                 (None, None) if fresh => StartFrom::Fresh,
                 (None, None) => StartFrom::Resume,
@@ -317,7 +321,7 @@ fn watch_signals(shutdown: &Shutdown, control: &Control, checkpoints: Option<Pat
                 if signal == SIGUSR1 {
                     match checkpoints.as_deref().map(savepoint::take_request) {
                         Some(Ok(request)) => {
-                            tracing::info!(path = %request.dir.display(), stop = request.stop, "savepoint requested");
+                            tracing::info!(target = %request.target, stop = request.stop, "savepoint requested");
                             control.request_savepoint(request);
                         }
                         Some(Err(e)) => tracing::warn!(error = %e, "ignoring a savepoint signal"),

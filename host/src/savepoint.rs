@@ -1,13 +1,14 @@
 //! `mailer savepoint`: a savepoint request is a file in the running
 //! pipeline's checkpoint folder (`SAVEPOINT`) and a SIGUSR1 to the process
 //! that holds the folder's lock, which takes the savepoint at the source's
-//! next batch and answers in `SAVEPOINT.failed` when it cannot write it.
+//! next batch and answers in `SAVEPOINT.done`, or in `SAVEPOINT.failed`
+//! when it cannot write it.
 
 use anyhow::{Context, Result, bail};
-use mailer::checkpoint::SavepointRequest;
-use mailer::checkpoint::{SAVEPOINT_FAILED, SavepointFailure, lock_holder};
+use mailer::checkpoint::{Location, SavepointRequest};
+use mailer::checkpoint::{SAVEPOINT_DONE, SAVEPOINT_FAILED, SavepointFailure, lock_holder};
 use mailer::plan::Plan;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const REQUEST: &str = "SAVEPOINT";
@@ -22,9 +23,9 @@ pub fn take_request(dir: &Path) -> Result<SavepointRequest> {
     serde_json::from_slice(&text).with_context(|| format!("`{}` is not a savepoint request", path.display()))
 }
 
-/// Asks the running pipeline of `plan` for a savepoint in `dir` and waits
-/// until it is written; its folder.
-pub fn request(plan: &Plan, dir: Option<PathBuf>, stop: bool) -> Result<PathBuf> {
+/// Asks the running pipeline of `plan` for a savepoint in `dir` (a folder
+/// or a bucket prefix) and waits until it is written; where it is.
+pub fn request(plan: &Plan, dir: Option<String>, stop: bool) -> Result<String> {
     let Some(c) = &plan.checkpoint else {
         bail!(
             "pipeline `{}` has no `[checkpoint]` section: savepoints are checkpoints, add one",
@@ -38,27 +39,42 @@ pub fn request(plan: &Plan, dir: Option<PathBuf>, stop: bool) -> Result<PathBuf>
             c.dir.join(mailer::checkpoint::LOCK_FILE).display()
         );
     };
-    let target = match dir {
-        Some(d) => std::path::absolute(d)?,
-        None => c
-            .dir
-            .parent()
-            .unwrap_or(&c.dir)
-            .join("savepoints")
-            .join(format!("sp-{}", mailer::clock::now_ms())),
+    let target = match dir
+        .as_deref()
+        .map(Location::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?
+    {
+        Some(Location::Folder(d)) => Location::Folder(std::path::absolute(d)?),
+        Some(bucket) => bucket,
+        None => Location::Folder(
+            c.dir
+                .parent()
+                .unwrap_or(&c.dir)
+                .join("savepoints")
+                .join(format!("sp-{}", mailer::clock::now_ms())),
+        ),
     };
-    if target.exists() {
+    if let Location::Folder(d) = &target
+        && d.exists()
+    {
+        bail!("`{}` already exists: name a new folder with --dir", d.display());
+    }
+    if let (Location::Bucket(url), Some(checkpoints)) = (&target, &c.bucket)
+        && (checkpoints.contains(url) || url.contains(checkpoints))
+    {
         bail!(
-            "`{}` already exists: name a new folder with --dir",
-            target.display()
+            "`{url}` overlaps the pipeline's checkpoints in `{checkpoints}`, whose old files are deleted as checkpoints are pruned: give a prefix outside it"
         );
     }
+    let target = target.to_string();
     let request = SavepointRequest {
-        dir: target.clone(),
+        target: target.clone(),
         stop,
     };
-    let failed = c.dir.join(SAVEPOINT_FAILED);
+    let (failed, done) = (c.dir.join(SAVEPOINT_FAILED), c.dir.join(SAVEPOINT_DONE));
     let _ = std::fs::remove_file(&failed);
+    let _ = std::fs::remove_file(&done);
     let tmp = c.dir.join(format!("{REQUEST}.tmp"));
     std::fs::write(&tmp, serde_json::to_vec(&request)?)?;
     std::fs::rename(&tmp, c.dir.join(REQUEST))?;
@@ -70,10 +86,10 @@ pub fn request(plan: &Plan, dir: Option<PathBuf>, stop: bool) -> Result<PathBuf>
             std::io::Error::last_os_error()
         );
     }
-    // The pipeline renames the savepoint into place once it is complete
-    // and synced, or says why it could not write it.
+    // The pipeline says when the savepoint is complete, or why it could
+    // not write it.
     let started = Instant::now();
-    while !target.is_dir() {
+    while std::fs::read_to_string(&done).ok().as_deref() != Some(target.as_str()) {
         if let Some(reason) = failure_of(&failed, &target) {
             bail!("the pipeline could not write the savepoint: {reason}");
         }
@@ -85,9 +101,9 @@ pub fn request(plan: &Plan, dir: Option<PathBuf>, stop: bool) -> Result<PathBuf>
     Ok(target)
 }
 
-/// The reason in `failed` when it is about the savepoint in `target`.
-fn failure_of(failed: &Path, target: &Path) -> Option<String> {
+/// The reason in `failed` when it is about the savepoint at `target`.
+fn failure_of(failed: &Path, target: &str) -> Option<String> {
     let text = std::fs::read(failed).ok()?;
     let failure: SavepointFailure = serde_json::from_slice(&text).ok()?;
-    (failure.dir == target).then_some(failure.reason)
+    (failure.target == target).then_some(failure.reason)
 }

@@ -63,7 +63,7 @@ path = "checkpoints"
 }
 
 /// Each key's count in one uninterrupted run of the generator.
-fn expected_counts() -> BTreeMap<String, u64> {
+pub(crate) fn expected_counts() -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for g in 0..RECORDS {
         *counts.entry((splitmix64(g) % KEYS).to_string()).or_insert(0) += 1;
@@ -73,7 +73,7 @@ fn expected_counts() -> BTreeMap<String, u64> {
 
 /// The largest count the sink saw per key: the final state of each key,
 /// whatever was replayed after a restart.
-fn final_counts(w: &Workdir) -> BTreeMap<String, u64> {
+pub(crate) fn final_counts(w: &Workdir) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for line in w.read("out.txt").lines() {
         let (key, count) = line.split_once('\t').unwrap();

@@ -21,6 +21,7 @@ mod postgres;
 mod process;
 mod quickstart;
 mod recovery;
+mod s3_checkpoints;
 mod sandbox;
 mod sandbox_raw;
 mod scaffold;

@@ -9,6 +9,7 @@
 mod common;
 mod kafka;
 mod postgres;
+mod s3;
 mod sandbox;
 mod state;
 mod swap;
@@ -26,6 +27,7 @@ fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     v.extend(w4::variants());
     v.extend(w5::variants());
     v.extend(state::variants());
+    v.extend(s3::variants());
     v.extend(kafka::variants());
     v.extend(postgres::variants());
     v.extend(swap::variants());

@@ -74,7 +74,7 @@ fn checkpoint(name: &str, kind: BackendKind) {
 /// Keys made at a time, outside the timed part.
 const CHUNK: u64 = 10_000;
 
-fn key(i: u64) -> Vec<u8> {
+pub(crate) fn key(i: u64) -> Vec<u8> {
     let k = i.to_string();
     keys::keyed((i % 128) as u16, 1, k.as_bytes())
 }

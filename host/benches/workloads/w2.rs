@@ -58,6 +58,8 @@ fn run(name: &str, how: &str, parallelism: usize, backend: &str, checkpoints: bo
         p.checkpoint = Some(CheckpointSettings {
             interval: Duration::from_secs(1),
             dir,
+            bucket: None,
+            s3: Default::default(),
             keep: 2,
             tolerable_failures: 0,
         });

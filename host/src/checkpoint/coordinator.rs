@@ -4,13 +4,15 @@
 //! visible. A checkpoint a worker failed on is dropped and counted; more
 //! than the tolerated number of failures in a row stops the pipeline.
 
+use super::location::Location;
 use super::metadata::{Metadata, OperatorMeta, SnapshotMeta};
+use super::remote::RemoteCheckpoints;
+use super::s3::S3Settings;
 use super::savepoint::{RunControl, SavepointRequest};
-use super::savepoint::{report_failure, write_savepoint};
+use super::savepoint::{report_done, report_failure, write_savepoint};
 use super::stats::{CheckpointStats, size_of};
-use super::store::{CheckpointStore, StoreError};
+use super::store::{CheckpointStore, Completed, StoreError};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -93,6 +95,8 @@ pub struct CoordinatorSetup {
     pub control: Arc<dyn RunControl>,
     /// Where to tell a sink that commits with checkpoints how each ended.
     pub outcomes: Option<flume::Sender<(u64, bool)>>,
+    /// How to reach S3, for savepoints in buckets.
+    pub s3: S3Settings,
 }
 
 struct Pending {
@@ -231,12 +235,17 @@ impl Coordinator {
             let _ = tx.send((id, result.is_ok()));
         }
         match result {
-            Ok(path) => {
+            Ok(Completed { path, uploaded_bytes }) => {
                 self.failures_in_a_row = 0;
+                let took = p.started.elapsed();
                 setup
                     .stats
-                    .record_success(id, p.started.elapsed(), size_of(&path));
-                tracing::info!(checkpoint = id, path = %path.display(), "checkpoint complete");
+                    .record_success(id, took, size_of(&path), uploaded_bytes);
+                match uploaded_bytes {
+                    Some(uploaded) => tracing::info!(checkpoint = id, path = %path.display(),
+                        to = %setup.store.location(), uploaded_bytes = uploaded, "checkpoint complete"),
+                    None => tracing::info!(checkpoint = id, path = %path.display(), "checkpoint complete"),
+                }
                 if let Some(request) = p.savepoint {
                     savepoint(setup, id, &path, &request);
                 }
@@ -249,7 +258,7 @@ impl Coordinator {
                 tracing::warn!(checkpoint = id, %reason, failures_in_a_row = self.failures_in_a_row, "checkpoint failed");
                 if let Some(request) = p.savepoint {
                     // Someone waits for it: the next checkpoint carries it.
-                    tracing::info!(path = %request.dir.display(), "the savepoint is retried with the next checkpoint");
+                    tracing::info!(target = %request.target, "the savepoint is retried with the next checkpoint");
                     setup.control.request_savepoint(request);
                 }
                 if self.failures_in_a_row > setup.tolerable_failures {
@@ -282,18 +291,25 @@ impl Coordinator {
 /// asked for, and stops the pipeline when it asked to. A copy that fails
 /// is reported to `mailer savepoint`; the checkpoint stays complete.
 fn savepoint(setup: &CoordinatorSetup, id: u64, path: &std::path::Path, request: &SavepointRequest) {
-    match write_savepoint(path, &request.dir) {
+    let written = Location::parse(&request.target).and_then(|target| match target {
+        Location::Folder(dir) => write_savepoint(path, &dir).map_err(|e| e.to_string()),
+        Location::Bucket(url) => RemoteCheckpoints::savepoint(&url, &setup.s3)
+            .map_err(|e| e.to_string())
+            .and_then(|bucket| bucket.write_savepoint(path)),
+    });
+    match written {
         Ok(()) => {
-            tracing::info!(checkpoint = id, path = %request.dir.display(), "savepoint written");
+            tracing::info!(checkpoint = id, target = %request.target, "savepoint written");
+            report_done(setup.store.dir(), &request.target);
             if request.stop {
                 tracing::info!("stopping the pipeline after its savepoint");
                 setup.control.stop();
             }
         }
         Err(e) => {
-            let reason = format!("cannot write the savepoint to `{}`: {e}", request.dir.display());
+            let reason = format!("cannot write the savepoint to `{}`: {e}", request.target);
             tracing::warn!(checkpoint = id, %reason, "savepoint failed; the pipeline goes on");
-            report_failure(setup.store.dir(), &request.dir, &reason);
+            report_failure(setup.store.dir(), &request.target, &reason);
         }
     }
 }
@@ -306,7 +322,7 @@ fn complete(
     mut snapshots: Vec<SnapshotMeta>,
     sinks: BTreeMap<String, serde_json::Value>,
     tmp: &std::path::Path,
-) -> Result<PathBuf, StoreError> {
+) -> Result<Completed, StoreError> {
     snapshots.sort_by(|a, b| (&a.operator, a.worker).cmp(&(&b.operator, b.worker)));
     let mut metadata = Metadata {
         id,
@@ -321,7 +337,7 @@ fn complete(
         sinks,
     };
     metadata.set_positions(positions);
-    setup.store.complete(tmp, &metadata)
+    setup.store.complete(tmp, metadata)
 }
 
 #[cfg(test)]
@@ -355,6 +371,7 @@ mod tests {
             stats: Arc::default(),
             control: Arc::new(Requests::default()),
             outcomes: None,
+            s3: S3Settings::default(),
         }
     }
 
@@ -395,7 +412,7 @@ mod tests {
         s.control = control.clone();
         let store = s.store.clone();
         let request = SavepointRequest {
-            dir: dir.path().join("sp"),
+            target: dir.path().join("sp").display().to_string(),
             stop: false,
         };
         let (tx, rx) = flume::unbounded();

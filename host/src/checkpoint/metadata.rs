@@ -80,6 +80,10 @@ pub struct SnapshotMeta {
     /// checkpoint is whole only when each is there at that size.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub files: std::collections::BTreeMap<String, u64>,
+    /// The SHA-256 (hex) of each file, for a checkpoint in a bucket: its
+    /// object's name there, and what a download is checked against.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub digests: std::collections::BTreeMap<String, String>,
 }
 
 /// The files under `dir` (paths relative to it, `/`-separated) with their

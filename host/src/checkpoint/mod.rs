@@ -1,22 +1,29 @@
 //! Checkpoints: consistent snapshots of every operator's state and the
 //! source's position, taken as barriers pass (contract C1), kept in a local
-//! folder, and used to resume after a crash or a stop.
+//! folder (and, with `s3://` paths, in an S3 bucket), and used to resume
+//! after a crash or a stop.
 
 mod coordinator;
+mod location;
 mod lock;
 mod metadata;
+mod remote;
 mod restore;
+pub mod s3;
 mod savepoint;
 mod stats;
 mod store;
 
 pub use coordinator::{CheckpointEvent, CoordinatorError, CoordinatorSetup, run_coordinator};
+pub use location::{BucketUrl, Location};
 pub use lock::{FolderLock, LOCK_FILE, LockError, holder as lock_holder, lock, lock_all};
 pub use metadata::{Metadata, OperatorMeta, SnapshotMeta, file_sizes};
+pub use remote::RemoteCheckpoints;
 pub use restore::{CommittedCheckpoint, Restore, RestoreError, RestoreTarget, StartFrom};
-pub use savepoint::{RunControl, SAVEPOINT_FAILED, SavepointFailure, SavepointRequest};
+pub use s3::S3Settings;
+pub use savepoint::{RunControl, SAVEPOINT_DONE, SAVEPOINT_FAILED, SavepointFailure, SavepointRequest};
 pub use stats::{CheckpointRecord, CheckpointStats, DURATION_BUCKETS, DURATION_HELP, DURATION_NAME};
-pub use store::{CheckpointStore, StoreError, read_metadata};
+pub use store::{CheckpointStore, Completed, StoreError, read_metadata};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,8 +33,13 @@ use std::time::Duration;
 pub struct CheckpointSettings {
     /// Time between barriers.
     pub interval: Duration,
-    /// Where checkpoints go.
+    /// The local folder checkpoints are written into (and, without a
+    /// bucket, kept in); it holds the run's lock.
     pub dir: PathBuf,
+    /// The bucket prefix checkpoints go to, if any (`s3://…` paths).
+    pub bucket: Option<BucketUrl>,
+    /// How to reach S3 (for the bucket, and for savepoints in buckets).
+    pub s3: S3Settings,
     /// Complete checkpoints kept.
     pub keep: usize,
     /// Failures in a row that do not stop the pipeline.

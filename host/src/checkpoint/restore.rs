@@ -5,9 +5,11 @@
 //! with what is missing and what the user can choose.
 
 use super::CheckpointSettings;
+use super::location::{BucketUrl, Location};
 use super::metadata::{Metadata, OperatorMeta};
+use super::remote::RemoteCheckpoints;
 use super::store::{CheckpointStore, StoreError, read_metadata};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Asks a sink that commits with checkpoints which checkpoint's output it
 /// last committed (`Some(0)`: none yet; `None`: it has no record).
@@ -40,8 +42,8 @@ pub enum StartFrom {
     Fresh,
     /// This checkpoint of the pipeline's folder, chosen knowingly.
     Checkpoint(u64),
-    /// A savepoint's folder.
-    Savepoint(PathBuf),
+    /// A savepoint: its folder or bucket prefix.
+    Savepoint(Location),
 }
 
 /// A checkpoint to resume from: its folder and what it holds.
@@ -128,7 +130,7 @@ impl Restore {
     pub fn resolve(target: &RestoreTarget<'_>, start: &StartFrom) -> Result<Option<Restore>, RestoreError> {
         match start {
             StartFrom::Fresh => Ok(None),
-            StartFrom::Savepoint(dir) => Self::from_savepoint(target, dir).map(Some),
+            StartFrom::Savepoint(at) => Self::from_savepoint(target, at).map(Some),
             StartFrom::Checkpoint(id) => {
                 let store = Self::store(target)?.ok_or_else(|| RestoreError::NotUsable {
                     id: *id,
@@ -151,7 +153,7 @@ impl Restore {
         let Some(settings) = target.checkpoint else {
             return Ok(None);
         };
-        Ok(Some(CheckpointStore::open(&settings.dir, settings.keep)?))
+        Ok(Some(CheckpointStore::open_settings(settings)?))
     }
 
     fn checked(
@@ -176,12 +178,12 @@ impl Restore {
             return match store.latest()? {
                 Some((dir, metadata)) => Self::checked(target, dir, metadata).map(Some),
                 None => {
-                    tracing::info!(dir = %store.dir().display(), "no checkpoint yet: starting from the source's start");
+                    tracing::info!(at = %store.location(), "no checkpoint yet: starting from the source's start");
                     Ok(None)
                 }
             };
         };
-        let dir = store.dir().display().to_string();
+        let dir = store.location();
         match committed().map_err(|e| RestoreError::Sink(e.to_string()))? {
             None => match store.complete_ids()?.first() {
                 None => Ok(None),
@@ -198,20 +200,24 @@ impl Restore {
         }
     }
 
-    /// The savepoint in `dir`, checked against `target` and against the
-    /// checkpoint its sink committed.
-    fn from_savepoint(target: &RestoreTarget<'_>, dir: &Path) -> Result<Restore, RestoreError> {
-        let metadata = read_metadata(dir).map_err(|reason| RestoreError::Incompatible {
+    /// The savepoint at `at` (downloaded first from a bucket), checked
+    /// against `target` and against the checkpoint its sink committed.
+    fn from_savepoint(target: &RestoreTarget<'_>, at: &Location) -> Result<Restore, RestoreError> {
+        let unusable = |reason| RestoreError::Incompatible {
             id: 0,
-            dir: dir.display().to_string(),
+            dir: at.to_string(),
             reason,
-        })?;
-        let restore = Self::checked(target, dir.to_owned(), metadata)?;
+        };
+        let (dir, metadata) = match at {
+            Location::Folder(dir) => (dir.clone(), read_metadata(dir).map_err(unusable)?),
+            Location::Bucket(url) => Self::download_savepoint(target, url).map_err(unusable)?,
+        };
+        let restore = Self::checked(target, dir, metadata)?;
         if let Some(committed) = target.committed {
             match committed().map_err(|e| RestoreError::Sink(e.to_string()))? {
                 Some(id) if id != restore.metadata.id => {
                     return Err(RestoreError::SavepointMismatch {
-                        dir: dir.display().to_string(),
+                        dir: at.to_string(),
                         savepoint: restore.metadata.id,
                         committed: id,
                     });
@@ -220,6 +226,28 @@ impl Restore {
             }
         }
         Ok(restore)
+    }
+
+    /// The savepoint at `url`, downloaded into the checkpoint folder's
+    /// `savepoint-download` (a temporary folder without one).
+    fn download_savepoint(
+        target: &RestoreTarget<'_>,
+        url: &BucketUrl,
+    ) -> Result<(PathBuf, Metadata), String> {
+        let (into, s3) = match target.checkpoint {
+            Some(c) => (c.dir.join("savepoint-download"), c.s3.clone()),
+            None => (
+                std::env::temp_dir().join(format!("mailer-savepoint-{}", std::process::id())),
+                Default::default(),
+            ),
+        };
+        if let Some(parent) = into.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("creating `{}`: {e}", parent.display()))?;
+        }
+        tracing::info!(savepoint = %url, into = %into.display(), "downloading the savepoint");
+        let bucket = RemoteCheckpoints::savepoint(url, &s3).map_err(|e| e.to_string())?;
+        let metadata = bucket.read_savepoint(&into)?;
+        Ok((into, metadata))
     }
 
     /// Refuses a checkpoint whose state the pipeline cannot take over.

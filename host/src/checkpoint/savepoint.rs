@@ -1,19 +1,21 @@
-//! Savepoints: a complete checkpoint copied to a folder the user named,
-//! kept until the user removes it. The copy is made in a temporary folder
-//! beside the target, synced, and renamed into place, so the target exists
-//! only complete; a copy that fails leaves nothing behind and is reported
-//! to `mailer savepoint` in the checkpoint folder's `SAVEPOINT.failed`.
+//! Savepoints: a complete checkpoint copied to a folder or a bucket prefix
+//! the user named, kept until the user removes it. A folder copy is made in
+//! a temporary folder beside the target, synced, and renamed into place, so
+//! the target exists only complete; in a bucket, the metadata is written
+//! last (see `remote.rs`). The outcome is reported to `mailer savepoint` in
+//! the checkpoint folder: `SAVEPOINT.done` or `SAVEPOINT.failed`.
 
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// A request for a savepoint: a checkpoint copied to `dir`, kept until the
-/// user removes it; with `stop`, the pipeline then drains.
+/// A request for a savepoint: a checkpoint copied to `target`, kept until
+/// the user removes it; with `stop`, the pipeline then drains.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavepointRequest {
-    /// Where the savepoint goes (a folder that does not exist yet).
-    pub dir: PathBuf,
+    /// Where the savepoint goes: a folder that does not exist yet (an
+    /// absolute path), or `s3://bucket/prefix` holding no savepoint yet.
+    pub target: String,
     /// Whether the pipeline stops once it is written.
     pub stop: bool,
 }
@@ -29,11 +31,15 @@ pub trait RunControl: Send + Sync {
 /// Where the pipeline tells `mailer savepoint` that a savepoint failed.
 pub const SAVEPOINT_FAILED: &str = "SAVEPOINT.failed";
 
+/// Where the pipeline tells `mailer savepoint` that a savepoint is written
+/// (the file holds its target).
+pub const SAVEPOINT_DONE: &str = "SAVEPOINT.done";
+
 /// A savepoint that could not be written, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavepointFailure {
-    /// The savepoint's folder.
-    pub dir: PathBuf,
+    /// The savepoint's target.
+    pub target: String,
     /// What failed.
     pub reason: String,
 }
@@ -66,16 +72,29 @@ pub fn write_savepoint(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// Records in the checkpoint folder `dir` that the savepoint `target`
 /// failed, for `mailer savepoint` to report.
-pub fn report_failure(dir: &Path, target: &Path, reason: &str) {
+pub fn report_failure(dir: &Path, target: &str, reason: &str) {
     let failure = SavepointFailure {
-        dir: target.to_owned(),
+        target: target.to_owned(),
         reason: reason.to_owned(),
     };
-    let tmp = dir.join(format!("{SAVEPOINT_FAILED}.tmp"));
-    let written = fs::write(&tmp, serde_json::to_vec(&failure).expect("serialises"))
-        .and_then(|()| fs::rename(&tmp, dir.join(SAVEPOINT_FAILED)));
+    report(
+        dir,
+        SAVEPOINT_FAILED,
+        &serde_json::to_vec(&failure).expect("serialises"),
+    );
+}
+
+/// Records in the checkpoint folder `dir` that the savepoint `target` is
+/// written.
+pub fn report_done(dir: &Path, target: &str) {
+    report(dir, SAVEPOINT_DONE, target.as_bytes());
+}
+
+fn report(dir: &Path, file: &str, bytes: &[u8]) {
+    let tmp = dir.join(format!("{file}.tmp"));
+    let written = fs::write(&tmp, bytes).and_then(|()| fs::rename(&tmp, dir.join(file)));
     if let Err(e) = written {
-        tracing::warn!(error = %e, "cannot report the savepoint's failure to `mailer savepoint`");
+        tracing::warn!(error = %e, "cannot report the savepoint's outcome to `mailer savepoint`");
     }
 }
 
@@ -125,7 +144,7 @@ mod tests {
         assert!(write_savepoint(&from, &blocked).is_err());
         assert!(!blocked.exists());
 
-        report_failure(dir.path(), &blocked, "no room");
+        report_failure(dir.path(), &blocked.display().to_string(), "no room");
         let failure: SavepointFailure =
             serde_json::from_slice(&fs::read(dir.path().join(SAVEPOINT_FAILED)).unwrap()).unwrap();
         assert_eq!(failure.reason, "no room");

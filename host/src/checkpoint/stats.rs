@@ -28,6 +28,9 @@ pub struct CheckpointRecord {
     pub seconds: f64,
     /// Bytes written (0 for a failed one).
     pub bytes: u64,
+    /// Bytes uploaded to the checkpoints' bucket (none without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uploaded_bytes: Option<u64>,
     /// When it ended, ms since 1970.
     pub ended_at_ms: i64,
     /// Why it failed.
@@ -48,6 +51,8 @@ pub struct CheckpointStats {
     pub last_success_ms: AtomicI64,
     /// Bytes of the last completed one.
     pub last_bytes: AtomicU64,
+    /// Bytes uploaded to the bucket, all checkpoints together.
+    pub uploaded_bytes: AtomicU64,
     /// Seconds each completed one took.
     pub durations: Histogram,
     history: Mutex<VecDeque<CheckpointRecord>>,
@@ -74,23 +79,28 @@ impl CheckpointStats {
             in_flight: AtomicBool::new(false),
             last_success_ms: AtomicI64::new(0),
             last_bytes: AtomicU64::new(0),
+            uploaded_bytes: AtomicU64::new(0),
             durations,
             history: Mutex::new(VecDeque::with_capacity(HISTORY)),
         }
     }
 
-    /// Checkpoint `id` completed after `took`, writing `bytes`.
-    pub fn record_success(&self, id: u64, took: Duration, bytes: u64) {
+    /// Checkpoint `id` completed after `took`, writing `bytes` (and
+    /// uploading `uploaded_bytes` to the bucket).
+    pub fn record_success(&self, id: u64, took: Duration, bytes: u64, uploaded_bytes: Option<u64>) {
         let now = crate::clock::now_ms();
         self.completed.fetch_add(1, Ordering::Relaxed);
         self.last_success_ms.store(now, Ordering::Relaxed);
         self.last_bytes.store(bytes, Ordering::Relaxed);
+        self.uploaded_bytes
+            .fetch_add(uploaded_bytes.unwrap_or(0), Ordering::Relaxed);
         self.durations.observe(took.as_secs_f64());
         self.remember(CheckpointRecord {
             id,
             ok: true,
             seconds: took.as_secs_f64(),
             bytes,
+            uploaded_bytes,
             ended_at_ms: now,
             reason: None,
         });
@@ -104,6 +114,7 @@ impl CheckpointStats {
             ok: false,
             seconds: took.as_secs_f64(),
             bytes: 0,
+            uploaded_bytes: None,
             ended_at_ms: crate::clock::now_ms(),
             reason: Some(reason.to_owned()),
         });
@@ -151,7 +162,7 @@ mod tests {
     fn keeps_the_recent_history_and_the_last_success() {
         let stats = CheckpointStats::default();
         for id in 0..(HISTORY as u64 + 5) {
-            stats.record_success(id, Duration::from_millis(3), 100 + id);
+            stats.record_success(id, Duration::from_millis(3), 100 + id, Some(7));
         }
         stats.record_failure(999, Duration::from_millis(1), "disk full");
         let history = stats.history();
@@ -160,6 +171,10 @@ mod tests {
         assert_eq!(history.last().unwrap().reason.as_deref(), Some("disk full"));
         assert_eq!(stats.last_bytes.load(Ordering::Relaxed), 100 + HISTORY as u64 + 4);
         assert_eq!(stats.durations.get_sample_count(), HISTORY as u64 + 5);
+        assert_eq!(
+            stats.uploaded_bytes.load(Ordering::Relaxed),
+            7 * (HISTORY as u64 + 5)
+        );
         assert!(stats.last_success_ms.load(Ordering::Relaxed) > 0);
     }
 

@@ -20,8 +20,16 @@
 //! folder after; what a crash left half-deleted is removed at the next
 //! open. The checkpoint whose output the sink committed last is never
 //! pruned, however many checkpoints after it failed to commit.
+//!
+//! With a bucket (`[checkpoint] path = "s3://…"`), the local folder is the
+//! staging area: a checkpoint is complete once its files and then its
+//! metadata are in the bucket (see `remote.rs`), before it is renamed into
+//! place locally; the bucket says which checkpoints exist, and one the
+//! local folder does not hold whole is downloaded before it is read.
 
+use super::CheckpointSettings;
 use super::metadata::Metadata;
+use super::remote::RemoteCheckpoints;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -41,6 +49,16 @@ pub enum StoreError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// A request to the bucket failed.
+    #[error("checkpoint store `{url}`: {what}: {message}")]
+    Remote {
+        /// The bucket prefix.
+        url: String,
+        /// What was being done.
+        what: String,
+        /// What failed.
+        message: String,
+    },
 }
 
 fn io(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> StoreError {
@@ -56,9 +74,21 @@ pub struct CheckpointStore {
     /// The checkpoint whose output the sink committed last (0: none), which
     /// pruning keeps: a restart resumes from exactly that one.
     committed: Arc<AtomicU64>,
+    /// The bucket the checkpoints go to, if not only the folder.
+    remote: Option<Arc<RemoteCheckpoints>>,
 }
 
-const METADATA: &str = "_metadata.json";
+/// A checkpoint made visible.
+#[derive(Debug)]
+pub struct Completed {
+    /// Its local folder.
+    pub path: PathBuf,
+    /// Bytes uploaded to the bucket for it (`None`: no bucket).
+    pub uploaded_bytes: Option<u64>,
+}
+
+/// A checkpoint's metadata file (object) name.
+pub(super) const METADATA: &str = "_metadata.json";
 const LATEST: &str = "LATEST";
 const DELETING: &str = ".del";
 
@@ -77,7 +107,28 @@ impl CheckpointStore {
             dir: dir.to_owned(),
             keep: keep.max(1),
             committed: Arc::default(),
+            remote: None,
         })
+    }
+
+    /// The store `settings` describe: the folder, and the bucket when the
+    /// checkpoints go to one (whose checkpoints are listed, and whose
+    /// unlisted files are deleted).
+    pub fn open_settings(settings: &CheckpointSettings) -> Result<Self, StoreError> {
+        let mut store = Self::open(&settings.dir, settings.keep)?;
+        if let Some(url) = &settings.bucket {
+            store.remote = Some(Arc::new(RemoteCheckpoints::open(url, &settings.s3)?));
+        }
+        Ok(store)
+    }
+
+    /// Where the checkpoints are, for messages: the bucket prefix, or the
+    /// folder.
+    pub fn location(&self) -> String {
+        match &self.remote {
+            Some(r) => r.url().to_string(),
+            None => self.dir.display().to_string(),
+        }
     }
 
     /// Checkpoint `id`'s output is committed by the sink: pruning keeps it
@@ -106,14 +157,19 @@ impl CheckpointStore {
     }
 
     /// Makes checkpoint `id`, written into `tmp` by [`begin`](Self::begin),
-    /// visible: fsyncs its files, writes its metadata, renames it, points
-    /// `LATEST` at it, and drops the checkpoints beyond the newest `keep`.
-    pub fn complete(&self, tmp: &Path, metadata: &Metadata) -> Result<PathBuf, StoreError> {
+    /// visible: fsyncs its files, uploads it to the bucket (if any), writes
+    /// its metadata, renames it, points `LATEST` at it, and drops the
+    /// checkpoints beyond the newest `keep`.
+    pub fn complete(&self, tmp: &Path, mut metadata: Metadata) -> Result<Completed, StoreError> {
         sync_tree(tmp)?;
+        let uploaded_bytes = match &self.remote {
+            Some(remote) => Some(remote.upload_checkpoint(tmp, &mut metadata)?),
+            None => None,
+        };
         let meta_path = tmp.join(METADATA);
         write_synced(
             &meta_path,
-            &serde_json::to_vec_pretty(metadata).expect("metadata serialises"),
+            &serde_json::to_vec_pretty(&metadata).expect("metadata serialises"),
         )?;
         sync_dir(tmp)?;
         let done = self.complete_dir(metadata.id);
@@ -123,7 +179,13 @@ impl CheckpointStore {
         fs::rename(&latest_tmp, self.dir.join(LATEST)).map_err(io(&self.dir, "replacing LATEST"))?;
         sync_dir(&self.dir)?;
         self.prune()?;
-        Ok(done)
+        if let Some(remote) = &self.remote {
+            remote.prune(self.keep, self.committed.load(Ordering::Acquire));
+        }
+        Ok(Completed {
+            path: done,
+            uploaded_bytes,
+        })
     }
 
     /// Removes what a failed checkpoint left behind.
@@ -136,7 +198,8 @@ impl CheckpointStore {
     /// The largest checkpoint id in the store, complete or not: a new
     /// checkpoint takes a larger one.
     pub fn newest_id(&self) -> Result<u64, StoreError> {
-        Ok(fs::read_dir(&self.dir)
+        let remote = self.remote.as_ref().and_then(|r| r.ids().first().copied());
+        let local = fs::read_dir(&self.dir)
             .map_err(io(&self.dir, "listing"))?
             .filter_map(|e| e.ok())
             .filter_map(|e| {
@@ -144,12 +207,21 @@ impl CheckpointStore {
                 let id = name.strip_prefix("chk-")?;
                 id.strip_suffix(".tmp").unwrap_or(id).parse().ok()
             })
-            .max()
-            .unwrap_or(0))
+            .max();
+        Ok(local.max(remote).unwrap_or(0))
+    }
+
+    /// The ids of the complete checkpoints (in the bucket, if there is
+    /// one), newest first.
+    pub fn complete_ids(&self) -> Result<Vec<u64>, StoreError> {
+        if let Some(remote) = &self.remote {
+            return Ok(remote.ids());
+        }
+        self.local_ids()
     }
 
     /// The ids of the complete checkpoint folders, newest first.
-    pub fn complete_ids(&self) -> Result<Vec<u64>, StoreError> {
+    fn local_ids(&self) -> Result<Vec<u64>, StoreError> {
         let mut ids: Vec<u64> = fs::read_dir(&self.dir)
             .map_err(io(&self.dir, "listing"))?
             .filter_map(|e| e.ok())
@@ -166,7 +238,7 @@ impl CheckpointStore {
     /// committed one.
     fn prune(&self) -> Result<(), StoreError> {
         let committed = self.committed.load(Ordering::Acquire);
-        for id in self.complete_ids()?.into_iter().skip(self.keep) {
+        for id in self.local_ids()?.into_iter().skip(self.keep) {
             if id == committed {
                 continue;
             }
@@ -180,9 +252,16 @@ impl CheckpointStore {
     }
 
     /// Checkpoint `id` with its folder, when it is complete and reads back
-    /// whole; else why not.
+    /// whole (downloaded from the bucket when the folder lacks it); else
+    /// why not.
     pub fn read(&self, id: u64) -> Result<(PathBuf, Metadata), String> {
         let dir = self.complete_dir(id);
+        if let Some(remote) = &self.remote {
+            if !remote.ids().contains(&id) {
+                return Err(format!("`{}` holds no complete checkpoint {id}", remote.url()));
+            }
+            return remote.fetch_checkpoint(id, &dir).map(|m| (dir, m));
+        }
         if !dir.is_dir() {
             return Err(format!("`{}` does not exist", dir.display()));
         }
@@ -195,9 +274,25 @@ impl CheckpointStore {
     /// The newest complete checkpoint whose metadata reads back, with its
     /// folder; `None` when there is none.
     pub fn latest(&self) -> Result<Option<(PathBuf, Metadata)>, StoreError> {
-        let pointed: Option<u64> = fs::read_to_string(self.dir.join(LATEST))
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
+        if let Some(remote) = &self.remote
+            && remote.ids().is_empty()
+            && let Some(local) = self.local_ids()?.first()
+        {
+            return Err(StoreError::Remote {
+                url: self.location(),
+                what: "resuming".into(),
+                message: format!(
+                    "the bucket holds no checkpoint, but the local folder `{}` does (the newest: {local}), as when `path` named that folder before: resuming from the bucket would start over. Start over knowingly with `mailer run --fresh`, or give the folder as `path` again",
+                    self.dir.display()
+                ),
+            });
+        }
+        let pointed: Option<u64> = match self.remote {
+            Some(_) => None,
+            None => fs::read_to_string(self.dir.join(LATEST))
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+        };
         let mut ids = self.complete_ids()?;
         if let Some(p) = pointed {
             ids.retain(|&id| id != p);
@@ -206,7 +301,18 @@ impl CheckpointStore {
         for id in ids {
             match self.read(id) {
                 Ok(found) => return Ok(Some(found)),
-                Err(reason) => tracing::warn!(path = %self.complete_dir(id).display(), %reason,
+                // Never an older one because a download failed: the run
+                // stops with the reason instead.
+                Err(message) if self.remote.is_some() => {
+                    return Err(StoreError::Remote {
+                        url: self.location(),
+                        what: format!("reading checkpoint {id}, the newest"),
+                        message: format!(
+                            "{message}; to resume from an older one knowingly, run with `--from-checkpoint <id>`"
+                        ),
+                    });
+                }
+                Err(reason) => tracing::warn!(path = %self.location(), checkpoint = id, %reason,
                     "skipping a partial or corrupt checkpoint; trying the one before"),
             }
         }
@@ -297,7 +403,7 @@ mod tests {
 
     fn complete(store: &CheckpointStore, id: u64) {
         let tmp = store.begin(id).unwrap();
-        store.complete(&tmp, &metadata(id)).unwrap();
+        store.complete(&tmp, metadata(id)).unwrap();
     }
 
     #[test]

@@ -132,9 +132,14 @@ pub struct CheckpointSpec {
     /// Time between checkpoints (e.g. `"10s"`).
     #[serde(default = "defaults::checkpoint_interval", with = "humantime_serde")]
     pub interval: Duration,
-    /// The folder, relative to the manifest's folder;
-    /// `.mailer/<pipeline>/checkpoints` when absent.
+    /// The folder, relative to the manifest's folder, or an S3 bucket
+    /// prefix (`s3://bucket/prefix`); `.mailer/<pipeline>/checkpoints`
+    /// when absent.
     pub path: Option<ConfigString>,
+    /// With an `s3://` path: the local folder checkpoints are written into
+    /// before they are uploaded (`.mailer/<pipeline>/checkpoints` when
+    /// absent).
+    pub local_path: Option<ConfigString>,
     /// Complete checkpoints kept (the newest).
     #[serde(default = "defaults::checkpoints_kept")]
     pub keep: usize,
@@ -142,6 +147,56 @@ pub struct CheckpointSpec {
     /// before the pipeline stops.
     #[serde(default = "defaults::tolerable_failures")]
     pub tolerable_failures: u32,
+    /// `[checkpoint.s3]`: how to reach the bucket of `s3://` paths (and of
+    /// savepoints in buckets).
+    #[serde(default)]
+    pub s3: S3Spec,
+}
+
+/// `[checkpoint.s3]`: S3 or an S3-compatible server. What is left out
+/// comes from the `AWS_*` environment variables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Spec {
+    /// The server's URL (`http://127.0.0.1:9000`); AWS's when absent.
+    pub endpoint: Option<ConfigString>,
+    /// The region.
+    pub region: Option<ConfigString>,
+    /// The access key's id (`${VAR}` placeholders recommended).
+    pub access_key_id: Option<ConfigString>,
+    /// The secret access key (`${VAR}`).
+    pub secret_access_key: Option<ConfigString>,
+    /// A session token for temporary credentials (`${VAR}`).
+    pub session_token: Option<ConfigString>,
+    /// Address buckets as host names (`<bucket>.<endpoint>`) rather than in
+    /// the path.
+    #[serde(default)]
+    pub virtual_hosted_style: bool,
+    /// How long one request may take.
+    #[serde(default = "defaults::s3_request_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Retries of a failed request.
+    #[serde(default = "defaults::s3_max_retries")]
+    pub max_retries: usize,
+    /// Files uploaded or downloaded at once.
+    #[serde(default = "defaults::s3_concurrency")]
+    pub concurrency: usize,
+}
+
+impl Default for S3Spec {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            region: None,
+            access_key_id: None,
+            secret_access_key: None,
+            session_token: None,
+            virtual_hosted_style: false,
+            request_timeout: defaults::s3_request_timeout(),
+            max_retries: defaults::s3_max_retries(),
+            concurrency: defaults::s3_concurrency(),
+        }
+    }
 }
 
 /// A state backend.
@@ -906,5 +961,17 @@ pub mod defaults {
     /// Checkpoint failures in a row tolerated.
     pub const fn tolerable_failures() -> u32 {
         3
+    }
+    /// How long one S3 request may take.
+    pub const fn s3_request_timeout() -> Duration {
+        crate::checkpoint::s3::DEFAULT_REQUEST_TIMEOUT
+    }
+    /// Retries of a failed S3 request.
+    pub const fn s3_max_retries() -> usize {
+        crate::checkpoint::s3::DEFAULT_MAX_RETRIES
+    }
+    /// S3 transfers at once.
+    pub const fn s3_concurrency() -> usize {
+        crate::checkpoint::s3::DEFAULT_CONCURRENCY
     }
 }

@@ -4,6 +4,7 @@
 use super::spec::*;
 use super::validate_operators::check_policy;
 use super::{Manifest, ManifestError};
+use crate::checkpoint::BucketUrl;
 use crate::config_string::ConfigString;
 use std::ops::Range;
 
@@ -73,6 +74,51 @@ fn check_checkpoint(m: &Manifest) -> Result<(), ManifestError> {
     }
     if spec.interval.is_zero() {
         return Err(m.error_at(&c.span(), "interval", "interval must be longer than 0"));
+    }
+    let bucket = match &spec.path {
+        Some(path) => BucketUrl::parse(path.value()).map_err(|e| m.error_at(&c.span(), "path", e))?,
+        None => None,
+    };
+    if bucket.is_none() && spec.local_path.is_some() {
+        return Err(m.error_at(
+            &c.span(),
+            "local_path",
+            "`local_path` is the staging folder of checkpoints in a bucket: it needs `path = \"s3://<bucket>/<prefix>\"`; for a folder, give it as `path`",
+        ));
+    }
+    let s3 = &spec.s3;
+    if let Some(endpoint) = &s3.endpoint
+        && !(endpoint.value().starts_with("http://") || endpoint.value().starts_with("https://"))
+    {
+        return Err(m.error_at(
+            &c.span(),
+            "endpoint",
+            format!(
+                "endpoint `{}` is not a URL: write `http://host:port` or `https://host`",
+                endpoint.template()
+            ),
+        ));
+    }
+    if s3.request_timeout.is_zero() {
+        return Err(m.error_at(
+            &c.span(),
+            "request_timeout",
+            "request_timeout must be longer than 0",
+        ));
+    }
+    if s3.max_retries > 10 {
+        return Err(m.error_at(
+            &c.span(),
+            "max_retries",
+            format!("max_retries {} is out of range: expected 0 to 10", s3.max_retries),
+        ));
+    }
+    if !(1..=64).contains(&s3.concurrency) {
+        return Err(m.error_at(
+            &c.span(),
+            "concurrency",
+            format!("concurrency {} is out of range: expected 1 to 64", s3.concurrency),
+        ));
     }
     Ok(())
 }
@@ -219,8 +265,21 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
     }
     if let Some(c) = m.spec.checkpoint.as_mut() {
         let span = c.span();
-        if let Some(p) = c.get_mut().path.as_mut() {
-            fields.push((span, "path", p));
+        let c = c.get_mut();
+        let s3 = &mut c.s3;
+        let strings = [
+            ("path", c.path.as_mut()),
+            ("local_path", c.local_path.as_mut()),
+            ("endpoint", s3.endpoint.as_mut()),
+            ("region", s3.region.as_mut()),
+            ("access_key_id", s3.access_key_id.as_mut()),
+            ("secret_access_key", s3.secret_access_key.as_mut()),
+            ("session_token", s3.session_token.as_mut()),
+        ];
+        for (key, value) in strings {
+            if let Some(v) = value {
+                fields.push((span.clone(), key, v));
+            }
         }
     }
     let mut failure = None;

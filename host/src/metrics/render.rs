@@ -96,6 +96,13 @@ impl Telemetry {
         )
         .with_label_values(&labels)
         .set(c.last_bytes.load(Ordering::Relaxed) as i64);
+        f.counter(
+            "mailer_checkpoint_uploaded_bytes_total",
+            "Bytes uploaded to the checkpoints' bucket",
+            &["pipeline"],
+        )
+        .with_label_values(&labels)
+        .inc_by(c.uploaded_bytes.load(Ordering::Relaxed));
         let last = c.last_success_ms.load(Ordering::Relaxed);
         if last > 0 {
             let since = (crate::clock::now_ms() - last).max(0) as f64 / 1000.0;

@@ -75,6 +75,7 @@ impl Chain {
                     backend: c.backend.to_owned(),
                     path,
                     files,
+                    digests: Default::default(),
                 }),
                 Ok(None) => {}
                 Err(e) => {

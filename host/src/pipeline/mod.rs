@@ -39,7 +39,7 @@ mod native;
 
 pub use launch::{LaunchError, launch};
 
-use crate::checkpoint::{CheckpointSettings, StartFrom};
+use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings, StartFrom};
 use crate::connectors::{Endpoint, OpenSink, Sink, Source};
 use crate::manifest::Stream as StreamRef;
 use crate::metrics::Telemetry;
@@ -214,9 +214,36 @@ impl Pipeline {
         self.inner.borrow_mut().settings.checkpoint = Some(CheckpointSettings {
             interval,
             dir: dir.into(),
+            bucket: None,
+            s3: S3Settings::default(),
             keep: crate::manifest::defaults::checkpoints_kept(),
             tolerable_failures: crate::manifest::defaults::tolerable_failures(),
         });
+        self
+    }
+
+    /// Uploads the checkpoints to the S3 bucket prefix `url`
+    /// (`s3://bucket/prefix`), reached with `s3`; the folder of
+    /// [`checkpoints`](Self::checkpoints) (called first) is then where they
+    /// are written before the upload. A run on a machine without that
+    /// folder resumes from the bucket.
+    pub fn checkpoints_to_bucket(self, url: &str, s3: S3Settings) -> Self {
+        {
+            let mut inner = self.inner.borrow_mut();
+            match (BucketUrl::parse(url), inner.settings.checkpoint.as_mut()) {
+                (Ok(Some(bucket)), Some(c)) => {
+                    c.bucket = Some(bucket);
+                    c.s3 = s3;
+                }
+                (Ok(Some(_)), None) => inner.problems.push(
+                    "checkpoints_to_bucket: call `checkpoints` first (its folder stages the uploads)".into(),
+                ),
+                (Ok(None), _) => inner.problems.push(format!(
+                    "checkpoints_to_bucket: `{url}` is not an `s3://bucket/prefix` URL"
+                )),
+                (Err(e), _) => inner.problems.push(format!("checkpoints_to_bucket: {e}")),
+            }
+        }
         self
     }
 

@@ -84,6 +84,22 @@ fn every_problem_of_the_graph_is_reported_by_name() {
 }
 
 #[test]
+fn a_checkpoint_bucket_without_checkpoints_or_of_another_scheme_is_reported() {
+    let p = Pipeline::new("bucket").checkpoints_to_bucket("s3://b/p", Default::default());
+    p.source("a", numbers(1))
+        .sink("out", crate::connectors::StdoutSink::new(SinkFormat::Text));
+    let err = p.build().err().expect("refused").to_string();
+    assert!(err.contains("call `checkpoints` first"), "{err}");
+    let p = Pipeline::new("bucket")
+        .checkpoints("c", Duration::from_secs(1))
+        .checkpoints_to_bucket("gs://b/p", Default::default());
+    p.source("a", numbers(1))
+        .sink("out", crate::connectors::StdoutSink::new(SinkFormat::Text));
+    let err = p.build().err().expect("refused").to_string();
+    assert!(err.contains("`gs://` is not supported"), "{err}");
+}
+
+#[test]
 fn a_plugin_that_cannot_be_loaded_is_reported_at_its_operator() {
     let p = Pipeline::new("no-plugin");
     let dir = tempfile::tempdir().unwrap();

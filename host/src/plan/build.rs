@@ -4,8 +4,8 @@
 use super::AdminSettings;
 use super::draft::{Draft, Placed, Step};
 use super::{NodeKind, OperatorNode, Plan, WatermarkSettings};
-use crate::checkpoint::CheckpointSettings;
 use crate::checkpoint::CommittedCheckpoint;
+use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings};
 use crate::clock::millis;
 use crate::connectors::{Endpoint, OpenSink, OpenSource};
 use crate::json::from_toml;
@@ -316,17 +316,39 @@ fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> 
 
 fn checkpoint_settings(m: &Manifest) -> Option<CheckpointSettings> {
     let spec = m.spec.checkpoint.as_ref()?.get_ref();
-    let dir = match &spec.path {
-        Some(p) => m.path(p),
-        None => m
-            .dir
+    let default_dir = || {
+        m.dir
             .join(".mailer")
             .join(&m.spec.pipeline.get_ref().name)
-            .join("checkpoints"),
+            .join("checkpoints")
     };
+    // Validation refused a malformed bucket URL.
+    let bucket = spec
+        .path
+        .as_ref()
+        .and_then(|p| BucketUrl::parse(p.value()).ok().flatten());
+    let dir = match (&bucket, &spec.path, &spec.local_path) {
+        (Some(_), _, Some(local)) => m.path(local),
+        (Some(_), _, None) | (None, None, _) => default_dir(),
+        (None, Some(p), _) => m.path(p),
+    };
+    let s3 = &spec.s3;
+    let value = |v: &Option<crate::config_string::ConfigString>| v.as_ref().map(|v| v.value().to_owned());
     Some(CheckpointSettings {
         interval: spec.interval,
         dir,
+        bucket,
+        s3: S3Settings {
+            endpoint: value(&s3.endpoint),
+            region: value(&s3.region),
+            access_key_id: value(&s3.access_key_id),
+            secret_access_key: value(&s3.secret_access_key),
+            session_token: value(&s3.session_token),
+            virtual_hosted_style: s3.virtual_hosted_style,
+            request_timeout: s3.request_timeout,
+            max_retries: s3.max_retries,
+            concurrency: s3.concurrency,
+        },
         keep: spec.keep,
         tolerable_failures: spec.tolerable_failures,
     })

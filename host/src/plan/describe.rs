@@ -75,6 +75,24 @@ pub fn describe(plan: &Plan) -> String {
         let _ = writeln!(s, "late output: {}", late.description);
     }
     let _ = writeln!(s, "state: {:?}, {} key groups", plan.state, plan.key_groups);
+    if let Some(c) = &plan.checkpoint {
+        let _ = match &c.bucket {
+            Some(url) => writeln!(
+                s,
+                "checkpoints: every {:?} to {url} (written first into {}), keeping {}",
+                c.interval,
+                c.dir.display(),
+                c.keep
+            ),
+            None => writeln!(
+                s,
+                "checkpoints: every {:?} to {}, keeping {}",
+                c.interval,
+                c.dir.display(),
+                c.keep
+            ),
+        };
+    }
     s
 }
 

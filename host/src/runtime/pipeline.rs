@@ -474,7 +474,7 @@ fn start_checkpoints(
     outcomes: Option<flume::Sender<(u64, bool)>>,
     handles: &mut Vec<StageHandle>,
 ) -> Result<SourceCheckpoints, RunError> {
-    let store = CheckpointStore::open(&settings.dir, settings.keep)?;
+    let store = CheckpointStore::open_settings(settings)?;
     if let (Some(r), Some(_)) = (&plan.restore, &plan.committed_checkpoint) {
         // The checkpoint the sink's output is committed up to: a restart
         // before the next commit resumes from it, so it is kept.
@@ -504,6 +504,7 @@ fn start_checkpoints(
         stats: stats.clone(),
         control: Arc::new(control.clone()),
         outcomes,
+        s3: settings.s3.clone(),
     };
     handles.push(spawn_stage("checkpoints".into(), move || {
         run_coordinator(setup, rx).map_err(StageError::Checkpoint)

@@ -165,7 +165,8 @@ function render(snap) {
   $("latency-value").textContent = series.latency.length ? `${series.latency.at(-1).toFixed(3)} ms/call` : "–";
   drawChart("latency", series.latency, "ms");
   fillTable("checkpoints", snap.checkpoints.slice(-10).reverse().map(c => [
-    c.id, c.ok ? "ok" : `failed: ${c.reason}`, c.seconds.toFixed(3), number(c.bytes),
+    c.id, c.ok ? "ok" : `failed: ${c.reason}`, c.seconds.toFixed(3),
+    number(c.bytes) + (c.uploaded_bytes === undefined ? "" : ` (${number(c.uploaded_bytes)} uploaded)`),
     new Date(c.ended_at_ms).toLocaleTimeString(),
   ]));
   $("watermark").textContent = snap.watermark_ms === null ? "none yet" : new Date(snap.watermark_ms).toISOString();
