@@ -251,9 +251,9 @@ impl RemoteCheckpoints {
                 .buffer_unordered(concurrency)
                 .collect::<Vec<_>>()
                 .await
+                .into_iter()
+                .collect::<Result<Vec<()>, String>>()
         })
-        .into_iter()
-        .collect::<Result<Vec<()>, String>>()
         .map(drop)
         .map_err(|e| self.failed("deleting", e))
     }
@@ -328,9 +328,9 @@ impl RemoteCheckpoints {
                 .buffer_unordered(concurrency)
                 .collect::<Vec<_>>()
                 .await
+                .into_iter()
+                .collect::<Result<Vec<()>, String>>()
         })
-        .into_iter()
-        .collect::<Result<Vec<()>, String>>()
         .map_err(|e| self.failed("uploading a snapshot file", e))?;
         self.known
             .lock()
@@ -455,9 +455,9 @@ impl RemoteCheckpoints {
                 .buffer_unordered(concurrency)
                 .collect::<Vec<_>>()
                 .await
+                .into_iter()
+                .collect::<Result<Vec<()>, String>>()
         })
-        .into_iter()
-        .collect::<Result<Vec<()>, String>>()
         .map_err(|e| {
             let _ = std::fs::remove_dir_all(&partial);
             format!("downloading from `{}`: {e}", self.url)

@@ -142,17 +142,24 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 /// Runs `work` on the S3 runtime and waits for its result, from any thread
-/// (inside another runtime too).
-pub fn wait_for<F>(work: F) -> F::Output
+/// (inside another runtime too). A panic inside it is an error here, never
+/// a panic of the waiting thread.
+pub fn wait_for<T, E>(work: impl Future<Output = Result<T, E>> + Send + 'static) -> Result<T, String>
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    T: Send + 'static,
+    E: fmt::Display + Send + 'static,
 {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = runtime().spawn(work);
     runtime().spawn(async move {
-        let _ = tx.send(work.await);
+        let _ = tx.send(task.await);
     });
-    rx.recv().expect("an S3 task runs to its end")
+    match rx.recv() {
+        Ok(Ok(Ok(done))) => Ok(done),
+        Ok(Ok(Err(e))) => Err(e.to_string()),
+        Ok(Err(failed)) => Err(format!("the S3 client failed: {failed}")),
+        Err(_) => Err("the S3 client's runtime stopped".to_owned()),
+    }
 }
 
 #[cfg(test)]
@@ -179,8 +186,17 @@ mod tests {
     }
 
     #[test]
-    fn work_waited_for_from_inside_another_runtime_completes() {
+    fn work_waited_for_from_inside_another_runtime_completes_and_a_panic_is_an_error() {
         let other = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        assert_eq!(other.block_on(async { wait_for(async { 7 }) }), 7);
+        let seven = other.block_on(async { wait_for(async { Ok::<_, String>(7) }) });
+        assert_eq!(seven, Ok(7));
+        let boom = seven.is_ok();
+        let failed = wait_for(async move {
+            if boom {
+                panic!("a bug in the client");
+            }
+            Ok::<u8, String>(0)
+        });
+        assert!(failed.unwrap_err().contains("the S3 client failed"));
     }
 }
