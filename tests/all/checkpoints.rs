@@ -25,6 +25,25 @@ fn manifest_with(
     interval: &str,
     rate: u64,
 ) -> std::path::PathBuf {
+    counting_manifest(
+        w,
+        backend,
+        parallelism,
+        rate,
+        &format!("interval = \"{interval}\"\npath = \"checkpoints\""),
+    )
+}
+
+/// The generator's keys counted by a keyed Wasm reduce into `out.txt`, with
+/// `checkpoint` as the body of its `[checkpoint]` table (and whatever
+/// tables follow it).
+pub(crate) fn counting_manifest(
+    w: &Workdir,
+    backend: &str,
+    parallelism: usize,
+    rate: u64,
+    checkpoint: &str,
+) -> std::path::PathBuf {
     w.manifest(&format!(
         r#"
 [pipeline]
@@ -56,8 +75,7 @@ backend = "{backend}"
 path = "state"
 
 [checkpoint]
-interval = "{interval}"
-path = "checkpoints"
+{checkpoint}
 "#
     ))
 }

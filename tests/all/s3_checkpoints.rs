@@ -4,7 +4,7 @@
 //! the ones before it did not; a server that stops fails checkpoints, not
 //! the pipeline; a savepoint in a bucket restores at another parallelism.
 
-use crate::checkpoints::{expected_counts, final_counts, run_and_kill};
+use crate::checkpoints::{counting_manifest, expected_counts, final_counts, run_and_kill};
 use crate::support::*;
 use mailer::checkpoint::{BucketUrl, S3Settings};
 use mailer::connectors::{FileSink, GeneratorSource, SinkFormat};
@@ -15,9 +15,9 @@ use std::time::Duration;
 
 const BUCKET: &str = "mailer";
 
-/// The generator's keyed Wasm count (see checkpoints.rs) with `checkpoint`
-/// as its `[checkpoint]` table (the `[checkpoint.s3]` table of `server`
-/// follows it).
+/// The generator's keyed Wasm count on RocksDB (see checkpoints.rs) with
+/// `checkpoint` as its `[checkpoint]` table (the `[checkpoint.s3]` table of
+/// `server` follows it).
 fn manifest(
     w: &Workdir,
     server: &S3Server,
@@ -25,42 +25,13 @@ fn manifest(
     rate: u64,
     checkpoint: &str,
 ) -> std::path::PathBuf {
-    w.manifest(&format!(
-        r#"
-[pipeline]
-name = "s3"
-batch_size = 500
-
-[source]
-type = "generator"
-count = 200000
-keys = 40
-rate = {rate}
-
-[[operators]]
-type = "key_by"
-parallelism = {parallelism}
-
-[[operators]]
-name = "counts"
-type = "reduce"
-plugin = "{{plugin:count}}"
-
-[sink]
-type = "file"
-path = "out.txt"
-append = true
-
-[state]
-backend = "rocksdb"
-path = "state"
-
-[checkpoint]
-{checkpoint}
-
-{}"#,
-        server.manifest_table()
-    ))
+    counting_manifest(
+        w,
+        "rocksdb",
+        parallelism,
+        rate,
+        &format!("{checkpoint}\n\n{}", server.manifest_table()),
+    )
 }
 
 /// Removes the local state and checkpoint folders: the next run starts as

@@ -130,6 +130,7 @@ pub fn plan(
         state,
         key_groups: defaults::max_parallelism(),
         checkpoint: None,
+        checkpoint_store: None,
         restore: None,
         committed_checkpoint: None,
         sink_checks: Vec::new(),

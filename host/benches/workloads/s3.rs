@@ -52,14 +52,6 @@ fn take(store: &CheckpointStore, state: &mut dyn StateBackend, kind: &BackendKin
     let tmp = store.begin(id).unwrap();
     state.snapshot(&tmp.join(SNAPSHOT)).unwrap();
     let metadata = Metadata {
-        id,
-        pipeline: "bench".into(),
-        manifest_hash: String::new(),
-        created_ms: 0,
-        key_groups: 128,
-        source: serde_json::Value::Null,
-        sources: Default::default(),
-        operators: Vec::new(),
         snapshots: vec![SnapshotMeta {
             operator: "counts".into(),
             worker: 0,
@@ -69,7 +61,7 @@ fn take(store: &CheckpointStore, state: &mut dyn StateBackend, kind: &BackendKin
             files: file_sizes(&tmp.join(SNAPSHOT)).unwrap(),
             digests: Default::default(),
         }],
-        sinks: Default::default(),
+        ..Metadata::new(id, "bench", "", 128)
     };
     let done = store.complete(&tmp, metadata).unwrap();
     (

@@ -325,16 +325,10 @@ fn complete(
 ) -> Result<Completed, StoreError> {
     snapshots.sort_by(|a, b| (&a.operator, a.worker).cmp(&(&b.operator, b.worker)));
     let mut metadata = Metadata {
-        id,
-        pipeline: setup.pipeline.clone(),
-        manifest_hash: setup.manifest_hash.clone(),
-        created_ms: crate::clock::now_ms(),
-        key_groups: setup.key_groups,
-        source: serde_json::Value::Null,
-        sources: BTreeMap::new(),
         operators,
         snapshots,
         sinks,
+        ..Metadata::new(id, &setup.pipeline, &setup.manifest_hash, setup.key_groups)
     };
     metadata.set_positions(positions);
     setup.store.complete(tmp, metadata)

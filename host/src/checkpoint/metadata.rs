@@ -115,6 +115,23 @@ pub fn file_sizes(dir: &std::path::Path) -> std::io::Result<std::collections::BT
 }
 
 impl Metadata {
+    /// Checkpoint `id` of `pipeline`, completed now, holding no state and
+    /// no positions yet.
+    pub fn new(id: u64, pipeline: &str, manifest_hash: &str, key_groups: u32) -> Self {
+        Self {
+            id,
+            pipeline: pipeline.to_owned(),
+            manifest_hash: manifest_hash.to_owned(),
+            created_ms: crate::clock::now_ms(),
+            key_groups,
+            source: serde_json::Value::Null,
+            sources: Default::default(),
+            operators: Vec::new(),
+            snapshots: Vec::new(),
+            sinks: Default::default(),
+        }
+    }
+
     /// Records the sources' positions: the one source's as `source` (as
     /// linear pipelines always had it), several by name as `sources`.
     pub fn set_positions(&mut self, mut positions: std::collections::BTreeMap<String, serde_json::Value>) {

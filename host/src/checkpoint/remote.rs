@@ -80,6 +80,13 @@ fn file_key(digest: &str) -> String {
     format!("files/{digest}")
 }
 
+/// A metadata write that failed: why, and whether the key is known to hold
+/// nothing (the write did not land).
+struct PutFailed {
+    error: StoreError,
+    key_empty: bool,
+}
+
 /// The object key of checkpoint `id`'s metadata.
 fn metadata_key(id: u64) -> String {
     format!("chk-{id:020}/{METADATA}")
@@ -301,11 +308,11 @@ impl RemoteCheckpoints {
             .insert(id, digests(metadata));
         match self.put_metadata(&metadata_key(id), metadata) {
             Ok(bytes) => Ok(files_bytes + bytes),
-            Err(e) => {
-                if let Ok(None) = self.get_metadata(&metadata_key(id)) {
+            Err(failed) => {
+                if failed.key_empty {
                     self.known.lock().expect("known lock").kept.remove(&id);
                 }
-                Err(e)
+                Err(failed.error)
             }
         }
     }
@@ -344,7 +351,7 @@ impl RemoteCheckpoints {
     /// commit point of a checkpoint or savepoint. When the key holds the
     /// same metadata already (a write whose answer was lost), that is it;
     /// other metadata there means another writer: refused.
-    fn put_metadata(&self, key: &str, metadata: &Metadata) -> Result<u64, StoreError> {
+    fn put_metadata(&self, key: &str, metadata: &Metadata) -> Result<u64, PutFailed> {
         let json = serde_json::to_vec_pretty(metadata).expect("metadata serialises");
         let bytes = json.len() as u64;
         let (client, path) = (self.client.clone(), self.object(key));
@@ -353,14 +360,19 @@ impl RemoteCheckpoints {
             client.put_opts(&path, PutPayload::from(json), options).await
         });
         let Err(e) = put else { return Ok(bytes) };
-        match self.get_metadata(key) {
-            Ok(Some(Ok(there))) if there == *metadata => Ok(bytes),
-            Ok(Some(_)) => Err(self.failed(
+        let there = self.get_metadata(key);
+        let error = match &there {
+            Ok(Some(Ok(there))) if there == metadata => return Ok(bytes),
+            Ok(Some(_)) => self.failed(
                 &format!("writing `{key}`"),
                 "another writer put it there first: two runs of the pipeline share this bucket prefix; stop one of them",
-            )),
-            _ => Err(self.failed(&format!("writing `{key}`"), e)),
-        }
+            ),
+            _ => self.failed(&format!("writing `{key}`"), e),
+        };
+        Err(PutFailed {
+            error,
+            key_empty: matches!(there, Ok(None)),
+        })
     }
 
     /// Records each snapshot file's digest in `metadata`; the files the
@@ -523,7 +535,7 @@ impl RemoteCheckpoints {
         self.upload_files(dir, &mut metadata).map_err(|e| e.to_string())?;
         self.put_metadata(METADATA, &metadata)
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(|failed| failed.error.to_string())
     }
 
     /// The savepoint here, downloaded into the local folder `target`.
@@ -600,14 +612,6 @@ mod tests {
             std::fs::write(folder.join("op-w0").join(name), bytes).unwrap();
         }
         let metadata = Metadata {
-            id,
-            pipeline: "p".into(),
-            manifest_hash: "h".into(),
-            created_ms: 0,
-            key_groups: 128,
-            source: serde_json::Value::Null,
-            sources: Default::default(),
-            operators: Vec::new(),
             snapshots: vec![SnapshotMeta {
                 operator: "op".into(),
                 worker: 0,
@@ -617,7 +621,7 @@ mod tests {
                 files: crate::checkpoint::file_sizes(&folder.join("op-w0")).unwrap(),
                 digests: Default::default(),
             }],
-            sinks: Default::default(),
+            ..Metadata::new(id, "p", "h", 128)
         };
         (folder, metadata)
     }

@@ -21,6 +21,8 @@ pub type CommittedCheckpoint =
 pub struct RestoreTarget<'a> {
     /// Its checkpoint settings, if it takes checkpoints.
     pub checkpoint: Option<&'a CheckpointSettings>,
+    /// Its checkpoint store, opened from those settings.
+    pub store: Option<&'a CheckpointStore>,
     /// Its sink's commit record, if the sink commits with checkpoints.
     pub committed: Option<&'a CommittedCheckpoint>,
     /// Its key groups (fixed for a pipeline's life).
@@ -132,7 +134,7 @@ impl Restore {
             StartFrom::Fresh => Ok(None),
             StartFrom::Savepoint(at) => Self::from_savepoint(target, at).map(Some),
             StartFrom::Checkpoint(id) => {
-                let store = Self::store(target)?.ok_or_else(|| RestoreError::NotUsable {
+                let store = target.store.ok_or_else(|| RestoreError::NotUsable {
                     id: *id,
                     reason: "the manifest has no `[checkpoint]` section".into(),
                 })?;
@@ -149,13 +151,6 @@ impl Restore {
         }
     }
 
-    fn store(target: &RestoreTarget<'_>) -> Result<Option<CheckpointStore>, RestoreError> {
-        let Some(settings) = target.checkpoint else {
-            return Ok(None);
-        };
-        Ok(Some(CheckpointStore::open_settings(settings)?))
-    }
-
     fn checked(
         target: &RestoreTarget<'_>,
         dir: PathBuf,
@@ -169,7 +164,7 @@ impl Restore {
     /// The checkpoint a restart resumes from: the one the sink committed
     /// when it commits with checkpoints, else the newest complete one.
     fn resume(target: &RestoreTarget<'_>) -> Result<Option<Restore>, RestoreError> {
-        let Some(store) = Self::store(target)? else {
+        let Some(store) = target.store else {
             return Ok(None);
         };
         let Some(committed) = target.committed else {

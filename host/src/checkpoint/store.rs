@@ -387,18 +387,7 @@ mod tests {
     use super::*;
 
     fn metadata(id: u64) -> Metadata {
-        Metadata {
-            id,
-            pipeline: "p".into(),
-            manifest_hash: "h".into(),
-            created_ms: 0,
-            key_groups: 128,
-            source: serde_json::Value::Null,
-            sources: Default::default(),
-            operators: Vec::new(),
-            snapshots: Vec::new(),
-            sinks: Default::default(),
-        }
+        Metadata::new(id, "p", "h", 128)
     }
 
     fn complete(store: &CheckpointStore, id: u64) {

@@ -61,6 +61,7 @@ pub fn launch(
         pipeline: pipeline.clone(),
         cause,
     })?;
+    plan.open_checkpoint_store().map_err(RestoreError::Store)?;
     plan.restore = Restore::resolve(&plan.restore_target(), start)?;
     plan.use_swapped_plugins(&engine)?;
     let _admin = match &plan.admin {

@@ -834,6 +834,7 @@ impl Inner {
             state: s.state,
             key_groups: s.key_groups,
             checkpoint: s.checkpoint,
+            checkpoint_store: None,
             restore: None,
             committed_checkpoint: None,
             sink_checks: Vec::new(),

@@ -113,6 +113,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         state: state_backend(m),
         key_groups,
         checkpoint: checkpoint_settings(m),
+        checkpoint_store: None,
         restore: None,
         committed_checkpoint: committed_checkpoint(m),
         sink_checks: m

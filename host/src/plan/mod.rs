@@ -12,7 +12,8 @@ pub use describe::{describe, describe_dot};
 pub use draft::{Draft, Placed, Step};
 
 use crate::checkpoint::{
-    CheckpointSettings, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore, RestoreTarget,
+    CheckpointSettings, CheckpointStore, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore,
+    RestoreTarget, StoreError,
 };
 use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
 use crate::operators::branch::BranchNode;
@@ -59,6 +60,11 @@ pub struct Plan {
     pub key_groups: u32,
     /// Checkpoint settings, when the manifest asks for checkpoints.
     pub checkpoint: Option<CheckpointSettings>,
+    /// The checkpoint store `checkpoint` describes, opened once (by
+    /// [`Plan::open_checkpoint_store`]) for both restoring and the run's
+    /// checkpoints: with a bucket, opening lists it and reads every kept
+    /// checkpoint's metadata.
+    pub checkpoint_store: Option<CheckpointStore>,
     /// The checkpoint to resume from, if any (set before the run).
     pub restore: Option<Restore>,
     /// For a sink that commits with checkpoints (a pipeline has at most
@@ -151,10 +157,21 @@ impl Plan {
             .collect()
     }
 
-    /// What a checkpoint restored into this pipeline is checked against.
+    /// Opens the checkpoint store the settings describe, unless it is open
+    /// already (or the pipeline takes no checkpoints).
+    pub fn open_checkpoint_store(&mut self) -> Result<(), StoreError> {
+        if let (Some(settings), None) = (&self.checkpoint, &self.checkpoint_store) {
+            self.checkpoint_store = Some(CheckpointStore::open_settings(settings)?);
+        }
+        Ok(())
+    }
+
+    /// What a checkpoint restored into this pipeline is checked against
+    /// (its store opened by [`Plan::open_checkpoint_store`]).
     pub fn restore_target(&self) -> RestoreTarget<'_> {
         RestoreTarget {
             checkpoint: self.checkpoint.as_ref(),
+            store: self.checkpoint_store.as_ref(),
             committed: self.committed_checkpoint.as_ref(),
             key_groups: self.key_groups,
             manifest_hash: &self.manifest_hash,

@@ -101,10 +101,12 @@ pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Resul
     // receiver is dropped when no sink does, and the coordinator's sends
     // then fail at once).
     let (outcomes_tx, outcomes) = flume::bounded(64);
-    let mut checkpoints = match &plan.checkpoint {
-        Some(settings) => Some(start_checkpoints(
+    plan.open_checkpoint_store()?;
+    let mut checkpoints = match (&plan.checkpoint, &plan.checkpoint_store) {
+        (Some(settings), Some(store)) => Some(start_checkpoints(
             &plan,
             settings,
+            store.clone(),
             &RunHandles {
                 shutdown: shutdown.clone(),
                 control: control.clone(),
@@ -112,7 +114,7 @@ pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Resul
             Some(outcomes_tx),
             &mut handles,
         )?),
-        None => None,
+        _ => None,
     };
     let messages = plan.edge_messages();
     let wiring = Wiring::new(&plan, messages, shutdown, &mut handles)?;
@@ -470,11 +472,11 @@ fn operator_entries(plan: &Plan) -> Vec<OperatorEntry> {
 fn start_checkpoints(
     plan: &Plan,
     settings: &CheckpointSettings,
+    store: CheckpointStore,
     control: &RunHandles,
     outcomes: Option<flume::Sender<(u64, bool)>>,
     handles: &mut Vec<StageHandle>,
 ) -> Result<SourceCheckpoints, RunError> {
-    let store = CheckpointStore::open_settings(settings)?;
     if let (Some(r), Some(_)) = (&plan.restore, &plan.committed_checkpoint) {
         // The checkpoint the sink's output is committed up to: a restart
         // before the next commit resumes from it, so it is kept.
