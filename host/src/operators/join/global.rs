@@ -8,9 +8,13 @@
 //! pipeline with an error naming the operator.
 //!
 //! ```text
-//! row   := keyed(kg, op, key) 'T'       -> value
+//! row   := keyed(kg, op, key)           -> value
 //! count := keyed(kg(""), op, "") 'N'    -> rows:u64 (little endian)
 //! ```
+//!
+//! A row is its key's own entry (no suffix): the in-memory backend keeps
+//! such entries in one hash table, key and value together, so a lookup is
+//! one probe and one read.
 //!
 //! Every worker holds the same rows (each gets every change, in the
 //! changelog's order, and barriers cut them at the same point), so a
@@ -23,8 +27,8 @@ use crate::operators::builtin::{json_of, key_text};
 use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use crate::state::{KeyedState, StateError};
+use std::borrow::Cow;
 
-const ROW: u8 = b'T';
 const COUNT: u8 = b'N';
 
 /// What a join with a global table computes.
@@ -48,6 +52,8 @@ pub struct GlobalJoin {
     /// The rows the table holds.
     rows: u64,
     emit: JoinEmitter,
+    /// The entry looked up last (a buffer reused from record to record).
+    entry: Vec<u8>,
 }
 
 impl GlobalJoin {
@@ -66,6 +72,7 @@ impl GlobalJoin {
             failure,
             rows: 0,
             emit: JoinEmitter::json(),
+            entry: Vec::new(),
         };
         join.rows = match join
             .state
@@ -98,7 +105,7 @@ impl GlobalJoin {
     }
 
     fn row_entry(&self, key: &[u8]) -> Vec<u8> {
-        self.state.entry(self.state.key_group(key), key, &[ROW])
+        self.state.key_entry(key)
     }
 
     fn on_row(&mut self, rec: &Record) -> Result<(), OperatorError> {
@@ -137,13 +144,13 @@ impl GlobalJoin {
     }
 
     /// The join key of `rec`, or why it has none.
-    fn join_key(&self, rec: &Record) -> Result<Vec<u8>, String> {
+    fn join_key<'r>(&self, rec: &'r Record) -> Result<Cow<'r, [u8]>, String> {
         let Some(path) = &self.spec.key_field else {
-            return Ok(rec.key_bytes().to_vec());
+            return Ok(Cow::Borrowed(rec.key_bytes()));
         };
         let doc = json_of(rec)?;
         field(&doc, path)
-            .map(key_text)
+            .map(|v| Cow::Owned(key_text(v)))
             .ok_or_else(|| format!("the value has no field `{path}` to join the global table by"))
     }
 
@@ -152,15 +159,17 @@ impl GlobalJoin {
             Ok(key) => key,
             Err(reason) => return self.failure.fail(rec, &reason),
         };
-        let row = self
-            .state
-            .get(&self.row_entry(&key))
-            .map_err(|e| self.failed(e))?;
-        if row.is_some() || self.spec.keep_unmatched {
-            self.emit
-                .row(&rec.key, &rec.value, rec.timestamp, &key, row.as_deref(), out);
-        }
-        Ok(())
+        self.state
+            .entry_into(&mut self.entry, self.state.key_group(&key), &key, &[]);
+        // The row is read in place: only the output is written.
+        let (emit, keep_unmatched) = (&mut self.emit, self.spec.keep_unmatched);
+        self.state
+            .read_with(&self.entry, &mut |row| {
+                if row.is_some() || keep_unmatched {
+                    emit.row(&rec.key, &rec.value, rec.timestamp, &key, row, out);
+                }
+            })
+            .map_err(|e| OperatorError::state(&self.name, e))
     }
 }
 

@@ -121,11 +121,21 @@ pub fn with_row(key: &Option<Bytes>, value: &[u8], time: i64, row: Option<&[u8]>
 /// Appends `value` as JSON: as it is when it is a JSON document, else as a
 /// string of its text.
 pub(super) fn push_json(out: &mut Vec<u8>, value: &[u8]) {
-    if serde_json::from_slice::<serde::de::IgnoredAny>(value).is_ok() {
+    if is_json_integer(value) || serde_json::from_slice::<serde::de::IgnoredAny>(value).is_ok() {
         out.extend_from_slice(value);
     } else {
         let text = serde_json::Value::from(String::from_utf8_lossy(value));
         out.extend_from_slice(text.to_string().as_bytes());
+    }
+}
+
+/// Whether `value` is a JSON integer (`0`, `-12`, `345`): the common case
+/// of a record's value, told without a parser.
+fn is_json_integer(value: &[u8]) -> bool {
+    match value.strip_prefix(b"-").unwrap_or(value) {
+        [b'0'] => true,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
     }
 }
 
@@ -146,6 +156,20 @@ mod tests {
         let r = unmatched(Side::Right, &key, b"7", 3);
         assert_eq!(text(&r), r#"{"left":null,"right":7}"#);
         assert_eq!(r.timestamp, 3);
+    }
+
+    #[test]
+    fn integers_are_told_without_a_parser() {
+        for text in ["0", "-0", "7", "-12", "345", "18446744073709551616"] {
+            assert!(is_json_integer(text.as_bytes()), "{text:?}");
+            assert!(
+                serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok(),
+                "{text:?}"
+            );
+        }
+        for text in ["01", "-", "", "1.5", "1e3", "- 1", "12a", "00", "+1", " 1"] {
+            assert!(!is_json_integer(text.as_bytes()), "{text:?}");
+        }
     }
 
     #[test]
