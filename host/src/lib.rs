@@ -13,6 +13,7 @@ mod allocator;
 pub mod batch;
 pub mod checkpoint;
 pub mod clock;
+pub mod cluster;
 pub mod config_string;
 pub mod connectors;
 pub mod json;

@@ -6,6 +6,7 @@ mod admin;
 mod backpressure;
 mod branch;
 mod checkpoints;
+mod cluster;
 mod co_process;
 mod dashboard;
 mod failure_policies;

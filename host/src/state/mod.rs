@@ -5,6 +5,7 @@
 //! process function's named states sit on top of it ([`KeyedContext`]).
 
 mod cached;
+mod changelog;
 mod context;
 mod keyed;
 pub mod keys;
@@ -14,6 +15,7 @@ mod rocks;
 pub mod snapshot;
 
 pub use cached::CachedBackend;
+pub use changelog::ChangelogBackend;
 pub use context::{KeyedContext, KeyedError, MapEntries};
 pub use keyed::{KeyedState, TimeDomain, Timer};
 pub use memory::MemoryBackend;

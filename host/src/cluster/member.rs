@@ -1,0 +1,192 @@
+//! One process's membership of the pipeline's consumer group: a consumer
+//! subscribed to the pipeline's topics, whose partitions the group's
+//! cooperative-sticky assignment (librdkafka's, run by the group's leader)
+//! splits among the processes. No coordinator of mailer's own: a process
+//! that joins or leaves moves only the partitions it must.
+//!
+//! The member tells its [`RebalanceListener`] what moves: a partition
+//! leaving is announced *before* it goes (inside the consumer's poll, so
+//! the listener can commit what was read from it first), a partition
+//! arriving after it came. Partitions lost with the session (the member was
+//! away too long) are announced as lost: another member may own them
+//! already, and nothing read from them may be committed.
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
+use rdkafka::{ClientContext, TopicPartitionList};
+use std::time::Duration;
+
+/// A topic's partition.
+pub type TopicPartition = (String, i32);
+
+/// Why a member cannot join or ask the group.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    /// The client cannot be made or the subscription fails.
+    #[error("joining consumer group `{group}`: {source}")]
+    Join {
+        /// The group.
+        group: String,
+        /// What the client said.
+        source: KafkaError,
+    },
+    /// The group cannot be described.
+    #[error("describing consumer group `{group}`: {source}")]
+    Describe {
+        /// The group.
+        group: String,
+        /// What the client said.
+        source: KafkaError,
+    },
+}
+
+/// What a member does when the group moves partitions to or from it.
+pub trait RebalanceListener: Send + Sync + 'static {
+    /// `partitions` are about to leave this member: what was read from them
+    /// is to be committed now (they go when this returns).
+    fn revoking(&self, partitions: &[TopicPartition]);
+    /// `partitions` were lost with the member's session: others may own
+    /// them already, so nothing read from them may be committed.
+    fn lost(&self, partitions: &[TopicPartition]);
+    /// `partitions` are this member's now.
+    fn assigned(&self, partitions: &[TopicPartition]);
+}
+
+/// A member of the group as the group describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// The member id the group gave it.
+    pub member_id: String,
+    /// Its `client.id` (mailer puts the process's admin address there).
+    pub client_id: String,
+    /// Its host, as the broker saw it.
+    pub host: String,
+}
+
+/// The consumer context passing rebalances to the listener.
+pub struct MemberContext<L> {
+    listener: L,
+}
+
+impl<L: RebalanceListener> ClientContext for MemberContext<L> {}
+
+impl<L: RebalanceListener> ConsumerContext for MemberContext<L> {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let partitions = partitions_of(tpl);
+            if consumer.assignment_lost() {
+                self.listener.lost(&partitions);
+            } else {
+                self.listener.revoking(&partitions);
+            }
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => self.listener.assigned(&partitions_of(tpl)),
+            Rebalance::Revoke(_) => {}
+            Rebalance::Error(e) => {
+                tracing::warn!(error = %e, "the group's rebalance failed; it will be retried")
+            }
+        }
+    }
+}
+
+fn partitions_of(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
+    tpl.elements()
+        .iter()
+        .map(|e| (e.topic().to_owned(), e.partition()))
+        .collect()
+}
+
+/// One process's member of the group.
+pub struct GroupMember<L: RebalanceListener> {
+    consumer: BaseConsumer<MemberContext<L>>,
+    group: String,
+}
+
+/// How a member joins.
+pub struct Membership<'a> {
+    /// The group.
+    pub group: &'a str,
+    /// Static membership: a restart within the session timeout keeps the
+    /// member's partitions (`group.instance.id`).
+    pub instance_id: Option<&'a str>,
+    /// The member's `client.id`, shown by the group's description.
+    pub client_id: &'a str,
+    /// The topics it reads.
+    pub topics: &'a [String],
+}
+
+impl<L: RebalanceListener> GroupMember<L> {
+    /// Joins `membership.group` with `config` (the brokers, security) and
+    /// subscribes; partitions arrive through `listener` as polls go on.
+    /// Offsets are committed by the caller only (in its transactions), and
+    /// only committed records are read.
+    pub fn join(
+        mut config: ClientConfig,
+        membership: &Membership<'_>,
+        listener: L,
+    ) -> Result<Self, MemberError> {
+        let group = membership.group.to_owned();
+        let failed = |source| MemberError::Join {
+            group: group.clone(),
+            source,
+        };
+        config
+            .set("group.id", &group)
+            .set("client.id", membership.client_id)
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("isolation.level", "read_committed")
+            .set("auto.offset.reset", "earliest");
+        if let Some(id) = membership.instance_id {
+            config.set("group.instance.id", id);
+        }
+        let consumer: BaseConsumer<MemberContext<L>> = config
+            .create_with_context(MemberContext { listener })
+            .map_err(failed)?;
+        let topics: Vec<&str> = membership.topics.iter().map(String::as_str).collect();
+        consumer.subscribe(&topics).map_err(failed)?;
+        Ok(Self { consumer, group })
+    }
+
+    /// The consumer: polled by the member's thread (rebalances run inside
+    /// its polls).
+    pub fn consumer(&self) -> &BaseConsumer<MemberContext<L>> {
+        &self.consumer
+    }
+
+    /// The partitions this member holds now.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.consumer
+            .assignment()
+            .map(|tpl| partitions_of(&tpl))
+            .unwrap_or_default()
+    }
+
+    /// The group's members, as the group's coordinator describes them.
+    pub fn members(&self, timeout: Duration) -> Result<Vec<MemberInfo>, MemberError> {
+        let list = self
+            .consumer
+            .fetch_group_list(Some(&self.group), timeout)
+            .map_err(|source| MemberError::Describe {
+                group: self.group.clone(),
+                source,
+            })?;
+        Ok(list
+            .groups()
+            .iter()
+            .filter(|g| g.name() == self.group)
+            .flat_map(|g| g.members())
+            .map(|m| MemberInfo {
+                member_id: m.id().to_owned(),
+                client_id: m.client_id().to_owned(),
+                host: m.client_host().to_owned(),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,120 @@
+//! A keyed task's state rebuilt from its changelog partition: every
+//! committed record from an offset (the one its local state recorded at its
+//! last commit, or the start) to the partition's end as the task is
+//! assigned, applied in order: a value puts its entry, a tombstone deletes
+//! it. Aborted transactions are skipped (`read_committed`), so the state is
+//! exactly what the last committed transaction left.
+
+use crate::state::{ChangelogBackend, StateError};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a task's state cannot be restored.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The changelog cannot be read.
+    #[error("restoring from changelog `{topic}` partition {partition}: {reason}")]
+    Read {
+        /// The changelog.
+        topic: String,
+        /// Its partition.
+        partition: i32,
+        /// What failed.
+        reason: String,
+    },
+    /// The state backend refused a record.
+    #[error("restoring from changelog `{topic}` partition {partition}: {source}")]
+    State {
+        /// The changelog.
+        topic: String,
+        /// Its partition.
+        partition: i32,
+        /// What the backend said.
+        source: StateError,
+    },
+}
+
+/// How far a restore got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Restored {
+    /// Records applied.
+    pub records: u64,
+    /// The offset after the last record read: where the next restore of
+    /// this task starts.
+    pub next_offset: i64,
+}
+
+/// Applies changelog `topic`'s partition `partition`, from offset `from` to
+/// its end, to `state`; `progress` is told every `every` records.
+pub fn restore_task(
+    config: &ClientConfig,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    state: &mut ChangelogBackend,
+    progress: &mut dyn FnMut(Restored),
+) -> Result<Restored, RestoreError> {
+    let failed = |reason: String| RestoreError::Read {
+        topic: topic.to_owned(),
+        partition,
+        reason,
+    };
+    let mut config = config.clone();
+    config
+        .set("group.id", format!("mailer-restore-{topic}"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true");
+    let consumer: BaseConsumer = config.create().map_err(|e: KafkaError| failed(e.to_string()))?;
+    let (_, high) = consumer
+        .fetch_watermarks(topic, partition, TIMEOUT)
+        .map_err(|e| failed(format!("reading its end: {e}")))?;
+    let mut done = Restored {
+        records: 0,
+        next_offset: from,
+    };
+    if from >= high {
+        return Ok(done);
+    }
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, Offset::Offset(from))
+        .map_err(|e| failed(e.to_string()))?;
+    consumer.assign(&assignment).map_err(|e| failed(e.to_string()))?;
+    loop {
+        match consumer.poll(TIMEOUT) {
+            None => return Err(failed(format!("no answer within {TIMEOUT:?}"))),
+            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            Some(Err(e)) => return Err(failed(e.to_string())),
+            Some(Ok(m)) => {
+                let entry = m.key().unwrap_or_default();
+                state
+                    .restore(entry, m.payload())
+                    .map_err(|source| RestoreError::State {
+                        topic: topic.to_owned(),
+                        partition,
+                        source,
+                    })?;
+                done.records += 1;
+                done.next_offset = m.offset() + 1;
+                if done.records.is_multiple_of(10_000) {
+                    progress(done);
+                }
+            }
+        }
+    }
+    // Past aborted transactions and markers, the end is the partition's.
+    let position = consumer.position().ok().and_then(|positions| {
+        positions
+            .find_partition(topic, partition)
+            .and_then(|p| p.offset().to_raw())
+    });
+    done.next_offset = done.next_offset.max(position.unwrap_or(done.next_offset));
+    progress(done);
+    Ok(done)
+}

@@ -1,0 +1,180 @@
+//! The topics cluster mode keeps its work in, made when missing: each
+//! `key_by`'s repartition topic, `<pipeline>.<operator>.repartition`, and
+//! each keyed operator's changelog, `<pipeline>.<operator>.changelog`
+//! (compacted: the newest value of every state entry stays). A topic that
+//! exists with another partition count is refused, never used: its
+//! partitions would not line up with the tasks' key groups.
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::types::RDKafkaErrorCode;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a cluster topic holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicRole {
+    /// Records on their way to their key's task.
+    Repartition,
+    /// A keyed task's state changes.
+    Changelog,
+}
+
+impl TopicRole {
+    fn suffix(self) -> &'static str {
+        match self {
+            TopicRole::Repartition => "repartition",
+            TopicRole::Changelog => "changelog",
+        }
+    }
+}
+
+/// Why a cluster topic cannot be named, made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    /// The pipeline's or the operator's name makes no valid topic name.
+    #[error(
+        "`{name}` is not a valid Kafka topic name (letters, digits, `.`, `_` and `-`, at most 249 characters): rename the pipeline or operator it is made of"
+    )]
+    BadName {
+        /// The name.
+        name: String,
+    },
+    /// The brokers refused or did not answer.
+    #[error("cluster topic `{topic}` on `{brokers}`: {reason}")]
+    Brokers {
+        /// The brokers.
+        brokers: String,
+        /// The topic.
+        topic: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The topic exists with another partition count.
+    #[error(
+        "cluster topic `{topic}` has {found} partitions, but the pipeline needs {expected} (`repartition_partitions`): delete the topic (its records are the pipeline's own) or set `repartition_partitions = {found}`"
+    )]
+    Partitions {
+        /// The topic.
+        topic: String,
+        /// What it has.
+        found: usize,
+        /// What the pipeline needs.
+        expected: usize,
+    },
+}
+
+/// The name of operator `operator`'s topic of `role` in `pipeline`.
+pub fn topic_name(pipeline: &str, operator: &str, role: TopicRole) -> Result<String, TopicError> {
+    let name = format!("{pipeline}.{operator}.{}", role.suffix());
+    let valid = name.len() <= 249
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if valid {
+        Ok(name)
+    } else {
+        Err(TopicError::BadName { name })
+    }
+}
+
+/// An admin client of the cluster's brokers.
+pub struct ClusterTopics {
+    client: AdminClient<DefaultClientContext>,
+    runtime: tokio::runtime::Runtime,
+    brokers: String,
+}
+
+impl ClusterTopics {
+    /// Connects with `config` (the brokers, security).
+    pub fn connect(config: &ClientConfig) -> Result<Self, TopicError> {
+        let brokers = config.get("bootstrap.servers").unwrap_or_default().to_owned();
+        let failed = |reason: String| TopicError::Brokers {
+            brokers: brokers.clone(),
+            topic: String::new(),
+            reason,
+        };
+        let client = config.create().map_err(|e| failed(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| failed(format!("starting the admin client's runtime: {e}")))?;
+        Ok(Self {
+            client,
+            runtime,
+            brokers,
+        })
+    }
+
+    /// Makes `topic` with `partitions` partitions (compacted for a
+    /// changelog) unless it exists; refuses one with another partition
+    /// count.
+    pub fn ensure(&self, topic: &str, partitions: usize, role: TopicRole) -> Result<(), TopicError> {
+        let failed = |reason: String| TopicError::Brokers {
+            brokers: self.brokers.clone(),
+            topic: topic.to_owned(),
+            reason,
+        };
+        let count =
+            i32::try_from(partitions).map_err(|_| failed(format!("{partitions} partitions are too many")))?;
+        // -1: the brokers' default replication factor.
+        let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
+        if role == TopicRole::Changelog {
+            new = new.set("cleanup.policy", "compact");
+        }
+        let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
+        let results = self
+            .runtime
+            .block_on(self.client.create_topics([&new], &options))
+            .map_err(|e| failed(e.to_string()))?;
+        match results.into_iter().next() {
+            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => {}
+            Some(Err((_, code))) => return Err(failed(format!("creating it: {code}"))),
+            _ => return Ok(()),
+        }
+        let metadata = self
+            .client
+            .inner()
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .map_err(|e| failed(format!("reading its partitions: {e}")))?;
+        let found = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .map_or(0, |t| t.partitions().len());
+        if found == partitions {
+            Ok(())
+        } else {
+            Err(TopicError::Partitions {
+                topic: topic.to_owned(),
+                found,
+                expected: partitions,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_are_checked() {
+        assert_eq!(
+            topic_name("orders", "counts", TopicRole::Changelog).unwrap(),
+            "orders.counts.changelog"
+        );
+        assert_eq!(
+            topic_name("orders", "by-key", TopicRole::Repartition).unwrap(),
+            "orders.by-key.repartition"
+        );
+        let err = topic_name("orders", "count words", TopicRole::Changelog).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`orders.count words.changelog` is not a valid Kafka topic name")
+        );
+        assert!(topic_name(&"p".repeat(240), "op", TopicRole::Changelog).is_err());
+    }
+}

@@ -1,0 +1,135 @@
+//! Event time across processes. A keyed task of cluster mode reads records
+//! that many source tasks, in several processes, wrote into its repartition
+//! partition; no single thread sees all of them, so each source task writes
+//! markers of its watermark into every partition it feeds, and the keyed
+//! task's watermark is the minimum over the source tasks — once it has
+//! heard from each of them, as a keyed worker in one process waits for
+//! every channel feeding it.
+
+use std::collections::HashMap;
+
+/// The header that makes a repartition record a watermark marker; the
+/// record's key is the source task's id, its value the watermark (eight
+/// bytes, little endian).
+pub const MARKER_HEADER: &str = "mailer.watermark";
+
+/// A marker's record: (key, value).
+pub fn marker(task: u32, watermark: i64) -> ([u8; 4], [u8; 8]) {
+    (task.to_le_bytes(), watermark.to_le_bytes())
+}
+
+/// The (task, watermark) of a marker's key and value; `None` when they are
+/// not a marker's.
+pub fn read_marker(key: &[u8], value: &[u8]) -> Option<(u32, i64)> {
+    Some((
+        u32::from_le_bytes(key.try_into().ok()?),
+        i64::from_le_bytes(value.try_into().ok()?),
+    ))
+}
+
+/// The watermark of one keyed task: the minimum over the source tasks
+/// feeding it, each at the largest watermark it has marked.
+#[derive(Debug, Clone)]
+pub struct UpstreamWatermarks {
+    /// How many source tasks feed the task (the source partitions).
+    expected: usize,
+    heard: HashMap<u32, i64>,
+    current: Option<i64>,
+}
+
+impl UpstreamWatermarks {
+    /// A task fed by `expected` source tasks, none heard from yet.
+    pub fn new(expected: usize) -> Self {
+        Self {
+            expected,
+            heard: HashMap::new(),
+            current: None,
+        }
+    }
+
+    /// The source has `expected` tasks now (partitions were added).
+    pub fn set_expected(&mut self, expected: usize) {
+        self.expected = expected;
+        self.current = self.minimum();
+    }
+
+    /// Records `task`'s marker; returns the task's watermark when it rose.
+    /// A marker below one heard before (a source task moved to another
+    /// process, which resumed behind its last marker) changes nothing:
+    /// watermarks never go back.
+    pub fn observe(&mut self, task: u32, watermark: i64) -> Option<i64> {
+        let mark = self.heard.entry(task).or_insert(i64::MIN);
+        *mark = (*mark).max(watermark);
+        let now = self.minimum();
+        match (now, self.current) {
+            (Some(n), Some(c)) if n <= c => None,
+            (Some(n), _) => {
+                self.current = Some(n);
+                Some(n)
+            }
+            (None, _) => None,
+        }
+    }
+
+    /// The watermark now; `None` until every source task was heard from.
+    pub fn current(&self) -> Option<i64> {
+        self.current
+    }
+
+    fn minimum(&self) -> Option<i64> {
+        if self.heard.len() < self.expected || self.expected == 0 {
+            return None;
+        }
+        self.heard.values().copied().min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn markers_read_back() {
+        let (k, v) = marker(7, -42);
+        assert_eq!(read_marker(&k, &v), Some((7, -42)));
+        assert_eq!(read_marker(b"abc", &v), None);
+    }
+
+    #[test]
+    fn nothing_until_every_source_task_is_heard() {
+        let mut w = UpstreamWatermarks::new(3);
+        assert_eq!(w.observe(0, 100), None);
+        assert_eq!(w.observe(1, 50), None);
+        assert_eq!(w.current(), None);
+        assert_eq!(w.observe(2, 70), Some(50));
+        assert_eq!(w.observe(0, 200), None, "the minimum did not move");
+        assert_eq!(w.observe(1, 80), Some(70));
+        w.set_expected(4);
+        assert_eq!(w.current(), None, "a new partition holds it back");
+    }
+
+    proptest! {
+        /// The watermark is the minimum over the tasks of each one's
+        /// largest marker, never lower than before, and only once all were
+        /// heard.
+        #[test]
+        fn the_watermark_is_the_minimum_of_each_tasks_largest_marker(
+            marks in prop::collection::vec((0u32..4, -50i64..50), 0..60)
+        ) {
+            let mut w = UpstreamWatermarks::new(4);
+            let mut largest: HashMap<u32, i64> = HashMap::new();
+            let mut last = None;
+            for (task, mark) in marks {
+                let rose = w.observe(task, mark);
+                let e = largest.entry(task).or_insert(mark);
+                *e = (*e).max(mark);
+                let model = (largest.len() == 4).then(|| *largest.values().min().unwrap());
+                prop_assert_eq!(w.current(), model);
+                prop_assert!(w.current() >= last);
+                prop_assert_eq!(rose.is_some(), w.current() != last);
+                last = w.current();
+            }
+        }
+    }
+}
