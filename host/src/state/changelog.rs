@@ -11,6 +11,7 @@
 //! applied in turn give exactly the backend's entries: what a compacted
 //! topic holds.
 
+use super::snapshot::entry_key_group;
 use super::{StateBackend, StateError};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -61,6 +62,29 @@ impl ChangelogBackend {
             Some(v) => self.inner.put(entry, v),
             None => self.inner.delete(entry),
         }
+    }
+}
+
+impl ChangelogBackend {
+    /// Removes the entries (keyed ones and timers) of the key groups
+    /// `drops` accepts — a revoked task's — without recording them: the
+    /// changelog keeps them for the task's next owner. Changes of theirs
+    /// not taken yet are forgotten too. Returns how many entries went. A
+    /// walk over every entry: revokes are rare, and the task is committed
+    /// just before.
+    pub fn drop_key_groups(&mut self, drops: &dyn Fn(u16) -> bool) -> Result<usize, StateError> {
+        let mut doomed = Vec::new();
+        self.inner.scan(&[], &[0xFF; 64], &mut |k, _| {
+            if entry_key_group(k).is_some_and(drops) {
+                doomed.push(k.to_vec());
+            }
+            true
+        })?;
+        for k in &doomed {
+            self.inner.delete(k)?;
+        }
+        self.changed.retain(|k| !entry_key_group(k).is_some_and(drops));
+        Ok(doomed.len())
     }
 }
 
@@ -189,6 +213,42 @@ mod tests {
             prop_assert_eq!(rebuilt.pending(), 0);
             prop_assert_eq!(entries(&rebuilt), entries(&backend));
         }
+    }
+
+    #[test]
+    fn a_revoked_tasks_key_groups_leave_without_a_trace_in_the_changelog() {
+        use crate::state::keys::{keyed, timer};
+        let mut backend = ChangelogBackend::new(Box::new(MemoryBackend::default()));
+        for kg in 0u16..4 {
+            backend.put(&keyed(kg, 1, b"k"), b"v").unwrap();
+            backend.put(&timer(1, 10, kg, b"k", b""), b"").unwrap();
+        }
+        backend.take_changes(&mut |_, _| Ok(())).unwrap();
+        backend.put(&keyed(1, 1, b"x"), b"pending").unwrap();
+        backend.put(&keyed(3, 1, b"x"), b"pending").unwrap();
+
+        let dropped = backend.drop_key_groups(&|kg| (1..3).contains(&kg)).unwrap();
+        assert_eq!(
+            dropped, 5,
+            "two entries each of groups 1 and 2, and group 1's pending one"
+        );
+        let mut left = Vec::new();
+        backend
+            .scan(&[], &[0xFF; 64], &mut |k, _| {
+                left.push(entry_key_group(k).unwrap());
+                true
+            })
+            .unwrap();
+        left.sort();
+        assert_eq!(left, [0, 0, 3, 3, 3]);
+        let mut sent = Vec::new();
+        backend
+            .take_changes(&mut |k, v| {
+                sent.push((entry_key_group(k).unwrap(), v.is_some()));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(sent, [(3, true)], "no deletions sent for the dropped groups");
     }
 
     #[test]
