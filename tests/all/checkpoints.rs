@@ -208,13 +208,15 @@ fn restoring_at_keyed_parallelism_1_then_3_then_2_counts_as_one_run_does() {
 }
 
 /// Starts `mailer <args>`, waits until its pipeline runs and has worked a
-/// while, then takes a savepoint in `savepoint` and stops it.
+/// while, then takes a savepoint in `savepoint` (a folder or an `s3://`
+/// prefix) and stops it.
 pub(crate) fn run_until_savepoint(
     w: &Workdir,
     args: &[&str],
     manifest: &std::path::Path,
-    savepoint: &std::path::Path,
+    savepoint: impl AsRef<std::path::Path>,
 ) {
+    let savepoint = savepoint.as_ref().to_str().unwrap();
     let mut child = mailer()
         .args(args)
         .stdout(std::process::Stdio::null())
@@ -235,10 +237,10 @@ pub(crate) fn run_until_savepoint(
         manifest.to_str().unwrap(),
         "--stop",
         "--dir",
-        savepoint.to_str().unwrap(),
+        savepoint,
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), savepoint.to_str().unwrap());
+    assert_eq!(stdout(&out).trim(), savepoint);
     assert!(child.wait().unwrap().success());
 }
 

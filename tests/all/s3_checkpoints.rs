@@ -4,7 +4,9 @@
 //! the ones before it did not; a server that stops fails checkpoints, not
 //! the pipeline; a savepoint in a bucket restores at another parallelism.
 
-use crate::checkpoints::{counting_manifest, expected_counts, final_counts, run_and_kill};
+use crate::checkpoints::{
+    counting_manifest, expected_counts, final_counts, run_and_kill, run_until_savepoint,
+};
 use crate::support::*;
 use mailer::checkpoint::{BucketUrl, S3Settings};
 use mailer::connectors::{FileSink, GeneratorSource, SinkFormat};
@@ -251,20 +253,8 @@ fn a_savepoint_in_a_bucket_restores_at_another_parallelism_on_an_empty_machine()
     // Only the savepoint (and the final checkpoint of the stop) is taken.
     let local = "interval = \"1h\"\npath = \"checkpoints\"";
     let m = manifest(&w, &server, 1, 20_000, local);
-    let mut child = spawn_run(&m);
-    while mailer::checkpoint::lock_holder(&w.path("checkpoints")).unwrap() != Some(child.id()) {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the pipeline ended before its savepoint"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(400));
     let target = "s3://mailer/savepoints/sp1";
-    let out = run(&["savepoint", m.to_str().unwrap(), "--stop", "--dir", target]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), target);
-    assert!(child.wait().unwrap().success());
+    run_until_savepoint(&w, &["run", m.to_str().unwrap()], &m, target);
 
     empty_the_machine(&w);
     let m = manifest(&w, &server, 3, 20_000, local);

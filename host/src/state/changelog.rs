@@ -63,9 +63,7 @@ impl ChangelogBackend {
             None => self.inner.delete(entry),
         }
     }
-}
 
-impl ChangelogBackend {
     /// Removes the entries (keyed ones and timers) of the key groups
     /// `drops` accepts — a revoked task's — without recording them: the
     /// changelog keeps them for the task's next owner. Changes of theirs
@@ -86,6 +84,13 @@ impl ChangelogBackend {
         self.changed.retain(|k| !entry_key_group(k).is_some_and(drops));
         Ok(doomed.len())
     }
+
+    /// Remembers that `key` changed.
+    fn record(&mut self, key: &[u8]) {
+        if !self.changed.contains(key) {
+            self.changed.insert(key.to_vec());
+        }
+    }
 }
 
 impl StateBackend for ChangelogBackend {
@@ -99,17 +104,13 @@ impl StateBackend for ChangelogBackend {
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
         self.inner.put(key, value)?;
-        if !self.changed.contains(key) {
-            self.changed.insert(key.to_vec());
-        }
+        self.record(key);
         Ok(())
     }
 
     fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
         self.inner.delete(key)?;
-        if !self.changed.contains(key) {
-            self.changed.insert(key.to_vec());
-        }
+        self.record(key);
         Ok(())
     }
 

@@ -104,17 +104,20 @@ impl GlobalJoin {
         self.state.entry(self.state.key_group(b""), b"", &[COUNT])
     }
 
-    fn row_entry(&self, key: &[u8]) -> Vec<u8> {
-        self.state.key_entry(key)
+    /// Writes the entry of `key`'s row into `self.entry`.
+    fn set_row_entry(&mut self, key: &[u8]) {
+        self.state
+            .entry_into(&mut self.entry, self.state.key_group(key), key, &[]);
     }
 
     fn on_row(&mut self, rec: &Record) -> Result<(), OperatorError> {
-        let entry = self.row_entry(rec.key_bytes());
-        let present = self.state.get(&entry).map_err(|e| self.failed(e))?.is_some();
+        self.set_row_entry(rec.key_bytes());
+        let entry = &self.entry;
+        let present = self.state.get(entry).map_err(|e| self.failed(e))?.is_some();
         let rows = match (rec.value.is_empty(), present) {
             (true, false) => return Ok(()),
             (true, true) => {
-                self.state.delete(&entry).map_err(|e| self.failed(e))?;
+                self.state.delete(entry).map_err(|e| self.failed(e))?;
                 self.rows - 1
             }
             (false, true) => self.rows,
@@ -131,7 +134,7 @@ impl GlobalJoin {
             (false, false) => self.rows + 1,
         };
         if !rec.value.is_empty() {
-            self.state.put(&entry, &rec.value).map_err(|e| self.failed(e))?;
+            self.state.put(entry, &rec.value).map_err(|e| self.failed(e))?;
         }
         if rows != self.rows {
             self.rows = rows;
@@ -159,8 +162,7 @@ impl GlobalJoin {
             Ok(key) => key,
             Err(reason) => return self.failure.fail(rec, &reason),
         };
-        self.state
-            .entry_into(&mut self.entry, self.state.key_group(&key), &key, &[]);
+        self.set_row_entry(&key);
         // The row is read in place: only the output is written.
         let (emit, keep_unmatched) = (&mut self.emit, self.spec.keep_unmatched);
         self.state
