@@ -119,6 +119,12 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Cluster mode (`[cluster]` in the manifest): what the group's
+    /// processes hold.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Checks a manifest and its plugins; exits non-zero on any problem.
     Validate {
         /// The pipeline manifest (TOML).
@@ -150,6 +156,17 @@ enum Command {
         /// one of the source tree this binary was built from).
         #[arg(long)]
         sdk: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Lists the group's members and the partitions (tasks) each holds,
+    /// and each partition's committed offset, end and lag, as the brokers
+    /// say now.
+    Status {
+        /// The pipeline manifest (TOML); it must have `[cluster]`.
+        manifest: PathBuf,
     },
 }
 
@@ -198,6 +215,16 @@ fn plan_of(manifest: &Path) -> Result<(plan::Plan, PluginEngine)> {
 fn run(command: Command) -> Result<()> {
     match command {
         Command::Plugin { command } => plugin_command(command),
+        Command::Cluster {
+            command: ClusterCommand::Status { manifest },
+        } => {
+            let (plan, _engine) = plan_of(&manifest)?;
+            if plan.cluster.is_none() {
+                anyhow::bail!("{}: the pipeline has no `[cluster]` section", manifest.display());
+            }
+            print!("{}", mailer::cluster::status(&plan)?);
+            Ok(())
+        }
         Command::Validate { manifest } => {
             let (plan, _engine) = plan_of(&manifest)?;
             for check in &plan.sink_checks {

@@ -2,7 +2,7 @@
 //! topic's partitions by the cooperative-sticky protocol, moving only what
 //! must move, and announcing a partition before it leaves.
 
-use mailer::cluster::member::{GroupMember, Membership, RebalanceListener, TopicPartition};
+use mailer::cluster::member::{GroupMember, MemberContext, Membership, RebalanceListener, TopicPartition};
 use mailer_test_support::kafka::{bootstrap, create_topic, unique_topic};
 use rdkafka::ClientConfig;
 use std::collections::BTreeSet;
@@ -32,7 +32,11 @@ impl Told {
 }
 
 impl RebalanceListener for Told {
-    fn revoking(&self, partitions: &[TopicPartition]) {
+    fn revoking(
+        &self,
+        partitions: &[TopicPartition],
+        _: &rdkafka::consumer::BaseConsumer<MemberContext<Self>>,
+    ) {
         let mut events = self.0.lock().unwrap();
         events.extend(partitions.iter().map(|p| ("revoking", p.clone())));
     }
@@ -58,6 +62,7 @@ fn join(group: &str, name: &str, topic: &str) -> (GroupMember<Told>, Told) {
         instance_id: None,
         client_id: name,
         topics: &topics,
+        rebalancing: Default::default(),
     };
     let member = GroupMember::join(config, &membership, told.clone()).unwrap();
     (member, told)

@@ -6,6 +6,7 @@
 //! [prefix]`; the plugins must be built). `MAILER_BENCH_RECORDS` overrides N.
 //! Each variant prints `bench <name> records=<n> secs=<s> rec_per_s=<r> …`.
 
+mod cluster;
 mod common;
 mod kafka;
 mod postgres;
@@ -29,6 +30,7 @@ fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     v.extend(state::variants());
     v.extend(s3::variants());
     v.extend(kafka::variants());
+    v.extend(cluster::variants());
     v.extend(postgres::variants());
     v.extend(swap::variants());
     v.extend(sandbox::variants());

@@ -11,10 +11,11 @@
 //! away too long) are announced as lost: another member may own them
 //! already, and nothing read from them may be committed.
 
+use crate::manifest::Rebalancing;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, ConsumerGroupMetadata, Rebalance};
 use rdkafka::error::KafkaError;
-use rdkafka::{ClientContext, TopicPartitionList};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::time::Duration;
 
 /// A topic's partition.
@@ -41,11 +42,40 @@ pub enum MemberError {
     },
 }
 
+/// Where a member is in what it holds: what committing needs.
+pub struct GroupPosition {
+    /// The next offset of each partition it read from (those it has not
+    /// read from yet are left out).
+    pub offsets: TopicPartitionList,
+    /// The group's metadata now (its generation fences a zombie's
+    /// transactional offset commits), when the member has joined.
+    pub metadata: Option<ConsumerGroupMetadata>,
+}
+
+/// Where `consumer` is.
+pub fn position_of<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> GroupPosition {
+    let mut offsets = TopicPartitionList::new();
+    let held = consumer.position().unwrap_or_else(|_| TopicPartitionList::new());
+    for e in held.elements() {
+        if let Offset::Offset(o) = e.offset() {
+            // From the consumer's own list: adding cannot fail.
+            let _ = offsets.add_partition_offset(e.topic(), e.partition(), Offset::Offset(o));
+        }
+    }
+    GroupPosition {
+        offsets,
+        metadata: consumer.group_metadata(),
+    }
+}
+
 /// What a member does when the group moves partitions to or from it.
 pub trait RebalanceListener: Send + Sync + 'static {
     /// `partitions` are about to leave this member: what was read from them
-    /// is to be committed now (they go when this returns).
-    fn revoking(&self, partitions: &[TopicPartition]);
+    /// is to be committed now, through `consumer` (they go when this
+    /// returns).
+    fn revoking(&self, partitions: &[TopicPartition], consumer: &BaseConsumer<MemberContext<Self>>)
+    where
+        Self: Sized;
     /// `partitions` were lost with the member's session: others may own
     /// them already, so nothing read from them may be committed.
     fn lost(&self, partitions: &[TopicPartition]);
@@ -78,7 +108,7 @@ impl<L: RebalanceListener> ConsumerContext for MemberContext<L> {
             if consumer.assignment_lost() {
                 self.listener.lost(&partitions);
             } else {
-                self.listener.revoking(&partitions);
+                self.listener.revoking(&partitions, consumer);
             }
         }
     }
@@ -118,6 +148,8 @@ pub struct Membership<'a> {
     pub client_id: &'a str,
     /// The topics it reads.
     pub topics: &'a [String],
+    /// How partitions move.
+    pub rebalancing: Rebalancing,
 }
 
 impl<L: RebalanceListener> GroupMember<L> {
@@ -138,7 +170,7 @@ impl<L: RebalanceListener> GroupMember<L> {
         config
             .set("group.id", &group)
             .set("client.id", membership.client_id)
-            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("partition.assignment.strategy", membership.rebalancing.strategy())
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("isolation.level", "read_committed")

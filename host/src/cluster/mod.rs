@@ -1,8 +1,20 @@
 //! Cluster mode (docs/architecture.md, "Cluster mode"): the same manifest
-//! in several processes of one Kafka consumer group. Being built: what is
-//! here is used by the parts that follow.
+//! in several processes of one Kafka consumer group, which splits the
+//! source's partitions and each `key_by`'s repartition topic among them;
+//! each keyed task's state follows its partition through a changelog
+//! topic. [`run`] is one process of it.
 
+mod engine;
+mod error;
 pub mod member;
 pub mod restore;
+mod run;
+mod status;
+mod task;
 pub mod topics;
 pub mod watermarks;
+
+pub use error::ClusterError;
+pub use run::run;
+pub use status::{ClusterStatus, MemberStatus, PartitionStatus, status};
+pub use task::TaskError;

@@ -39,9 +39,17 @@ pub enum RestoreError {
     },
 }
 
+/// The changelog entry holding the task's watermark (eight bytes, little
+/// endian): a key no state entry can have (each starts with its key group
+/// and operator, four bytes), so a moved task resumes at the event time it
+/// had, and windows it fired stay fired.
+pub const WATERMARK_ENTRY: &[u8] = &[0xFF];
+
 /// How far a restore got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Restored {
+    /// The task's watermark, when the changelog holds one.
+    pub watermark: Option<i64>,
     /// Records applied.
     pub records: u64,
     /// The offset after the last record read: where the next restore of
@@ -75,8 +83,8 @@ pub fn restore_task(
         .fetch_watermarks(topic, partition, TIMEOUT)
         .map_err(|e| failed(format!("reading its end: {e}")))?;
     let mut done = Restored {
-        records: 0,
         next_offset: from,
+        ..Restored::default()
     };
     if from >= high {
         return Ok(done);
@@ -93,13 +101,19 @@ pub fn restore_task(
             Some(Err(e)) => return Err(failed(e.to_string())),
             Some(Ok(m)) => {
                 let entry = m.key().unwrap_or_default();
-                state
-                    .restore(entry, m.payload())
-                    .map_err(|source| RestoreError::State {
-                        topic: topic.to_owned(),
-                        partition,
-                        source,
-                    })?;
+                if entry == WATERMARK_ENTRY {
+                    done.watermark = m
+                        .payload()
+                        .and_then(|v| Some(i64::from_le_bytes(v.try_into().ok()?)));
+                } else {
+                    state
+                        .restore(entry, m.payload())
+                        .map_err(|source| RestoreError::State {
+                            topic: topic.to_owned(),
+                            partition,
+                            source,
+                        })?;
+                }
                 done.records += 1;
                 done.next_offset = m.offset() + 1;
                 if done.records.is_multiple_of(10_000) {

@@ -108,6 +108,28 @@ impl ClusterTopics {
         })
     }
 
+    /// The partitions of `topic`, which must exist (a source topic).
+    pub fn partitions(&self, topic: &str) -> Result<Vec<i32>, TopicError> {
+        let failed = |reason: String| TopicError::Brokers {
+            brokers: self.brokers.clone(),
+            topic: topic.to_owned(),
+            reason,
+        };
+        let metadata = self
+            .client
+            .inner()
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .map_err(|e| failed(format!("reading its partitions: {e}")))?;
+        match metadata.topics().iter().find(|t| t.name() == topic) {
+            Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
+                Ok(t.partitions().iter().map(|p| p.id()).collect())
+            }
+            _ => Err(failed(
+                "the topic does not exist: create it (with the partitions you need) before the pipeline starts".into(),
+            )),
+        }
+    }
+
     /// Makes `topic` with `partitions` partitions (compacted for a
     /// changelog) unless it exists; refuses one with another partition
     /// count.
@@ -121,9 +143,12 @@ impl ClusterTopics {
             i32::try_from(partitions).map_err(|_| failed(format!("{partitions} partitions are too many")))?;
         // -1: the brokers' default replication factor.
         let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
-        if role == TopicRole::Changelog {
-            new = new.set("cleanup.policy", "compact");
-        }
+        new = match role {
+            TopicRole::Changelog => new.set("cleanup.policy", "compact"),
+            // Records keep their event time as their timestamp: replayed
+            // history must not expire before its task reads it.
+            TopicRole::Repartition => new.set("retention.ms", "-1"),
+        };
         let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
         let results = self
             .runtime

@@ -71,6 +71,12 @@ impl UpstreamWatermarks {
         }
     }
 
+    /// A moved task resumes at the watermark its changelog kept: it never
+    /// goes behind it, so windows fired before the move stay fired.
+    pub fn resume_at(&mut self, watermark: i64) {
+        self.current = self.current.max(Some(watermark));
+    }
+
     /// The watermark now; `None` until every source task was heard from.
     pub fn current(&self) -> Option<i64> {
         self.current

@@ -10,6 +10,7 @@ mod parse_tests;
 mod spec;
 mod validate;
 mod validate_branch;
+mod validate_cluster;
 mod validate_operators;
 
 use crate::config_string::ConfigString;

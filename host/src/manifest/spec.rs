@@ -36,6 +36,9 @@ pub struct ManifestSpec {
     pub state: Option<Spanned<StateSpec>>,
     /// `[checkpoint]`: periodic checkpoints and resuming from them.
     pub checkpoint: Option<Spanned<CheckpointSpec>>,
+    /// `[cluster]`: run in cluster mode, the work shared by every process
+    /// running this manifest through a Kafka consumer group.
+    pub cluster: Option<Spanned<ClusterSpec>>,
     /// `[admin]`: the admin API (plugin swaps); off when absent.
     pub admin: Option<Spanned<AdminSpec>>,
     /// `[[sources]]`: the named sources of a graph pipeline (instead of
@@ -46,6 +49,70 @@ pub struct ManifestSpec {
     /// `[sink]`).
     #[serde(default)]
     pub sinks: Vec<Spanned<NamedSink>>,
+}
+
+/// Cluster mode (docs/architecture.md, "Cluster mode"): every process
+/// running the manifest joins one consumer group, which splits the
+/// source's partitions and each `key_by`'s repartition topic among them.
+/// The brokers are the Kafka source's (the sink must be on them too).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// The consumer group (and the prefix of the processes' transactional
+    /// ids).
+    pub group: String,
+    /// This process's stable name (use `${VAR}`): its transactional id, so
+    /// a restarted process fences the one it replaces at once (aborting its
+    /// open transaction), and its client id.
+    pub instance_id: Option<ConfigString>,
+    /// Also join the group under `instance_id` (Kafka's static
+    /// membership): a restart within `session_timeout` keeps its
+    /// partitions without a rebalance; a stop moves them only after
+    /// `session_timeout`.
+    #[serde(default)]
+    pub static_membership: bool,
+    /// The partitions of each repartition topic, so the keyed tasks of
+    /// each `key_by`; by default the source topics' largest partition count.
+    pub repartition_partitions: Option<u32>,
+    /// Warm copies of each keyed task's state on other processes.
+    #[serde(default)]
+    pub standby_replicas: u32,
+    /// How often each process commits its output, repartition records,
+    /// state changes and consumed offsets (one Kafka transaction with
+    /// `exactly_once`).
+    #[serde(default = "defaults::commit_interval", with = "humantime_serde")]
+    pub commit_interval: Duration,
+    /// How long a silent process stays in the group before its partitions
+    /// move to the others (`session.timeout.ms`).
+    #[serde(default = "defaults::session_timeout", with = "humantime_serde")]
+    pub session_timeout: Duration,
+    /// How the group moves partitions when processes join or leave.
+    #[serde(default)]
+    pub rebalance: Rebalancing,
+}
+
+/// How the group moves partitions when members join or leave.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rebalancing {
+    /// Kafka's incremental protocol (`cooperative-sticky`): only the
+    /// partitions that move stop, the others keep running.
+    #[default]
+    Cooperative,
+    /// Every rebalance takes every partition from every member and hands
+    /// them out again (`roundrobin`): each task restores its state again.
+    /// For brokers whose incremental protocol does not work.
+    Eager,
+}
+
+impl Rebalancing {
+    /// librdkafka's `partition.assignment.strategy`.
+    pub fn strategy(self) -> &'static str {
+        match self {
+            Rebalancing::Cooperative => "cooperative-sticky",
+            Rebalancing::Eager => "roundrobin",
+        }
+    }
 }
 
 /// The admin API.
@@ -908,6 +975,16 @@ pub mod defaults {
     /// Where the admin API listens: loopback only.
     pub fn admin_listen() -> std::net::SocketAddr {
         std::net::SocketAddr::from(([127, 0, 0, 1], 9464))
+    }
+
+    /// Cluster mode commits every second.
+    pub const fn commit_interval() -> Duration {
+        Duration::from_secs(1)
+    }
+
+    /// A process silent for 10 s leaves the group.
+    pub const fn session_timeout() -> Duration {
+        Duration::from_secs(10)
     }
 
     /// Records an edge holds.

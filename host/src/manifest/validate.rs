@@ -37,6 +37,7 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
     }
     check_admin(m)?;
     check_checkpoint(m)?;
+    super::validate_cluster::check_cluster(m)?;
     check_state(m)?;
     for sink in m.sinks() {
         check_sink(m, sink.spec, &sink.span, true)?;
@@ -254,6 +255,12 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
             fields.push((span, "path", p));
         }
     }
+    if let Some(c) = m.spec.cluster.as_mut() {
+        let span = c.span();
+        if let Some(id) = c.get_mut().instance_id.as_mut() {
+            fields.push((span, "instance_id", id));
+        }
+    }
     if let Some(a) = m.spec.admin.as_mut() {
         let span = a.span();
         let a = a.get_mut();
@@ -324,11 +331,11 @@ pub(super) fn check_sink(
             "`exactly_once` is for the pipeline's sinks: dead-letter and late-record sinks write at least once",
         ));
     }
-    if exactly_once && m.spec.checkpoint.is_none() {
+    if exactly_once && m.spec.checkpoint.is_none() && m.spec.cluster.is_none() {
         return Err(m.error_at(
             span,
             "exactly_once",
-            "`exactly_once = true` needs a `[checkpoint]` section: its transactions commit with the checkpoints",
+            "`exactly_once = true` needs a `[checkpoint]` section (its transactions commit with the checkpoints), or `[cluster]` (each commit interval is one transaction)",
         ));
     }
     config

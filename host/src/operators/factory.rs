@@ -44,7 +44,13 @@ pub struct InstanceContext<'a> {
     pub parallelism: usize,
     /// The checkpoint to restore state from, if any.
     pub restore: Option<&'a Restore>,
+    /// Opens each keyed operator's backend instead of `state` (cluster
+    /// mode's tasks: backends recording their changes for the changelog).
+    pub open_state: Option<&'a StateOpener<'a>>,
 }
+
+/// Opens the backend of the keyed operator named by its argument.
+pub type StateOpener<'a> = dyn Fn(&str) -> Result<Box<dyn StateBackend>, StateError> + 'a;
 
 impl InstanceContext<'_> {
     /// The keyed state of operator `operator` on this worker: fresh, or
@@ -63,6 +69,9 @@ impl InstanceContext<'_> {
     }
 
     fn open_backend(&self, operator: &str, replicated: bool) -> Result<Box<dyn StateBackend>, StateError> {
+        if let Some(open) = self.open_state {
+            return open(operator);
+        }
         let stage = format!("{}-{operator}", self.stage);
         let Some(restore) = self.restore else {
             return self.state.open(&stage, self.worker);

@@ -36,6 +36,14 @@ pub enum LaunchError {
         /// Why it cannot.
         cause: std::io::Error,
     },
+    /// This process of the cluster failed.
+    #[error("pipeline `{pipeline}` (cluster mode) failed: {cause}")]
+    Cluster {
+        /// The pipeline.
+        pipeline: String,
+        /// Why.
+        cause: Box<crate::cluster::ClusterError>,
+    },
     /// The run failed.
     #[error("pipeline `{pipeline}` failed: {cause}")]
     Run {
@@ -56,6 +64,15 @@ pub fn launch(
     control: &Control,
 ) -> Result<RunReport, LaunchError> {
     let pipeline = plan.name.clone();
+    if plan.cluster.is_some() {
+        // State lives in changelog topics, one process per task by the
+        // group's assignment: no folder to lock, no checkpoint to resume.
+        tracing::info!(pipeline = %pipeline, "pipeline started in cluster mode");
+        return crate::cluster::run(plan, shutdown).map_err(|cause| LaunchError::Cluster {
+            pipeline,
+            cause: Box::new(cause),
+        });
+    }
     // Held for the whole run: nothing else may touch the state.
     let _locks = plan.lock_folders().map_err(|cause| LaunchError::Lock {
         pipeline: pipeline.clone(),

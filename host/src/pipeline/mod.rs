@@ -842,6 +842,7 @@ impl Inner {
             telemetry,
             plugin_store: crate::plan::store_dir(Path::new("."), &self.name),
             swapped_from: Default::default(),
+            cluster: None,
             name: self.name,
         };
         Ok((plan, engine))

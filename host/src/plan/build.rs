@@ -3,7 +3,7 @@
 
 use super::AdminSettings;
 use super::draft::{Draft, Placed, Step};
-use super::{NodeKind, OperatorNode, Plan, WatermarkSettings};
+use super::{ClusterSettings, NodeKind, OperatorNode, Plan, WatermarkSettings};
 use crate::checkpoint::CommittedCheckpoint;
 use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings};
 use crate::clock::millis;
@@ -87,7 +87,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
     for op in stages.iter_mut().flat_map(|s| &mut s.operators) {
         op.calls = telemetry.call_stats(&op.name);
     }
-    Ok(Plan {
+    let mut plan = Plan {
         name: p.name.clone(),
         manifest_hash: m.hash.clone(),
         batch_size: p.batch_size(),
@@ -125,7 +125,37 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         telemetry,
         plugin_store: super::store_dir(&m.dir, &p.name),
         swapped_from: Default::default(),
-    })
+        cluster: None,
+    };
+    plan.cluster = cluster_settings(m, &plan)?;
+    Ok(plan)
+}
+
+/// Cluster mode's settings, with the pipeline cut into its parts.
+fn cluster_settings(m: &Manifest, plan: &Plan) -> Result<Option<ClusterSettings>, ManifestError> {
+    let Some(c) = &m.spec.cluster else {
+        return Ok(None);
+    };
+    let (Some(SourceSpec::Kafka(source)), Some(SinkSpec::Kafka(sink))) = (
+        m.spec.source.as_ref().map(|s| s.get_ref()),
+        m.spec.sink.as_ref().map(|s| s.get_ref()),
+    ) else {
+        unreachable!("validation lets cluster mode read and write Kafka only");
+    };
+    let parts = super::cluster::cluster_parts(plan).map_err(|e| m.error_at(&c.span(), "group", e))?;
+    let spec = c.get_ref();
+    Ok(Some(ClusterSettings {
+        group: spec.group.clone(),
+        instance_id: spec.instance_id.as_ref().map(|i| i.value().to_owned()),
+        static_membership: spec.static_membership,
+        repartition_partitions: spec.repartition_partitions,
+        commit_interval: spec.commit_interval,
+        session_timeout: spec.session_timeout,
+        rebalancing: spec.rebalance,
+        source: source.as_ref().clone(),
+        sink: sink.as_ref().clone(),
+        parts,
+    }))
 }
 
 /// The node of operator `op` (named `name`) and its parallelism; `key_by`

@@ -3,11 +3,13 @@
 //! stage that runs every operator after it on its workers.
 
 mod build;
+mod cluster;
 mod describe;
 mod draft;
 mod place;
 
 pub use build::build;
+pub use cluster::{ClusterSettings, Part};
 pub use describe::{describe, describe_dot};
 pub use draft::{Draft, Placed, Step};
 
@@ -82,6 +84,8 @@ pub struct Plan {
     /// Operators resuming with a swapped-in plugin: the digest of the
     /// manifest's plugin each replaces.
     pub swapped_from: std::collections::BTreeMap<String, String>,
+    /// Cluster mode's settings, when the pipeline runs in it.
+    pub cluster: Option<ClusterSettings>,
 }
 
 /// An operator running a plugin: its name, the plugin it starts with, and

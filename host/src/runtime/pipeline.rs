@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 const PROCESSING_TICK: Duration = Duration::from_millis(50);
 
 /// What a finished run did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunReport {
     /// Records the source produced.
     pub source_records: u64,
@@ -380,6 +380,7 @@ fn instantiate_stages(
                         key_groups,
                         parallelism: stage.parallelism,
                         restore,
+                        open_state: None,
                     };
                     node.instantiate(&ctx).map_err(|cause| RunError::Instantiate {
                         operator: node.name.clone(),

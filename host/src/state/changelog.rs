@@ -15,6 +15,7 @@ use super::snapshot::entry_key_group;
 use super::{StateBackend, StateError};
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What is called with each changed entry and its value now (`None`:
 /// deleted).
@@ -131,6 +132,60 @@ impl StateBackend for ChangelogBackend {
         self.inner.write_batch(batch)?;
         self.changed.extend(batch.iter().map(|(k, _)| k.clone()));
         Ok(())
+    }
+}
+
+/// A changelog backend shared by the operator writing it and the task
+/// taking its changes at each commit (one thread uses both: the lock is
+/// never contended).
+#[derive(Clone)]
+pub struct SharedChangelog(Arc<Mutex<ChangelogBackend>>);
+
+impl SharedChangelog {
+    /// `inner`, recording its changes, shared.
+    pub fn new(inner: Box<dyn StateBackend>) -> Self {
+        Self(Arc::new(Mutex::new(ChangelogBackend::new(inner))))
+    }
+
+    /// The backend, for taking changes or restoring.
+    pub fn lock(&self) -> MutexGuard<'_, ChangelogBackend> {
+        // A panic while holding it is a bug that ends the process anyway.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl StateBackend for SharedChangelog {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        self.lock().get(key)
+    }
+
+    fn read_with(&self, key: &[u8], f: &mut dyn FnMut(Option<&[u8]>)) -> Result<(), StateError> {
+        self.lock().read_with(key, f)
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.lock().put(key, value)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
+        self.lock().delete(key)
+    }
+
+    fn scan(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StateError> {
+        self.lock().scan(from, to, f)
+    }
+
+    fn snapshot(&mut self, dir: &Path) -> Result<(), StateError> {
+        self.lock().snapshot(dir)
+    }
+
+    fn write_batch(&mut self, batch: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<(), StateError> {
+        self.lock().write_batch(batch)
     }
 }
 

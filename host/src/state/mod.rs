@@ -15,7 +15,7 @@ mod rocks;
 pub mod snapshot;
 
 pub use cached::CachedBackend;
-pub use changelog::ChangelogBackend;
+pub use changelog::{ChangelogBackend, SharedChangelog};
 pub use context::{KeyedContext, KeyedError, MapEntries};
 pub use keyed::{KeyedState, TimeDomain, Timer};
 pub use memory::MemoryBackend;

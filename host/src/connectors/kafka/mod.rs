@@ -6,13 +6,19 @@ mod connector;
 #[cfg(test)]
 mod credentials_test;
 mod lag;
+mod record_reader;
 mod refusals;
 mod sink;
 mod source;
 mod topic_admin;
 mod transactional;
 
-pub use config::{KafkaFormat, KafkaSecurity, KafkaSinkSpec, KafkaSourceSpec, SecurityProtocol, StartFrom};
+pub use config::{
+    KafkaFormat, KafkaSecurity, KafkaSinkSpec, KafkaSourceSpec, SecurityProtocol, StartFrom, client_config,
+    producer_config,
+};
+pub use record_reader::RecordReader;
+pub use refusals::raw_record;
 pub use sink::KafkaSink;
 pub use source::KafkaSource;
 pub use transactional::{TRANSACTION_TIMEOUT, TransactionalKafkaSink, committed_checkpoint};
@@ -23,7 +29,7 @@ use crate::operators::FailureHandler;
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -43,7 +49,7 @@ fn kafka_error(brokers: &str, topic: &str, e: impl std::fmt::Display) -> Connect
 /// is kept over the "brokers are down" that follows it. Errors arrive when
 /// the producer is polled.
 #[derive(Default)]
-struct Reported {
+pub struct Reported {
     last: Mutex<Option<(bool, String)>>,
     /// The first record refusal a delivery report brought.
     refused: Mutex<Option<String>>,
@@ -51,7 +57,7 @@ struct Reported {
 
 impl Reported {
     /// `"; <what was refused>"` when a delivery report refused a record.
-    fn last_refusal(&self) -> Option<String> {
+    pub fn last_refusal(&self) -> Option<String> {
         self.refused.lock().expect("refusal lock").clone()
     }
 
@@ -192,41 +198,64 @@ fn send_batch<C: ProducerContext<DeliveryOpaque = ()>>(
                 &format!("topic `{topic}` is compacted (cleanup.policy=compact): the brokers refuse a record without a key"),
             );
         }
-        let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
-        for (name, value) in &rec.headers {
-            headers = headers.insert(Header {
-                key: name,
-                value: Some(&value[..]),
-            });
-        }
-        let mut record = BaseRecord::to(topic)
-            .payload(&rec.value[..])
-            .timestamp(rec.timestamp)
-            .headers(headers);
-        if let Some(k) = &rec.key {
-            record = record.key(&k[..]);
-        }
-        if let Some(p) = partition {
-            record = record.partition(p);
-        }
-        loop {
-            match producer.send(record) {
-                Ok(()) => {
-                    sent += 1;
-                    return Ok(());
-                }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    record = back;
-                    producer.poll(Duration::from_millis(50));
-                }
-                Err((e, _)) if refusals::is_record_refusal(&e) => {
-                    let at = partition.map_or(String::new(), |p| format!("partition {p}: "));
-                    return super::refuse(rejects, rec.clone(), &format!("{at}refused: {e}"));
-                }
-                Err((e, _)) => return Err(e.to_string()),
+        match send_record(producer, topic, partition, rec) {
+            Ok(()) => {
+                sent += 1;
+                Ok(())
             }
+            Err(e) if refusals::is_record_refusal(&e) => {
+                let at = partition.map_or(String::new(), |p| format!("partition {p}: "));
+                super::refuse(rejects, rec.clone(), &format!("{at}refused: {e}"))
+            }
+            Err(e) => Err(e.to_string()),
         }
     })?;
     producer.poll(Duration::ZERO);
     Ok(sent)
+}
+
+/// Sends `rec` to `topic` (its key, value, timestamp and headers; to
+/// `partition` when set, else Kafka's partitioner picks from the key),
+/// waiting while the producer's queue is full.
+pub fn send_record<C: ProducerContext<DeliveryOpaque = ()>>(
+    producer: &BaseProducer<C>,
+    topic: &str,
+    partition: Option<i32>,
+    rec: &crate::record::Record,
+) -> Result<(), KafkaError> {
+    let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
+    for (name, value) in &rec.headers {
+        headers = headers.insert(Header {
+            key: name,
+            value: Some(&value[..]),
+        });
+    }
+    let mut record = BaseRecord::to(topic)
+        .payload(&rec.value[..])
+        .timestamp(rec.timestamp)
+        .headers(headers);
+    if let Some(k) = &rec.key {
+        record = record.key(&k[..]);
+    }
+    if let Some(p) = partition {
+        record = record.partition(p);
+    }
+    send_waiting(producer, record)
+}
+
+/// Sends `record`, waiting while the producer's queue is full.
+pub fn send_waiting<C: ProducerContext<DeliveryOpaque = ()>, K: ToBytes + ?Sized, P: ToBytes + ?Sized>(
+    producer: &BaseProducer<C>,
+    mut record: BaseRecord<'_, K, P>,
+) -> Result<(), KafkaError> {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                producer.poll(Duration::from_millis(50));
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
 }

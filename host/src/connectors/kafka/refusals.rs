@@ -25,7 +25,7 @@ pub(super) fn is_record_refusal(e: &KafkaError) -> bool {
 
 /// A Kafka message as it is: key, value, timestamp (now when it has none)
 /// and headers.
-pub(super) fn raw_record(msg: &impl Message) -> Record {
+pub fn raw_record(msg: &impl Message) -> Record {
     let key = msg.key().map(Bytes::copy_from_slice);
     let timestamp = msg.timestamp().to_millis().unwrap_or_else(crate::clock::now_ms);
     let mut rec = Record::new(

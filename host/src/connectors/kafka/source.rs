@@ -7,20 +7,17 @@
 //! running are found every `partition_discovery` and read from their
 //! beginning, as are partitions a checkpoint does not know.
 
-use super::config::{KafkaFormat, KafkaSourceSpec, StartFrom, client_config};
+use super::config::{KafkaSourceSpec, StartFrom, client_config};
 use super::lag::{STATISTICS_INTERVAL_MS, SourceContext};
-use super::refusals::raw_record;
+use super::record_reader::RecordReader;
 use super::{consumer_error, kafka_error, partitions_of};
 use crate::batch::Batch;
 use crate::connectors::refuse;
 use crate::connectors::{ConnectorError, Poll, Source, SplitLag};
-use crate::json::field;
 use crate::operators::FailureHandler;
-use crate::record::Record;
-use bytes::Bytes;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -34,9 +31,8 @@ type Partition = (String, i32);
 pub struct KafkaSource {
     consumer: BaseConsumer<SourceContext>,
     brokers: String,
-    format: KafkaFormat,
-    key_field: Option<String>,
-    timestamp_field: Option<String>,
+    /// How messages become records.
+    reader: RecordReader,
     /// The next offset of each partition.
     next: BTreeMap<Partition, i64>,
     /// Where each partition ended when the source opened (its high
@@ -51,7 +47,6 @@ pub struct KafkaSource {
     /// Where records the format cannot read, or larger than
     /// `max_record_bytes`, go.
     rejects: FailureHandler,
-    max_record_bytes: usize,
     /// The topics, and how often to look for partitions added to them
     /// (`None` for bounded reads, whose ends are fixed when they open).
     topics: Vec<String>,
@@ -151,13 +146,10 @@ impl KafkaSource {
             split_times: Vec::new(),
             consumer,
             brokers,
-            format: spec.format,
-            key_field: spec.key_field.clone(),
-            timestamp_field: spec.timestamp_field.clone(),
+            reader: RecordReader::of(spec),
             next,
             ends_at_open: ends,
             bounded: spec.bounded,
-            max_record_bytes: spec.max_record_bytes,
             topics: spec.topics.clone(),
             discovery: (!spec.bounded).then_some(spec.partition_discovery),
             last_discovery: Instant::now(),
@@ -213,71 +205,6 @@ impl KafkaSource {
         self.consumer
             .assign(&list)
             .map_err(|e| kafka_error(&self.brokers, "(assignment)", e))
-    }
-
-    /// The record of `msg` read by the source's format; or the message as it
-    /// is and why it cannot be read.
-    fn record(&self, msg: &rdkafka::message::BorrowedMessage<'_>) -> Result<Record, (Record, String)> {
-        let size = msg.key().map_or(0, <[u8]>::len)
-            + msg.payload().map_or(0, <[u8]>::len)
-            + msg.headers().map_or(0, |h| {
-                h.iter()
-                    .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
-                    .sum()
-            });
-        if size > self.max_record_bytes {
-            // Only its start goes on, standing for it.
-            let mut start = raw_record(msg);
-            start.value.truncate(1024);
-            let reason = format!(
-                "topic `{}` partition {} offset {}: {size} bytes, more than `max_record_bytes` ({})",
-                msg.topic(),
-                msg.partition(),
-                msg.offset(),
-                self.max_record_bytes
-            );
-            return Err((start, reason));
-        }
-        let mut rec = raw_record(msg);
-        let bad = |rec: Record, message: String| {
-            let reason = format!(
-                "topic `{}` partition {} offset {}: {message}",
-                msg.topic(),
-                msg.partition(),
-                msg.offset()
-            );
-            Err((rec, reason))
-        };
-        match self.format {
-            KafkaFormat::Bytes => {}
-            KafkaFormat::String => {
-                if let Err(e) = std::str::from_utf8(&rec.value) {
-                    return bad(rec, format!("the value is not UTF-8: {e}"));
-                }
-            }
-            // A tombstone (no value) passes as it is: a table deletes its key.
-            KafkaFormat::Json if rec.value.is_empty() => {}
-            KafkaFormat::Json => {
-                let doc: serde_json::Value = match serde_json::from_slice(&rec.value) {
-                    Ok(doc) => doc,
-                    Err(e) => return bad(rec, format!("the value is not JSON: {e}")),
-                };
-                if let Some(f) = &self.key_field {
-                    rec.key = Some(match field(&doc, f) {
-                        Some(serde_json::Value::String(s)) => Bytes::copy_from_slice(s.as_bytes()),
-                        Some(v) => Bytes::from(v.to_string()),
-                        None => return bad(rec, format!("no field `{f}` for the key")),
-                    });
-                }
-                if let Some(f) = &self.timestamp_field {
-                    match field(&doc, f).and_then(serde_json::Value::as_i64) {
-                        Some(t) => rec.timestamp = t,
-                        None => return bad(rec, format!("field `{f}` is missing or not an integer (ms)")),
-                    }
-                }
-            }
-        }
-        Ok(rec)
     }
 
     /// Whether every partition reached where it ended when the source
@@ -339,7 +266,7 @@ impl Source for KafkaSource {
                 None => break,
                 Some(Ok(msg)) => {
                     let partition = (msg.topic().to_owned(), msg.partition());
-                    let rec = match self.record(&msg) {
+                    let rec = match self.reader.read(&msg) {
                         Ok(rec) => rec,
                         Err((raw, reason)) => {
                             refuse(&self.rejects, raw, &reason).map_err(|message| ConnectorError::Kafka {

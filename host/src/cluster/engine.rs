@@ -1,0 +1,562 @@
+//! One process's share of the cluster's work, run on the member's thread:
+//! the source partitions the group gave it (the first part's operators,
+//! stateless, shared by all of them), and one keyed task per repartition
+//! partition it holds. What a task produces goes to the next part's
+//! repartition topic (the partition of the record's key) or to the sink;
+//! every `commit_interval` the process commits its output, its tasks'
+//! state changes (to their changelogs), its watermark markers and the
+//! offsets it consumed at once (one Kafka transaction with `exactly_once`).
+
+use super::error::ClusterError;
+use super::member::{TopicPartition, position_of};
+use super::restore::{WATERMARK_ENTRY, restore_task};
+use super::task::{KeyedTask, PartChains};
+use super::topics::{ClusterTopics, TopicRole};
+use super::watermarks::{MARKER_HEADER, marker, read_marker};
+use crate::batch::Batch;
+use crate::connectors::kafka::{RecordReader, Reported, raw_record, send_record, send_waiting};
+use crate::key_group::{of_key, worker_of};
+use crate::operators::FailureHandler;
+use crate::plan::{Part, Plan};
+use crate::record::Record;
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A source partition's event time.
+#[derive(Debug, Default)]
+struct SourceTask {
+    /// Its id in the markers it writes.
+    id: u32,
+    /// The largest event time read from it.
+    max_time: Option<i64>,
+    /// The watermark it last marked.
+    marked: Option<i64>,
+}
+
+/// A keyed part: its repartition topic and the tasks this process runs.
+struct KeyedPart {
+    part: Part,
+    topic: String,
+    partitions: usize,
+    /// How many tasks feed each of its tasks (the previous part's).
+    upstream: usize,
+    tasks: BTreeMap<i32, KeyedTask>,
+}
+
+/// What an engine is made of.
+pub struct EngineParts {
+    /// The plan (its `cluster` taken out).
+    pub plan: Plan,
+    /// The parts of the plan.
+    pub parts: Vec<Part>,
+    /// The producer (transactional with `exactly_once`, its first
+    /// transaction begun).
+    pub producer: BaseProducer<Reported>,
+    /// The client settings of the brokers (restores read with them).
+    pub client: ClientConfig,
+    /// The cluster topics' admin.
+    pub topics: ClusterTopics,
+    /// Every partition of the source's topics, in id order.
+    pub source_partitions: Vec<TopicPartition>,
+    /// Partitions of each repartition topic.
+    pub repartition_partitions: usize,
+}
+
+/// One process's tasks and what they owe the next commit.
+pub struct Engine {
+    plan: Plan,
+    producer: BaseProducer<Reported>,
+    client: ClientConfig,
+    topics: ClusterTopics,
+    /// Changelog topics known to exist.
+    ensured: HashSet<String>,
+    exactly_once: bool,
+    brokers: String,
+    reader: RecordReader,
+    rejects: FailureHandler,
+    source_topics: HashSet<String>,
+    /// The first part's operators (stateless: one instance for all).
+    source_chains: PartChains,
+    source_ids: HashMap<TopicPartition, u32>,
+    sources: HashMap<TopicPartition, SourceTask>,
+    source_pending: Vec<Record>,
+    keyed: Vec<KeyedPart>,
+    sink_topic: String,
+    sink_partition: Option<i32>,
+    /// The watermark delay (ms), when the pipeline has event time.
+    delay: Option<i64>,
+    /// Whether anything was read since the last commit.
+    dirty: bool,
+    /// A failure inside a rebalance callback, for the member's loop.
+    failed: Option<ClusterError>,
+    /// Records read from the source and written to the sink.
+    pub counts: (u64, u64),
+}
+
+impl Engine {
+    /// An engine with no partitions yet.
+    pub fn new(parts: EngineParts) -> Result<Self, ClusterError> {
+        let EngineParts {
+            mut plan,
+            parts,
+            producer,
+            client,
+            topics,
+            source_partitions,
+            repartition_partitions,
+        } = parts;
+        let settings = plan.cluster.take().expect("a cluster plan");
+        let mut parts = parts.into_iter();
+        let first = parts.next().expect("the source's part");
+        let source_chains =
+            PartChains::instantiate(&plan, &first, (0, 1), None).map_err(|cause| ClusterError::Task {
+                task: "source".into(),
+                cause: Box::new(cause),
+            })?;
+        let mut upstream = source_partitions.len();
+        let mut keyed = Vec::new();
+        for part in parts {
+            let by = part.repartition_by.as_deref().expect("a keyed part");
+            let topic = super::topics::topic_name(&plan.name, by, TopicRole::Repartition)?;
+            keyed.push(KeyedPart {
+                part,
+                topic,
+                partitions: repartition_partitions,
+                upstream,
+                tasks: BTreeMap::new(),
+            });
+            upstream = repartition_partitions;
+        }
+        let source_ids = source_partitions
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.clone(), i as u32))
+            .collect();
+        Ok(Self {
+            rejects: FailureHandler::new("source", settings.source.on_error, None, Default::default()),
+            reader: RecordReader::of(&settings.source),
+            source_topics: settings.source.topics.iter().cloned().collect(),
+            brokers: settings.source.bootstrap_servers.value().to_owned(),
+            exactly_once: settings.sink.exactly_once,
+            sink_topic: settings.sink.topic.clone(),
+            sink_partition: settings.sink.partition,
+            delay: plan.watermark.map(|w| w.delay.as_millis() as i64),
+            plan,
+            producer,
+            client,
+            topics,
+            ensured: HashSet::new(),
+            source_chains,
+            source_ids,
+            sources: HashMap::new(),
+            source_pending: Vec::new(),
+            keyed,
+            dirty: false,
+            failed: None,
+            counts: (0, 0),
+        })
+    }
+
+    /// The topics the member subscribes to: the source's and each keyed
+    /// part's repartition topic.
+    pub fn subscriptions(&self) -> Vec<String> {
+        let mut topics: Vec<String> = self.source_topics.iter().cloned().collect();
+        topics.sort();
+        topics.extend(self.keyed.iter().map(|k| k.topic.clone()));
+        topics
+    }
+
+    /// Records per poll round.
+    pub fn batch_size(&self) -> usize {
+        self.plan.batch_size
+    }
+
+    /// The failure a rebalance callback met, if any.
+    pub fn take_failure(&mut self) -> Option<ClusterError> {
+        self.failed.take()
+    }
+
+    /// Keeps `failure` for the member's loop (a callback cannot return it).
+    pub fn fail(&mut self, failure: ClusterError) {
+        self.failed.get_or_insert(failure);
+    }
+
+    /// Takes in one consumed message: a source record, or a repartition
+    /// record or marker for one of the keyed tasks.
+    pub fn on_message(&mut self, msg: &BorrowedMessage<'_>) -> Result<(), ClusterError> {
+        self.dirty = true;
+        let at = (msg.topic().to_owned(), msg.partition());
+        if self.source_topics.contains(msg.topic()) {
+            let rec = match self.reader.read(msg) {
+                Ok(rec) => rec,
+                Err((raw, reason)) => {
+                    return crate::connectors::refuse(&self.rejects, raw, &reason)
+                        .map_err(ClusterError::Record);
+                }
+            };
+            let id = self.source_ids.get(&at).copied().unwrap_or(u32::MAX);
+            let task = self.sources.entry(at).or_insert_with(|| SourceTask {
+                id,
+                ..SourceTask::default()
+            });
+            task.max_time = task.max_time.max(Some(rec.timestamp));
+            self.counts.0 += 1;
+            self.source_pending.push(rec);
+            return Ok(());
+        }
+        let Some(k) = self.keyed.iter().position(|k| k.topic == msg.topic()) else {
+            return Ok(());
+        };
+        let is_marker = msg
+            .headers()
+            .is_some_and(|h| h.iter().any(|h| h.key == MARKER_HEADER));
+        if is_marker {
+            let mark = read_marker(msg.key().unwrap_or_default(), msg.payload().unwrap_or_default());
+            if let Some((upstream, watermark)) = mark {
+                self.observe_marker(k, msg.partition(), upstream, watermark)?;
+            }
+            return Ok(());
+        }
+        let Some(task) = self.keyed[k].tasks.get_mut(&msg.partition()) else {
+            return Ok(());
+        };
+        task.pending.push(raw_record(msg));
+        Ok(())
+    }
+
+    /// A marker of task `upstream` at `watermark` reached task `partition`
+    /// of keyed part `k`: what the task read before it runs first, then its
+    /// watermark moves (and fires what it holds back) when the minimum rose.
+    fn observe_marker(
+        &mut self,
+        k: usize,
+        partition: i32,
+        upstream: u32,
+        watermark: i64,
+    ) -> Result<(), ClusterError> {
+        self.run_task(k, partition)?;
+        let Some(task) = self.keyed[k].tasks.get_mut(&partition) else {
+            return Ok(());
+        };
+        if let Some(now) = task.watermarks.observe(upstream, watermark) {
+            let fired = task.chains.on_watermark(now)?;
+            self.route(k + 1, &fired)?;
+        }
+        Ok(())
+    }
+
+    /// Runs what every task read and has not run yet.
+    pub fn flush(&mut self) -> Result<(), ClusterError> {
+        if !self.source_pending.is_empty() {
+            let batch = Batch::Records(std::mem::take(&mut self.source_pending));
+            let out = self.source_chains.on_records(batch)?;
+            self.route(0, &out)?;
+        }
+        for k in 0..self.keyed.len() {
+            let partitions: Vec<i32> = self.keyed[k].tasks.keys().copied().collect();
+            for p in partitions {
+                self.run_task(k, p)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_task(&mut self, k: usize, partition: i32) -> Result<(), ClusterError> {
+        let Some(task) = self.keyed[k].tasks.get_mut(&partition) else {
+            return Ok(());
+        };
+        if task.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = Batch::Records(std::mem::take(&mut task.pending));
+        let out = task.chains.on_records(batch)?;
+        self.route(k + 1, &out)
+    }
+
+    /// Sends what part `part` produced on: to the next part's repartition
+    /// topic, at its key's partition, or (after the last part) to the sink.
+    fn route(&mut self, part: usize, batches: &[Batch]) -> Result<(), ClusterError> {
+        let producer = &self.producer;
+        let failed = |topic: &str| ClusterError::kafka(&self.brokers, format!("writing to topic `{topic}`"));
+        match self.keyed.get(part) {
+            Some(next) => {
+                let key_groups = self.plan.key_groups;
+                for batch in batches {
+                    batch.try_for_each(|rec| {
+                        let group = of_key(rec.key_bytes(), key_groups);
+                        let p = worker_of(group, key_groups, next.partitions) as i32;
+                        send_record(producer, &next.topic, Some(p), rec).map_err(failed(&next.topic))
+                    })?;
+                }
+            }
+            None => {
+                let (topic, partition) = (&self.sink_topic, self.sink_partition);
+                for batch in batches {
+                    batch.try_for_each(|rec| {
+                        send_record(producer, topic, partition, rec).map_err(failed(topic))
+                    })?;
+                    self.counts.1 += batch.len() as u64;
+                }
+            }
+        }
+        self.producer.poll(Duration::ZERO);
+        Ok(())
+    }
+
+    /// Processing time reached `now` (ms): every keyed task's timers due.
+    pub fn on_processing_time(&mut self, now: i64) -> Result<(), ClusterError> {
+        for k in 0..self.keyed.len() {
+            let partitions: Vec<i32> = self.keyed[k].tasks.keys().copied().collect();
+            for p in partitions {
+                self.run_task(k, p)?;
+                let task = self.keyed[k].tasks.get_mut(&p).expect("listed");
+                let fired = task.chains.on_processing_time(now)?;
+                if !fired.is_empty() {
+                    self.dirty = true;
+                }
+                self.route(k + 1, &fired)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits everything since the last commit through `consumer`'s
+    /// position: the output, the state changes, the markers and the
+    /// offsets, in one transaction with `exactly_once`.
+    pub fn commit<C: ConsumerContext>(&mut self, consumer: &BaseConsumer<C>) -> Result<(), ClusterError> {
+        self.flush()?;
+        if !self.dirty {
+            return Ok(());
+        }
+        self.send_markers()?;
+        self.send_changes()?;
+        let position = position_of(consumer);
+        let kafka = |what: &str| ClusterError::kafka(&self.brokers, what.to_owned());
+        if self.exactly_once {
+            if position.offsets.count() > 0 {
+                let Some(metadata) = position.metadata.as_ref() else {
+                    return Err(ClusterError::NoGeneration);
+                };
+                self.producer
+                    .send_offsets_to_transaction(&position.offsets, metadata, TIMEOUT)
+                    .map_err(kafka("committing the consumed offsets in the transaction"))?;
+            }
+            self.producer
+                .commit_transaction(TIMEOUT)
+                .map_err(kafka("committing the transaction"))?;
+            self.producer
+                .begin_transaction()
+                .map_err(kafka("beginning a transaction"))?;
+        } else {
+            self.producer
+                .flush(TIMEOUT)
+                .map_err(kafka("flushing the output"))?;
+            if let Some(refused) = self.producer.context().last_refusal() {
+                return Err(ClusterError::Record(format!(
+                    "the output was not delivered{refused}"
+                )));
+            }
+            if position.offsets.count() > 0 {
+                consumer
+                    .commit(&position.offsets, CommitMode::Sync)
+                    .map_err(kafka("committing the consumed offsets"))?;
+            }
+        }
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Writes each task's watermark marker into every partition of the
+    /// next part's repartition topic, when it rose since the last one.
+    fn send_markers(&mut self) -> Result<(), ClusterError> {
+        let Some(delay) = self.delay else {
+            return Ok(());
+        };
+        let mut marks: Vec<(usize, u32, i64)> = Vec::new();
+        for task in self.sources.values_mut() {
+            let Some(max) = task.max_time else { continue };
+            // As in one process: a record at the watermark may be late.
+            let watermark = max.saturating_sub(delay).saturating_sub(1);
+            if task.marked < Some(watermark) {
+                task.marked = Some(watermark);
+                marks.push((0, task.id, watermark));
+            }
+        }
+        for (k, part) in self.keyed.iter_mut().enumerate() {
+            for (&p, task) in &mut part.tasks {
+                if let Some(now) = task.watermarks.current()
+                    && task.marked_watermark < Some(now)
+                {
+                    task.marked_watermark = Some(now);
+                    marks.push((k + 1, p as u32, now));
+                }
+            }
+        }
+        for (part, id, watermark) in marks {
+            let Some(next) = self.keyed.get(part) else {
+                continue;
+            };
+            let (key, value) = marker(id, watermark);
+            for p in 0..next.partitions as i32 {
+                let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+                    key: MARKER_HEADER,
+                    value: Some(&b""[..]),
+                });
+                let record = BaseRecord::to(&next.topic)
+                    .partition(p)
+                    .key(&key[..])
+                    .payload(&value[..])
+                    .headers(headers);
+                send_waiting(&self.producer, record).map_err(ClusterError::kafka(
+                    &self.brokers,
+                    format!("writing a watermark marker to `{}`", next.topic),
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every keyed task's state changes (and its watermark, when it
+    /// moved) to its changelogs, at the task's partition.
+    fn send_changes(&mut self) -> Result<(), ClusterError> {
+        let producer = &self.producer;
+        for part in &mut self.keyed {
+            for (&p, task) in &mut part.tasks {
+                let failed = |topic: &str| {
+                    ClusterError::kafka(&self.brokers, format!("writing state changes to `{topic}`"))
+                };
+                for log in &task.changelogs {
+                    let mut sent = Ok(());
+                    log.state
+                        .lock()
+                        .take_changes(&mut |entry, value| {
+                            let mut record = BaseRecord::<[u8], [u8]>::to(&log.topic).partition(p).key(entry);
+                            if let Some(v) = value {
+                                record = record.payload(v);
+                            }
+                            if sent.is_ok() {
+                                sent = send_waiting(producer, record);
+                            }
+                            Ok(())
+                        })
+                        .map_err(|e| {
+                            ClusterError::Operator(crate::operators::OperatorError::state(&log.topic, e))
+                        })?;
+                    sent.map_err(failed(&log.topic))?;
+                }
+                let now = task.watermarks.current();
+                if let (Some(first), Some(w)) = (task.changelogs.first(), now)
+                    && task.logged_watermark < now
+                {
+                    let value = w.to_le_bytes();
+                    let record = BaseRecord::to(&first.topic)
+                        .partition(p)
+                        .key(WATERMARK_ENTRY)
+                        .payload(&value[..]);
+                    send_waiting(producer, record).map_err(failed(&first.topic))?;
+                    task.logged_watermark = now;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `partitions` are this process's now: each repartition partition
+    /// becomes a keyed task, its state restored from its changelogs.
+    pub fn assigned(&mut self, partitions: &[TopicPartition]) -> Result<(), ClusterError> {
+        for (topic, p) in partitions {
+            let Some(k) = self.keyed.iter().position(|k| &k.topic == topic) else {
+                continue;
+            };
+            let started = Instant::now();
+            let part = &self.keyed[k];
+            let task_name = format!("{topic}/{p}");
+            let mut task = KeyedTask::new(
+                &self.plan,
+                &part.part,
+                (*p as usize, part.partitions),
+                part.upstream,
+            )
+            .map_err(|cause| ClusterError::Task {
+                task: task_name.clone(),
+                cause: Box::new(cause),
+            })?;
+            let mut restored = 0;
+            for log in &task.changelogs {
+                if self.ensured.insert(log.topic.clone()) {
+                    self.topics
+                        .ensure(&log.topic, part.partitions, TopicRole::Changelog)?;
+                }
+                let mut state = log.state.lock();
+                let done = restore_task(&self.client, &log.topic, *p, 0, &mut state, &mut |progress| {
+                    tracing::info!(task = %task_name, changelog = %log.topic, records = progress.records, "restoring");
+                })?;
+                restored += done.records;
+                if let Some(w) = done.watermark {
+                    task.watermarks.resume_at(w);
+                    task.logged_watermark = Some(w);
+                    task.marked_watermark = Some(w);
+                }
+            }
+            tracing::info!(
+                task = %task_name,
+                records = restored,
+                millis = started.elapsed().as_millis() as u64,
+                "task restored from its changelog"
+            );
+            self.keyed[k].tasks.insert(*p, task);
+        }
+        Ok(())
+    }
+
+    /// `partitions` left this process (committed before): their tasks go.
+    pub fn revoked(&mut self, partitions: &[TopicPartition]) {
+        for tp in partitions {
+            self.sources.remove(tp);
+            if let Some(part) = self.keyed.iter_mut().find(|k| k.topic == tp.0)
+                && part.tasks.remove(&tp.1).is_some()
+            {
+                tracing::info!(task = %format!("{}/{}", tp.0, tp.1), "task revoked");
+            }
+        }
+    }
+
+    /// The group took every partition without a revoke (this process was
+    /// silent too long, and another may own them already): everything
+    /// since the last commit is dropped — the transaction aborted, the
+    /// tasks and their state gone — so whoever gets the partitions next,
+    /// this process included, resumes from the last commit.
+    pub fn lost(&mut self) -> Result<(), ClusterError> {
+        let kafka = |what: &str| ClusterError::kafka(&self.brokers, what.to_owned());
+        if self.exactly_once {
+            self.producer
+                .abort_transaction(TIMEOUT)
+                .map_err(kafka("aborting the transaction"))?;
+            self.producer
+                .begin_transaction()
+                .map_err(kafka("beginning a transaction"))?;
+        }
+        self.sources.clear();
+        self.source_pending.clear();
+        for part in &mut self.keyed {
+            part.tasks.clear();
+        }
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Ends the open transaction (empty after the last commit).
+    pub fn close(&mut self) {
+        if self.exactly_once
+            && let Err(e) = self.producer.abort_transaction(TIMEOUT)
+        {
+            tracing::debug!(error = %e, "ending the last, empty transaction");
+        }
+    }
+}

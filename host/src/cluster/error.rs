@@ -1,0 +1,67 @@
+//! Why a process of the cluster stops. Every failure ends the process: its
+//! open transaction is aborted by the brokers, and the group hands its
+//! partitions to the others, which resume from the last commit (recovery
+//! never guesses).
+
+use super::member::MemberError;
+use super::restore::RestoreError;
+use super::task::TaskError;
+use super::topics::TopicError;
+use crate::operators::OperatorError;
+use rdkafka::error::KafkaError;
+
+/// Why this process left the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The group could not be joined.
+    #[error(transparent)]
+    Member(#[from] MemberError),
+    /// A cluster topic could not be made or used.
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+    /// A task could not be made.
+    #[error("cluster task {task}: {cause}")]
+    Task {
+        /// `<topic>/<partition>`.
+        task: String,
+        /// Why.
+        cause: Box<TaskError>,
+    },
+    /// A task's state could not be restored.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// An operator stopped the pipeline.
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
+    /// A source record cannot be read and `on_error` says `fail`.
+    #[error("source: {0}")]
+    Record(String),
+    /// Kafka failed.
+    #[error(transparent)]
+    Kafka(Box<KafkaFailure>),
+    /// Offsets cannot be committed: the process is not in the group.
+    #[error(
+        "committing the consumed offsets needs the group's generation, and this process is not in the group: restart it"
+    )]
+    NoGeneration,
+}
+
+impl ClusterError {
+    /// What maps Kafka's error at `what` on `brokers` into this one.
+    pub fn kafka(brokers: &str, what: String) -> impl FnOnce(KafkaError) -> Self + use<> {
+        let brokers = brokers.to_owned();
+        move |cause| ClusterError::Kafka(Box::new(KafkaFailure { what, brokers, cause }))
+    }
+}
+
+/// A Kafka request that failed, and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} on `{brokers}`: {cause}")]
+pub struct KafkaFailure {
+    /// What was being done.
+    pub what: String,
+    /// The brokers.
+    pub brokers: String,
+    /// What the client said.
+    pub cause: KafkaError,
+}

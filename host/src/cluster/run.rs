@@ -1,0 +1,246 @@
+//! A process of the cluster: it makes the repartition topics when missing,
+//! joins the group with one consumer and one (transactional) producer, and
+//! runs what the group gives it on this thread until stopped — polling,
+//! running tasks, committing every `commit_interval`, committing before
+//! partitions leave. On a stop it commits once more and leaves the group,
+//! which hands its partitions to the others.
+
+use super::engine::{Engine, EngineParts};
+use super::error::ClusterError;
+use super::member::{GroupMember, MemberContext, Membership, RebalanceListener, TopicPartition};
+use super::topics::{ClusterTopics, TopicRole, topic_name};
+use crate::connectors::kafka::{KafkaSinkSpec, Reported, producer_config};
+use crate::plan::{ClusterSettings, Plan};
+use crate::runtime::{RunReport, Shutdown};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::producer::{BaseProducer, Producer};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often processing-time timers are served.
+const PROCESSING_TIME_TICK: Duration = Duration::from_millis(100);
+
+/// The engine, shared with the rebalance callbacks (which run inside the
+/// member's polls, on the same thread).
+#[derive(Clone)]
+struct Shared(Arc<Mutex<Engine>>);
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl RebalanceListener for Shared {
+    fn revoking(&self, partitions: &[TopicPartition], consumer: &BaseConsumer<MemberContext<Self>>) {
+        tracing::info!(partitions = %names(partitions), "the group takes partitions away: committing first");
+        let mut engine = self.lock();
+        match engine.commit(consumer) {
+            Ok(()) => engine.revoked(partitions),
+            Err(e) => engine.fail(e),
+        }
+    }
+
+    fn lost(&self, partitions: &[TopicPartition]) {
+        tracing::warn!(partitions = %names(partitions), "the group took partitions without a revoke (this process was silent too long): its uncommitted work is dropped, and it rejoins");
+        let mut engine = self.lock();
+        if let Err(e) = engine.lost() {
+            engine.fail(e);
+        }
+    }
+
+    fn assigned(&self, partitions: &[TopicPartition]) {
+        tracing::info!(partitions = %names(partitions), "the group gives partitions");
+        let mut engine = self.lock();
+        if let Err(e) = engine.assigned(partitions) {
+            engine.fail(e);
+        }
+    }
+}
+
+fn names(partitions: &[TopicPartition]) -> String {
+    let names: Vec<String> = partitions.iter().map(|(t, p)| format!("{t}/{p}")).collect();
+    names.join(", ")
+}
+
+/// Runs `plan` (which has cluster settings) as one process of its cluster
+/// until `shutdown` stops it or it fails.
+pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterError> {
+    let started = Instant::now();
+    let settings = plan.cluster.clone().expect("a cluster plan");
+    let parts = settings.parts.clone();
+    let source = &settings.source;
+    let mut client = crate::connectors::kafka::client_config(
+        &source.bootstrap_servers,
+        source.security.as_ref(),
+        &source.options,
+    );
+    client.set(
+        "session.timeout.ms",
+        settings.session_timeout.as_millis().to_string(),
+    );
+    if !source.options.contains_key("fetch.wait.max.ms") {
+        client.set("fetch.wait.max.ms", "20");
+    }
+    let topics = ClusterTopics::connect(&client)?;
+    let mut source_partitions = Vec::new();
+    for topic in &source.topics {
+        for p in topics.partitions(topic)? {
+            source_partitions.push((topic.clone(), p));
+        }
+    }
+    let widest = source
+        .topics
+        .iter()
+        .map(|t| source_partitions.iter().filter(|(s, _)| s == t).count());
+    let repartition_partitions = settings
+        .repartition_partitions
+        .map_or_else(|| widest.max().unwrap_or(1), |n| n as usize);
+    for part in &parts[1..] {
+        let by = part.repartition_by.as_deref().expect("a keyed part");
+        let topic = topic_name(&plan.name, by, TopicRole::Repartition)?;
+        topics.ensure(&topic, repartition_partitions, TopicRole::Repartition)?;
+    }
+    let member_name = settings
+        .instance_id
+        .clone()
+        .unwrap_or_else(|| format!("pid-{}-{}", std::process::id(), crate::clock::now_ms()));
+    isolate_state(&mut plan, &member_name);
+    let producer = producer(&settings, &member_name)?;
+    let pipeline = plan.name.clone();
+    let engine = Shared(Arc::new(Mutex::new(Engine::new(EngineParts {
+        plan,
+        parts,
+        producer,
+        client: client.clone(),
+        topics,
+        source_partitions,
+        repartition_partitions,
+    })?)));
+    let subscriptions = engine.lock().subscriptions();
+    let member = GroupMember::join(
+        client,
+        &Membership {
+            group: &settings.group,
+            instance_id: settings
+                .instance_id
+                .as_deref()
+                .filter(|_| settings.static_membership),
+            client_id: &format!("mailer-{pipeline}-{member_name}"),
+            topics: &subscriptions,
+            rebalancing: settings.rebalancing,
+        },
+        engine.clone(),
+    )?;
+    tracing::info!(pipeline = %pipeline, group = %settings.group, member = %member_name, "joined the cluster");
+    let result = serve(&member, &engine, &settings, shutdown);
+    let result = result.and_then(|()| engine.lock().commit(member.consumer()));
+    // Leaving the group revokes what is left (committed just now).
+    drop(member);
+    let mut engine = engine.lock();
+    engine.close();
+    result?;
+    let (source_records, sink_records) = engine.counts;
+    Ok(RunReport {
+        source_records,
+        sink_records,
+        cancelled: shutdown.is_cancelled(),
+        elapsed: started.elapsed(),
+        ..RunReport::default()
+    })
+}
+
+/// Polls, runs and commits until `shutdown` or a failure.
+fn serve(
+    member: &GroupMember<Shared>,
+    engine: &Shared,
+    settings: &ClusterSettings,
+    shutdown: &Shutdown,
+) -> Result<(), ClusterError> {
+    let consumer = member.consumer();
+    let batch = engine.lock().batch_size();
+    let (mut last_commit, mut last_tick) = (Instant::now(), Instant::now());
+    while !shutdown.is_cancelled() {
+        let mut polled = 0;
+        while polled < batch {
+            let wait = if polled == 0 {
+                Duration::from_millis(100)
+            } else {
+                Duration::ZERO
+            };
+            match consumer.poll(wait) {
+                None => break,
+                Some(Ok(msg)) => {
+                    polled += 1;
+                    let mut engine = engine.lock();
+                    if let Some(e) = engine.take_failure() {
+                        return Err(e);
+                    }
+                    engine.on_message(&msg)?;
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "the cluster's consumer reported an error; it retries")
+                }
+            }
+        }
+        let mut engine = engine.lock();
+        if let Some(e) = engine.take_failure() {
+            return Err(e);
+        }
+        engine.flush()?;
+        if last_tick.elapsed() >= PROCESSING_TIME_TICK {
+            engine.on_processing_time(crate::clock::now_ms())?;
+            last_tick = Instant::now();
+        }
+        if last_commit.elapsed() >= settings.commit_interval {
+            engine.commit(consumer)?;
+            last_commit = Instant::now();
+        }
+    }
+    Ok(())
+}
+
+/// With RocksDB, each process keeps its tasks' databases in a folder of
+/// its own (processes of one machine share the manifest's `path`).
+fn isolate_state(plan: &mut Plan, member: &str) {
+    if let crate::state::BackendKind::Rocks { dir, .. } = &mut plan.state {
+        *dir = dir.join(member);
+    }
+}
+
+/// The process's producer: transactional with `exactly_once` (its id is
+/// the member's, so a restarted process fences the one it replaces), its
+/// first transaction begun.
+fn producer(settings: &ClusterSettings, member: &str) -> Result<BaseProducer<Reported>, ClusterError> {
+    let sink: &KafkaSinkSpec = &settings.sink;
+    let brokers = sink.bootstrap_servers.value().to_owned();
+    let failed = |what: &str| ClusterError::kafka(&brokers, what.to_owned());
+    let mut config: ClientConfig = producer_config(sink);
+    if sink.exactly_once {
+        config.set("transactional.id", format!("mailer.{}.{member}", settings.group));
+        if !sink.options.contains_key("transaction.timeout.ms") {
+            // An open transaction of a killed process holds readers back
+            // until the brokers abort it: a short timeout.
+            let timeout = (settings.commit_interval * 4).max(Duration::from_secs(10));
+            config.set("transaction.timeout.ms", timeout.as_millis().to_string());
+            // librdkafka: no record may wait longer than its transaction.
+            let delivery = sink.delivery_timeout.min(timeout);
+            config.set("message.timeout.ms", delivery.as_millis().to_string());
+        }
+    }
+    let producer: BaseProducer<Reported> = config
+        .create_with_context(Reported::default())
+        .map_err(failed("making the producer"))?;
+    if sink.exactly_once {
+        producer
+            .init_transactions(TIMEOUT)
+            .map_err(failed("starting transactions (fencing an earlier instance)"))?;
+        producer
+            .begin_transaction()
+            .map_err(failed("beginning a transaction"))?;
+    }
+    Ok(producer)
+}

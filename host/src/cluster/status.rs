@@ -1,0 +1,218 @@
+//! `mailer cluster status`: the group's members, the partitions (tasks)
+//! each holds, and each partition's committed offset and lag, read from the
+//! brokers (the group's description and committed offsets), so it works
+//! from any machine that reaches them, whether or not a member runs there.
+
+use super::error::ClusterError;
+use super::member::TopicPartition;
+use super::topics::{ClusterTopics, TopicRole, topic_name};
+use crate::plan::Plan;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A member as the group describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    /// Its `client.id`: `mailer-<pipeline>-<instance>`.
+    pub client_id: String,
+    /// Its host, as the broker saw it.
+    pub host: String,
+    /// The partitions it holds.
+    pub partitions: Vec<TopicPartition>,
+}
+
+/// One partition the group reads: a source task or a keyed task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionStatus {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// The member holding it, if any.
+    pub member: Option<String>,
+    /// The group's committed offset, if it has one.
+    pub committed: Option<i64>,
+    /// The partition's end (high watermark).
+    pub end: i64,
+}
+
+impl PartitionStatus {
+    /// Records not committed yet (all of them without a committed offset).
+    pub fn lag(&self) -> i64 {
+        (self.end - self.committed.unwrap_or(0)).max(0)
+    }
+}
+
+/// The cluster of a pipeline, now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// The group.
+    pub group: String,
+    /// Its members.
+    pub members: Vec<MemberStatus>,
+    /// Every partition of the source and repartition topics.
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// The status of `plan`'s cluster (it has cluster settings).
+pub fn status(plan: &Plan) -> Result<ClusterStatus, ClusterError> {
+    let settings = plan.cluster.as_ref().expect("a cluster plan");
+    let source = &settings.source;
+    let mut config = crate::connectors::kafka::client_config(
+        &source.bootstrap_servers,
+        source.security.as_ref(),
+        &source.options,
+    );
+    let topics = ClusterTopics::connect(&config)?;
+    let mut names = source.topics.clone();
+    for part in settings.parts.iter().skip(1) {
+        let by = part.repartition_by.as_deref().expect("a keyed part");
+        names.push(topic_name(&plan.name, by, TopicRole::Repartition)?);
+    }
+    let brokers = source.bootstrap_servers.value().to_owned();
+    let kafka = |what: &str| ClusterError::kafka(&brokers, what.to_owned());
+    // Never joins: it only fetches the group's offsets and description.
+    config.set("group.id", &settings.group).set(
+        "session.timeout.ms",
+        settings.session_timeout.as_millis().to_string(),
+    );
+    let consumer: BaseConsumer = config.create().map_err(kafka("connecting"))?;
+    let groups = consumer
+        .fetch_group_list(Some(&settings.group), TIMEOUT)
+        .map_err(kafka("describing the group"))?;
+    let members: Vec<MemberStatus> = groups
+        .groups()
+        .iter()
+        .filter(|g| g.name() == settings.group)
+        .flat_map(|g| g.members())
+        .map(|m| MemberStatus {
+            client_id: m.client_id().to_owned(),
+            host: m.client_host().to_owned(),
+            partitions: m.assignment().map(assigned_partitions).unwrap_or_default(),
+        })
+        .collect();
+    let holder: BTreeMap<&TopicPartition, &str> = members
+        .iter()
+        .flat_map(|m| m.partitions.iter().map(|p| (p, m.client_id.as_str())))
+        .collect();
+    let mut list = TopicPartitionList::new();
+    for topic in &names {
+        // A repartition topic not made yet: the cluster never ran.
+        for p in topics.partitions(topic).unwrap_or_default() {
+            list.add_partition(topic, p);
+        }
+    }
+    let committed = consumer
+        .committed_offsets(list.clone(), TIMEOUT)
+        .map_err(kafka("reading the group's committed offsets"))?;
+    let mut partitions = Vec::new();
+    for e in committed.elements() {
+        let at = (e.topic().to_owned(), e.partition());
+        let (_, end) = consumer
+            .fetch_watermarks(e.topic(), e.partition(), TIMEOUT)
+            .map_err(kafka("reading a partition's end"))?;
+        partitions.push(PartitionStatus {
+            member: holder.get(&at).map(|m| (*m).to_owned()),
+            committed: match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            },
+            end,
+            partition: at,
+        });
+    }
+    Ok(ClusterStatus {
+        group: settings.group.clone(),
+        members,
+        partitions,
+    })
+}
+
+/// The partitions of a consumer-protocol assignment: a version (i16), then
+/// an array (i32 count) of topics, each a string (i16 length) and an array
+/// of partitions (i32 each); user data after it is ignored. Whatever does
+/// not parse gives what parsed so far.
+fn assigned_partitions(bytes: &[u8]) -> Vec<TopicPartition> {
+    let mut out = Vec::new();
+    let mut at = 2usize;
+    let mut take = |n: usize| {
+        let slice = bytes.get(at..at + n)?;
+        at += n;
+        Some(slice)
+    };
+    let mut parse = || -> Option<()> {
+        let topics = i32::from_be_bytes(take(4)?.try_into().ok()?);
+        for _ in 0..topics.max(0) {
+            let len = i16::from_be_bytes(take(2)?.try_into().ok()?).max(0) as usize;
+            let topic = String::from_utf8_lossy(take(len)?).into_owned();
+            let count = i32::from_be_bytes(take(4)?.try_into().ok()?);
+            for _ in 0..count.max(0) {
+                out.push((topic.clone(), i32::from_be_bytes(take(4)?.try_into().ok()?)));
+            }
+        }
+        Some(())
+    };
+    let _ = parse();
+    out
+}
+
+impl fmt::Display for ClusterStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "group `{}`: {} member(s)", self.group, self.members.len())?;
+        for m in &self.members {
+            writeln!(
+                f,
+                "  {} ({}): {} partition(s)",
+                m.client_id,
+                m.host,
+                m.partitions.len()
+            )?;
+        }
+        writeln!(
+            f,
+            "{:<48} {:>10} {:>10} {:>8}  member",
+            "partition", "committed", "end", "lag"
+        )?;
+        for p in &self.partitions {
+            let committed = p.committed.map_or_else(|| "-".to_owned(), |o| o.to_string());
+            writeln!(
+                f,
+                "{:<48} {committed:>10} {:>10} {:>8}  {}",
+                format!("{}/{}", p.partition.0, p.partition.1),
+                p.end,
+                p.lag(),
+                p.member.as_deref().unwrap_or("-")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_assignment_reads_back() {
+        let mut bytes = vec![0, 1];
+        bytes.extend(2i32.to_be_bytes());
+        for (topic, partitions) in [("in", vec![0i32, 3]), ("p.c.repartition", vec![5])] {
+            bytes.extend((topic.len() as i16).to_be_bytes());
+            bytes.extend(topic.as_bytes());
+            bytes.extend((partitions.len() as i32).to_be_bytes());
+            for p in partitions {
+                bytes.extend(p.to_be_bytes());
+            }
+        }
+        bytes.extend((-1i32).to_be_bytes());
+        assert_eq!(
+            assigned_partitions(&bytes),
+            [("in".into(), 0), ("in".into(), 3), ("p.c.repartition".into(), 5)]
+        );
+        assert_eq!(assigned_partitions(&bytes[..9]), Vec::<TopicPartition>::new());
+        assert_eq!(assigned_partitions(&[]), Vec::<TopicPartition>::new());
+    }
+}

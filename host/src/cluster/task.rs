@@ -1,0 +1,196 @@
+//! A task's operators: the chains of one part's stages, run one after
+//! another as direct calls (a task is one partition's work on one thread),
+//! and a keyed task's state, each keyed operator's backend recording its
+//! changes for the operator's changelog topic.
+
+use super::topics::{TopicError, TopicRole, topic_name};
+use super::watermarks::UpstreamWatermarks;
+use crate::batch::Batch;
+use crate::operators::{Chain, InstanceContext, InstantiateError, OperatorError, Produced, StateOpener};
+use crate::plan::{Part, Plan};
+use crate::record::Record;
+use crate::state::{SharedChangelog, StateBackend, StateError};
+use std::cell::RefCell;
+
+/// Why a task cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// An operator could not be instantiated.
+    #[error("operator `{operator}`: {cause}")]
+    Instantiate {
+        /// The operator.
+        operator: String,
+        /// Why.
+        cause: InstantiateError,
+    },
+    /// A changelog topic cannot be named.
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+}
+
+/// The chains of a part's stages, in order.
+pub struct PartChains(Vec<Chain>);
+
+impl PartChains {
+    /// `part`'s operators as task `task` of `tasks` runs them; keyed state
+    /// opened by `open_state` (the plan's backend when `None`).
+    pub fn instantiate(
+        plan: &Plan,
+        part: &Part,
+        (task, tasks): (usize, usize),
+        open_state: Option<&StateOpener<'_>>,
+    ) -> Result<Self, TaskError> {
+        let mut first_op: u16 = plan.stages[..part.stages.start]
+            .iter()
+            .map(|s| s.operators.len() as u16)
+            .sum();
+        let mut chains = Vec::new();
+        for stage in &plan.stages[part.stages.clone()] {
+            let mut ops = Vec::with_capacity(stage.operators.len());
+            for node in &stage.operators {
+                let ctx = InstanceContext {
+                    dead_letter: None,
+                    late_output: None,
+                    state: &plan.state,
+                    stage: &stage.name,
+                    worker: task,
+                    op_index: first_op,
+                    key_groups: plan.key_groups,
+                    parallelism: tasks,
+                    restore: None,
+                    open_state,
+                };
+                ops.push(node.instantiate(&ctx).map_err(|cause| TaskError::Instantiate {
+                    operator: node.name.clone(),
+                    cause,
+                })?);
+                first_op += 1;
+            }
+            chains.push(Chain::new(ops));
+        }
+        Ok(Self(chains))
+    }
+
+    /// Runs `batch` through every chain; what the last one produced.
+    pub fn on_records(&mut self, batch: Batch) -> Result<Vec<Batch>, OperatorError> {
+        let mut carried = vec![batch];
+        for chain in &mut self.0 {
+            carried = carried
+                .into_iter()
+                .map(|b| chain.on_records(b).map(stream))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(nonempty(carried))
+    }
+
+    /// Event time reached `watermark`: each chain fires what it holds back.
+    pub fn on_watermark(&mut self, watermark: i64) -> Result<Vec<Batch>, OperatorError> {
+        self.on_time(|chain| chain.on_watermark(watermark))
+    }
+
+    /// Processing time reached `now` (ms): each chain fires its timers due.
+    pub fn on_processing_time(&mut self, now: i64) -> Result<Vec<Batch>, OperatorError> {
+        self.on_time(|chain| chain.on_processing_time(now))
+    }
+
+    /// Time moved: each chain, in order, takes what the chains before it
+    /// fired, then fires itself (as time follows the records on an edge).
+    fn on_time(
+        &mut self,
+        fire: impl Fn(&mut Chain) -> Result<Produced, OperatorError>,
+    ) -> Result<Vec<Batch>, OperatorError> {
+        let mut carried = Vec::new();
+        for chain in &mut self.0 {
+            let mut next = carried
+                .into_iter()
+                .map(|b| chain.on_records(b).map(stream))
+                .collect::<Result<Vec<_>, _>>()?;
+            next.push(stream(fire(chain)?));
+            carried = next;
+        }
+        Ok(nonempty(carried))
+    }
+}
+
+fn nonempty(batches: Vec<Batch>) -> Vec<Batch> {
+    batches.into_iter().filter(|b| !b.is_empty()).collect()
+}
+
+/// The one stream a chain of cluster mode produces (a branch, which would
+/// split it, is refused by the planner).
+fn stream(produced: Produced) -> Batch {
+    match produced {
+        Produced::Stream(batch) => batch,
+        Produced::Outputs(_) => unreachable!("cluster mode plans no branch"),
+    }
+}
+
+/// A keyed operator's state and the changelog its changes go to.
+pub struct Changelog {
+    /// The changelog topic.
+    pub topic: String,
+    /// The backend, recording changes.
+    pub state: SharedChangelog,
+}
+
+/// One keyed task: a repartition partition's records through its part's
+/// operators, with the state of the key groups the partition stands for.
+pub struct KeyedTask {
+    /// Its operators.
+    pub chains: PartChains,
+    /// Its keyed operators' state, one changelog each.
+    pub changelogs: Vec<Changelog>,
+    /// Its event time: the minimum over the tasks feeding it.
+    pub watermarks: UpstreamWatermarks,
+    /// The watermark its changelog holds.
+    pub logged_watermark: Option<i64>,
+    /// The watermark last marked to the next part.
+    pub marked_watermark: Option<i64>,
+    /// Records read and not yet run (a poll's worth).
+    pub pending: Vec<Record>,
+}
+
+impl KeyedTask {
+    /// Task `partition` of `partitions` of `part`, its keyed operators on
+    /// fresh backends of the plan's kind recording changes; `upstream`
+    /// tasks feed it.
+    pub fn new(
+        plan: &Plan,
+        part: &Part,
+        (partition, partitions): (usize, usize),
+        upstream: usize,
+    ) -> Result<Self, TaskError> {
+        let opened: RefCell<Vec<(String, SharedChangelog)>> = RefCell::new(Vec::new());
+        let stage = &plan.stages[part.stages.start].name;
+        let open = |operator: &str| -> Result<Box<dyn StateBackend>, StateError> {
+            let backend = plan.state.open(&format!("{stage}-{operator}"), partition)?;
+            let shared = SharedChangelog::new(backend);
+            opened.borrow_mut().push((operator.to_owned(), shared.clone()));
+            Ok(Box::new(shared))
+        };
+        let chains = PartChains::instantiate(
+            plan,
+            part,
+            (partition, partitions),
+            Some(&open as &StateOpener<'_>),
+        )?;
+        let changelogs = opened
+            .into_inner()
+            .into_iter()
+            .map(|(operator, state)| {
+                Ok(Changelog {
+                    topic: topic_name(&plan.name, &operator, TopicRole::Changelog)?,
+                    state,
+                })
+            })
+            .collect::<Result<_, TopicError>>()?;
+        Ok(Self {
+            chains,
+            changelogs,
+            watermarks: UpstreamWatermarks::new(upstream),
+            logged_watermark: None,
+            marked_watermark: None,
+            pending: Vec::new(),
+        })
+    }
+}

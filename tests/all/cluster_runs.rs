@@ -1,0 +1,517 @@
+//! Cluster mode run whole: the same manifest in several `mailer` processes
+//! of one consumer group, against the real broker. Word count (6 input
+//! partitions -> split-words -> key_by -> count -> Kafka, exactly once):
+//! the union of the processes' committed output holds each word's counts
+//! 1..n exactly once, through kills, stops, joins and scaling.
+
+use crate::kafka::{bootstrap, consume_all, create_topic, produce, unique_topic};
+use crate::support::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The test broker's incremental (cooperative) protocol never hands the
+/// partitions a member gave up to a member that joined a running group,
+/// and it never expires a static member that left (both reproduced with
+/// confluent-kafka alone); the eager protocol and dynamic members work.
+/// The cooperative protocol is tested with the members alone (cluster.rs).
+const REBALANCE: &str = "rebalance = \"eager\"";
+
+/// The test broker waits for a killed member until the rebalance timeout
+/// (`max.poll.interval.ms`), not its session timeout: 10 s, not 300.
+const OPTIONS: &str = "options = { \"max.poll.interval.ms\" = \"10000\" }";
+
+/// A word-count pipeline in cluster mode reading `input`, writing `output`.
+fn word_count(w: &Workdir, input: &str, output: &str) -> PathBuf {
+    w.manifest(&format!(
+        r#"
+[pipeline]
+name = "{input}"
+batch_size = 50
+
+[source]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{input}"]
+group_id = "{input}"
+format = "string"
+{OPTIONS}
+
+[[operators]]
+type = "flat_map"
+plugin = "{{plugin:split-words}}"
+
+[[operators]]
+type = "key_by"
+parallelism = 1
+
+[[operators]]
+name = "counts"
+type = "reduce"
+plugin = "{{plugin:count}}"
+
+[sink]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topic = "{output}"
+exactly_once = true
+
+[cluster]
+group = "{input}"
+instance_id = "${{MAILER_INSTANCE}}"
+commit_interval = "300ms"
+session_timeout = "6s"
+{REBALANCE}
+"#
+    ))
+}
+
+/// One process of the cluster, its log in the work folder.
+struct Member {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Member {
+    fn start(w: &Workdir, manifest: &Path, instance: &str) -> Self {
+        let n = std::fs::read_dir(w.path(".")).map_or(0, |d| d.count());
+        let log = w.path(&format!("{instance}-{n}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = mailer()
+            .env("MAILER_INSTANCE", instance)
+            .env("KAFKA_BOOTSTRAP", bootstrap())
+            .arg("run")
+            .arg(manifest)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(file))
+            .spawn()
+            .unwrap();
+        Self { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM: it commits, leaves the group and exits cleanly.
+    fn stop(mut self) -> String {
+        sigterm(&self.child);
+        let status = self.child.wait().unwrap();
+        let log = self.log();
+        assert!(status.success(), "a stopped member failed:\n{log}");
+        log
+    }
+
+    /// SIGKILL: nothing committed after its last commit.
+    fn kill(mut self) -> String {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.log()
+    }
+
+    /// Fails the test when the process ended.
+    fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!("a member exited ({status}):\n{}", self.log());
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `lines` lines of words, each word `w<i>` for i in 0..`words`.
+fn lines(from: usize, count: usize, words: usize) -> Vec<(String, String)> {
+    (from..from + count)
+        .map(|i| {
+            let line = format!(
+                "w{} w{} w{}",
+                i % words,
+                (i * 7 + 3) % words,
+                (i * 13 + 5) % words
+            );
+            (format!("line{i}"), line)
+        })
+        .collect()
+}
+
+/// How often each word occurs in `input`.
+fn occurrences(input: &[(String, String)]) -> BTreeMap<String, u64> {
+    let mut n = BTreeMap::new();
+    for (_, line) in input {
+        for word in line.split_whitespace() {
+            *n.entry(word.to_owned()).or_default() += 1;
+        }
+    }
+    n
+}
+
+/// Reads `output` (read_committed) until it holds `expected` records (or
+/// 240 s pass while `members` keep running), then checks each word's
+/// counts are exactly 1..=n.
+fn assert_exact_counts(output: &str, input: &[(String, String)], members: &mut [&mut Member]) {
+    let expected = occurrences(input);
+    let total: u64 = expected.values().sum();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut got = consume_all(output, 1);
+    while (got.len() as u64) < total && Instant::now() < deadline {
+        for m in members.iter_mut() {
+            m.assert_running();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        got = consume_all(output, 1);
+    }
+    let logs: Vec<String> = members.iter().map(|m| m.log()).collect();
+    let logs = logs.join("\n----\n");
+    let mut counts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (word, count) in &got {
+        counts
+            .entry(word.clone())
+            .or_default()
+            .push(count.parse().unwrap_or_else(|_| panic!("not a count: {count}")));
+    }
+    for (word, n) in &expected {
+        let mut seen = counts.remove(word).unwrap_or_default();
+        seen.sort_unstable();
+        let want: Vec<u64> = (1..=*n).collect();
+        assert!(
+            seen == want,
+            "word {word}: counts {:?} (len {}), expected 1..={n}; the members' logs:\n{logs}",
+            &seen[..seen.len().min(20)],
+            seen.len()
+        );
+    }
+    assert!(counts.is_empty(), "words never written: {:?}", counts.keys());
+    assert_eq!(got.len() as u64, total, "records in the output");
+}
+
+fn input_and_output(prefix: &str) -> (String, String) {
+    let (input, output) = (
+        unique_topic(&format!("{prefix}-in")),
+        unique_topic(&format!("{prefix}-out")),
+    );
+    create_topic(&input, 6);
+    create_topic(&output, 1);
+    (input, output)
+}
+
+#[test]
+fn three_processes_count_words_exactly_once() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-wc");
+    let m = word_count(&w, &input, &output);
+    let first = lines(0, 300, 40);
+    produce(&input, &first);
+    let mut members: Vec<Member> = ["a", "b", "c"].iter().map(|i| Member::start(&w, &m, i)).collect();
+    let second = lines(300, 300, 40);
+    std::thread::sleep(Duration::from_secs(2));
+    produce(&input, &second);
+    let all: Vec<_> = first.into_iter().chain(second).collect();
+    assert_exact_counts(&output, &all, &mut members.iter_mut().collect::<Vec<_>>());
+    let status = mailer()
+        .env("KAFKA_BOOTSTRAP", bootstrap())
+        .env("MAILER_INSTANCE", "status")
+        .args(["cluster", "status", m.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = stdout(&status);
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(text.contains("3 member(s)"), "{text}");
+    let source_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{input}/")))
+        .collect();
+    assert_eq!(source_lines.len(), 6, "{text}");
+    for line in source_lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[3], "0", "the source is read and committed: {line}");
+        assert!(fields[4].starts_with("mailer-"), "held by a member: {line}");
+    }
+    let logs: Vec<String> = members.into_iter().map(Member::stop).collect();
+    let with_tasks = logs
+        .iter()
+        .filter(|l| l.contains("task restored from its changelog"))
+        .count();
+    assert!(
+        with_tasks >= 2,
+        "the keyed tasks were shared:\n{}",
+        logs.join("\n----\n")
+    );
+    // Stopped cleanly: nothing more is written.
+    assert_exact_counts(&output, &all, &mut []);
+}
+
+#[test]
+#[ignore = "the test broker (noida-db 0.2.3) never expires a killed member's session and then stalls the group's next rebalance (reproduced with confluent-kafka alone); run with --ignored against Kafka"]
+fn a_killed_a_stopped_and_a_new_process_lose_and_repeat_nothing() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-chaos");
+    let m = word_count(&w, &input, &output);
+    let mut input_so_far = lines(0, 200, 30);
+    produce(&input, &input_so_far);
+    let a = Member::start(&w, &m, "a");
+    let mut b = Member::start(&w, &m, "b");
+    let mut c = Member::start(&w, &m, "c");
+    let more = lines(200, 200, 30);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    // Mid-run, `a` dies at once, and comes back: its transactional id
+    // fences whatever its killed self left open, and the group hands out
+    // the partitions again (the test broker never expires a dead member's
+    // session; it waits for it until the rebalance timeout when a member
+    // joins), each task's state restored from its changelog.
+    std::thread::sleep(Duration::from_millis(1500));
+    let a_log = a.kill();
+    let mut a = Member::start(&w, &m, "a");
+    let more = lines(400, 200, 30);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b, &mut c]);
+    // `b` stops as asked.
+    b.stop();
+    let more = lines(600, 200, 30);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut c]);
+    // A newcomer joins.
+    let mut d = Member::start(&w, &m, "d");
+    let more = lines(800, 200, 30);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut c, &mut d]);
+    let logs = [a_log, d.stop(), a.stop(), c.stop()];
+    let restored_state = logs.iter().any(|log| {
+        log.lines()
+            .any(|l| l.contains("task restored from its changelog") && !l.contains("records=0 "))
+    });
+    assert!(
+        restored_state,
+        "a task moved with its state restored from the changelog:\n{}",
+        logs.join("\n----\n")
+    );
+    assert_exact_counts(&output, &input_so_far, &mut []);
+}
+
+#[test]
+fn scaling_from_one_to_three_to_two_processes_keeps_counts_exact() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-scale");
+    let m = word_count(&w, &input, &output);
+    let mut input_so_far = lines(0, 200, 25);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    std::thread::sleep(Duration::from_secs(3));
+    let mut b = Member::start(&w, &m, "b");
+    let c = Member::start(&w, &m, "c");
+    for round in 1..4 {
+        let more = lines(round * 200, 200, 25);
+        produce(&input, &more);
+        input_so_far.extend(more);
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    c.stop();
+    let more = lines(800, 200, 25);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b]);
+    b.stop();
+    a.stop();
+}
+
+/// Event-time tumbling windows over JSON events (user, ts, amount), in
+/// cluster mode or (`cluster` false) as one bounded process.
+fn windows(w: &Workdir, input: &str, output: &str, cluster: bool) -> PathBuf {
+    let (bounded, exactly_once, section) = if cluster {
+        (
+            OPTIONS,
+            "exactly_once = true",
+            format!(
+                "[cluster]\ngroup = \"{input}\"\ninstance_id = \"${{MAILER_INSTANCE}}\"\ncommit_interval = \"300ms\"\nsession_timeout = \"6s\"\nrepartition_partitions = 4\n{REBALANCE}\n"
+            ),
+        )
+    } else {
+        ("bounded = true", "", String::new())
+    };
+    let name = if cluster { "cluster.toml" } else { "one.toml" };
+    w.write(
+        name,
+        &format!(
+            r#"
+[pipeline]
+name = "{input}"
+batch_size = 50
+
+[source]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{input}"]
+group_id = "{input}-{name}"
+format = "json"
+key_field = "user"
+timestamp_field = "ts"
+{bounded}
+
+[watermark]
+max_out_of_orderness = "2s"
+
+[[operators]]
+type = "key_by"
+parallelism = 2
+
+[[operators]]
+name = "per-ten-seconds"
+type = "window"
+window = "tumbling"
+size = "10s"
+aggregates = ["count", "sum"]
+field = "amount"
+
+[sink]
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topic = "{output}"
+{exactly_once}
+
+{section}"#
+        ),
+    )
+}
+
+#[test]
+fn windows_in_a_cluster_of_three_equal_one_process() {
+    let w = Workdir::new();
+    let input = unique_topic("cluster-win-in");
+    let (one_out, cluster_out) = (unique_topic("cluster-win-one"), unique_topic("cluster-win-three"));
+    create_topic(&input, 6);
+    create_topic(&one_out, 1);
+    create_topic(&cluster_out, 1);
+    // Out of order within the 2 s bound, over 40 windows of 10 s.
+    // Recent event times: the test broker expires older records by their
+    // timestamps (7 days), and window results carry the window's end.
+    let start = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        / 10_000)
+        * 10_000
+        - 3_600_000;
+    let events: Vec<(String, String)> = (0..1200i64)
+        .map(|i| {
+            let ts = start + i * 333 - (i * 7919 % 5) * 300;
+            let user = format!("u{}", i % 9);
+            (
+                user.clone(),
+                format!(r#"{{"user":"{user}","ts":{ts},"amount":{}}}"#, i % 17),
+            )
+        })
+        .collect();
+    produce(&input, &events);
+    // Far past the rest, in every partition: every real window fires in
+    // the cluster (whose watermark is the minimum over the partitions).
+    let late = start + 3_600_000;
+    let producer = crate::kafka::producer();
+    for p in 0..6 {
+        let (user, value) = (
+            format!("flush{p}"),
+            format!(r#"{{"user":"flush{p}","ts":{late},"amount":0}}"#),
+        );
+        let record = rdkafka::producer::BaseRecord::to(&input)
+            .partition(p)
+            .key(&user)
+            .payload(&value);
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+    }
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).unwrap();
+
+    let one = w.path("one.toml");
+    windows(&w, &input, &one_out, false);
+    let one_log = run_to_end(&one, &[]);
+    let m = windows(&w, &input, &cluster_out, true);
+    let mut members: Vec<Member> = ["a", "b", "c"].iter().map(|i| Member::start(&w, &m, i)).collect();
+
+    let real = |records: Vec<(String, String)>| {
+        let mut r: Vec<_> = records
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("flush"))
+            .collect();
+        r.sort();
+        r
+    };
+    let expected = real(consume_all(&one_out, 1));
+    assert!(
+        expected.len() > 300,
+        "one process fired its windows: {}\n{one_log}",
+        expected.len()
+    );
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut got = real(consume_all(&cluster_out, 1));
+    while got.len() < expected.len() && Instant::now() < deadline {
+        for m in &mut members {
+            m.assert_running();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        got = real(consume_all(&cluster_out, 1));
+    }
+    for m in members {
+        m.stop();
+    }
+    assert_eq!(got.len(), expected.len(), "windows fired");
+    assert!(got == expected, "the cluster's windows differ from one process's");
+}
+
+#[test]
+fn the_example_validates_and_what_cluster_mode_cannot_run_is_refused() {
+    let example = repo().join("pipelines/cluster-word-count.toml");
+    let out = mailer()
+        .env("KAFKA_BOOTSTRAP", "127.0.0.1:9")
+        .env("MAILER_INSTANCE", "a")
+        .args(["validate", example.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&example)
+        .unwrap()
+        .replace("${MAILER_INSTANCE}", "a");
+    let text = text.replace("${KAFKA_BOOTSTRAP}", "127.0.0.1:9");
+    let plugins = repo().join("plugins/dist");
+    let text = text.replace("../plugins/dist", plugins.to_str().unwrap());
+    let w = Workdir::new();
+    let cases = [
+        (
+            text.clone() + "\n[checkpoint]\ninterval = \"1s\"\n",
+            "cluster mode runs no `[checkpoint]`",
+        ),
+        (
+            text.replace("[cluster]\n", "[cluster]\nstandby_replicas = 1\n"),
+            "standby replicas are not built yet",
+        ),
+        (
+            text.replace("[cluster]\n", "[cluster]\nrepartition_partitions = 0\n"),
+            "repartition_partitions 0 is out of range",
+        ),
+        (
+            text.replace("format = \"string\"", "format = \"string\"\nbounded = true"),
+            "a cluster's processes run until stopped",
+        ),
+        (
+            text.replace(
+                "[sink]\ntype = \"kafka\"\nbootstrap_servers = \"127.0.0.1:9\"\ntopic = \"word-counts\"\nexactly_once = true",
+                "[sink]\ntype = \"stdout\"",
+            ),
+            "cluster mode writes a Kafka sink only",
+        ),
+        (
+            text.replace("group = \"cluster-word-count\"\ninstance", "group = \" \"\ninstance"),
+            "group must not be empty",
+        ),
+    ];
+    for (i, (manifest, expected)) in cases.iter().enumerate() {
+        let path = w.write(&format!("refused-{i}.toml"), manifest);
+        assert_refused(&path, expected, expected);
+    }
+}
