@@ -51,10 +51,8 @@ struct KeyedPart {
 
 /// What an engine is made of.
 pub struct EngineParts {
-    /// The plan (its `cluster` taken out).
+    /// The plan, with its cluster settings.
     pub plan: Plan,
-    /// The parts of the plan.
-    pub parts: Vec<Part>,
     /// The producer (transactional with `exactly_once`, its first
     /// transaction begun).
     pub producer: BaseProducer<Reported>,
@@ -104,7 +102,6 @@ impl Engine {
     pub fn new(parts: EngineParts) -> Result<Self, ClusterError> {
         let EngineParts {
             mut plan,
-            parts,
             producer,
             client,
             topics,
@@ -112,7 +109,7 @@ impl Engine {
             repartition_partitions,
         } = parts;
         let settings = plan.cluster.take().expect("a cluster plan");
-        let mut parts = parts.into_iter();
+        let mut parts = settings.parts.into_iter();
         let first = parts.next().expect("the source's part");
         let source_chains =
             PartChains::instantiate(&plan, &first, (0, 1), None).map_err(|cause| ClusterError::Task {
@@ -191,7 +188,6 @@ impl Engine {
     /// record or marker for one of the keyed tasks.
     pub fn on_message(&mut self, msg: &BorrowedMessage<'_>) -> Result<(), ClusterError> {
         self.dirty = true;
-        let at = (msg.topic().to_owned(), msg.partition());
         if self.source_topics.contains(msg.topic()) {
             let rec = match self.reader.read(msg) {
                 Ok(rec) => rec,
@@ -200,6 +196,7 @@ impl Engine {
                         .map_err(ClusterError::Record);
                 }
             };
+            let at = (msg.topic().to_owned(), msg.partition());
             let id = self.source_ids.get(&at).copied().unwrap_or(u32::MAX);
             let task = self.sources.entry(at).or_insert_with(|| SourceTask {
                 id,

@@ -71,7 +71,6 @@ fn names(partitions: &[TopicPartition]) -> String {
 pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterError> {
     let started = Instant::now();
     let settings = plan.cluster.clone().expect("a cluster plan");
-    let parts = settings.parts.clone();
     let source = &settings.source;
     let mut client = crate::connectors::kafka::client_config(
         &source.bootstrap_servers,
@@ -99,7 +98,7 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterErro
     let repartition_partitions = settings
         .repartition_partitions
         .map_or_else(|| widest.max().unwrap_or(1), |n| n as usize);
-    for part in &parts[1..] {
+    for part in &settings.parts[1..] {
         let by = part.repartition_by.as_deref().expect("a keyed part");
         let topic = topic_name(&plan.name, by, TopicRole::Repartition)?;
         topics.ensure(&topic, repartition_partitions, TopicRole::Repartition)?;
@@ -113,7 +112,6 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterErro
     let pipeline = plan.name.clone();
     let engine = Shared(Arc::new(Mutex::new(Engine::new(EngineParts {
         plan,
-        parts,
         producer,
         client: client.clone(),
         topics,
