@@ -280,6 +280,7 @@ impl Engine {
     /// topic, at its key's partition, or (after the last part) to the sink.
     fn route(&mut self, part: usize, batches: &[Batch]) -> Result<(), ClusterError> {
         let producer = &self.producer;
+        // Made only on a failure: a record's send must not allocate.
         let failed = |topic: &str| ClusterError::kafka(&self.brokers, format!("writing to topic `{topic}`"));
         match self.keyed.get(part) {
             Some(next) => {
@@ -288,7 +289,7 @@ impl Engine {
                     batch.try_for_each(|rec| {
                         let group = of_key(rec.key_bytes(), key_groups);
                         let p = worker_of(group, key_groups, next.partitions) as i32;
-                        send_record(producer, &next.topic, Some(p), rec).map_err(failed(&next.topic))
+                        send_record(producer, &next.topic, Some(p), rec).map_err(|e| failed(&next.topic)(e))
                     })?;
                 }
             }
@@ -296,7 +297,7 @@ impl Engine {
                 let (topic, partition) = (&self.sink_topic, self.sink_partition);
                 for batch in batches {
                     batch.try_for_each(|rec| {
-                        send_record(producer, topic, partition, rec).map_err(failed(topic))
+                        send_record(producer, topic, partition, rec).map_err(|e| failed(topic)(e))
                     })?;
                     self.counts.1 += batch.len() as u64;
                 }
