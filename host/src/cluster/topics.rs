@@ -110,23 +110,36 @@ impl ClusterTopics {
 
     /// The partitions of `topic`, which must exist (a source topic).
     pub fn partitions(&self, topic: &str) -> Result<Vec<i32>, TopicError> {
-        let failed = |reason: String| TopicError::Brokers {
-            brokers: self.brokers.clone(),
-            topic: topic.to_owned(),
-            reason,
-        };
+        match self.listed_partitions(topic)? {
+            Some(partitions) if !partitions.is_empty() => Ok(partitions),
+            _ => Err(self.failed(
+                topic,
+                "the topic does not exist: create it (with the partitions you need) before the pipeline starts".into(),
+            )),
+        }
+    }
+
+    /// The partitions the brokers list for `topic`; `None` when they do
+    /// not list it, or list it with an error.
+    fn listed_partitions(&self, topic: &str) -> Result<Option<Vec<i32>>, TopicError> {
         let metadata = self
             .client
             .inner()
             .fetch_metadata(Some(topic), TIMEOUT)
-            .map_err(|e| failed(format!("reading its partitions: {e}")))?;
-        match metadata.topics().iter().find(|t| t.name() == topic) {
-            Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
-                Ok(t.partitions().iter().map(|p| p.id()).collect())
-            }
-            _ => Err(failed(
-                "the topic does not exist: create it (with the partitions you need) before the pipeline starts".into(),
-            )),
+            .map_err(|e| self.failed(topic, format!("reading its partitions: {e}")))?;
+        let listed = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none());
+        Ok(listed.map(|t| t.partitions().iter().map(|p| p.id()).collect()))
+    }
+
+    /// The brokers failed for `topic`, as `reason` says.
+    fn failed(&self, topic: &str, reason: String) -> TopicError {
+        TopicError::Brokers {
+            brokers: self.brokers.clone(),
+            topic: topic.to_owned(),
+            reason,
         }
     }
 
@@ -134,11 +147,7 @@ impl ClusterTopics {
     /// changelog) unless it exists; refuses one with another partition
     /// count.
     pub fn ensure(&self, topic: &str, partitions: usize, role: TopicRole) -> Result<(), TopicError> {
-        let failed = |reason: String| TopicError::Brokers {
-            brokers: self.brokers.clone(),
-            topic: topic.to_owned(),
-            reason,
-        };
+        let failed = |reason: String| self.failed(topic, reason);
         let count =
             i32::try_from(partitions).map_err(|_| failed(format!("{partitions} partitions are too many")))?;
         // -1: the brokers' default replication factor.
@@ -159,16 +168,7 @@ impl ClusterTopics {
             Some(Err((_, code))) => return Err(failed(format!("creating it: {code}"))),
             _ => return Ok(()),
         }
-        let metadata = self
-            .client
-            .inner()
-            .fetch_metadata(Some(topic), TIMEOUT)
-            .map_err(|e| failed(format!("reading its partitions: {e}")))?;
-        let found = metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .map_or(0, |t| t.partitions().len());
+        let found = self.listed_partitions(topic)?.map_or(0, |p| p.len());
         if found == partitions {
             Ok(())
         } else {
