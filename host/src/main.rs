@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mailer::admin::AdminClient;
+use mailer::admin::{AdminClient, ClientError};
 use mailer::checkpoint::{Location, StartFrom};
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
@@ -36,7 +36,8 @@ enum PluginCommand {
         /// The running pipeline's manifest.
         manifest: PathBuf,
     },
-    /// Swaps an operator's plugin for the component in a file.
+    /// Swaps an operator's plugin for the component in a file (in cluster
+    /// mode, on every process of the group).
     Swap {
         /// The running pipeline's manifest.
         manifest: PathBuf,
@@ -319,18 +320,56 @@ fn plugin_command(command: PluginCommand) -> Result<()> {
         | PluginCommand::Reload { manifest } => manifest,
     };
     let (plan, _engine) = plan_of(manifest)?;
-    let client = AdminClient::of(&plan)?;
-    let answer = match &command {
+    if plan.cluster.is_none() {
+        let answer = plugin_answer(&AdminClient::of(&plan)?, &command, &plan)?;
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        return Ok(());
+    }
+    // Cluster mode: every process, through the admin API it publishes.
+    let token = plan.admin.as_ref().ok_or(ClientError::NoAdmin)?.token.clone();
+    let members = mailer::cluster::member_admins(&plan)?;
+    anyhow::ensure!(
+        !members.is_empty(),
+        "no process of the cluster's group runs now: nothing to ask"
+    );
+    let mut answers = serde_json::Map::new();
+    let mut failed = 0;
+    for (member, admin) in &members {
+        let answer = match admin {
+            Some(addr) => plugin_answer(&AdminClient::at(*addr, token.clone()), &command, &plan)
+                .map_err(|e| e.to_string()),
+            None => Err("it publishes no admin API: start every process with `[admin]`".to_owned()),
+        };
+        let answer = answer.unwrap_or_else(|error| {
+            failed += 1;
+            serde_json::json!({ "error": error })
+        });
+        answers.insert(member.clone(), answer);
+    }
+    println!("{}", serde_json::to_string_pretty(&answers)?);
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of the {} processes did not answer as asked (see their answers above)",
+        members.len()
+    );
+    Ok(())
+}
+
+/// What the admin API behind `client` answers to `command`.
+fn plugin_answer(
+    client: &AdminClient,
+    command: &PluginCommand,
+    plan: &plan::Plan,
+) -> Result<serde_json::Value, ClientError> {
+    Ok(match command {
         PluginCommand::List { .. } => serde_json::json!({
             "pipelines": client.pipelines()?,
             "swaps": client.swaps()?,
         }),
         PluginCommand::Swap { operator, plugin, .. } => client.swap(operator, plugin)?,
         PluginCommand::Rollback { operator, .. } => client.rollback(operator)?,
-        PluginCommand::Reload { .. } => serde_json::Value::Array(client.reload(&plan)?),
-    };
-    println!("{}", serde_json::to_string_pretty(&answer)?);
-    Ok(())
+        PluginCommand::Reload { .. } => serde_json::Value::Array(client.reload(plan)?),
+    })
 }
 
 /// The first SIGINT or SIGTERM drains the pipeline (C3); a second one

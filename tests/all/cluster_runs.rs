@@ -24,6 +24,12 @@ const OPTIONS: &str = "options = { \"max.poll.interval.ms\" = \"10000\" }";
 
 /// A word-count pipeline in cluster mode reading `input`, writing `output`.
 fn word_count(w: &Workdir, input: &str, output: &str) -> PathBuf {
+    word_count_with(w, input, output, "")
+}
+
+/// The word count with `extra` at its end: more `[cluster]` settings, or
+/// sections.
+fn word_count_with(w: &Workdir, input: &str, output: &str, extra: &str) -> PathBuf {
     w.manifest(&format!(
         r#"
 [pipeline]
@@ -63,6 +69,7 @@ instance_id = "${{MAILER_INSTANCE}}"
 commit_interval = "300ms"
 session_timeout = "6s"
 {REBALANCE}
+{extra}
 "#
     ))
 }
@@ -81,6 +88,7 @@ impl Member {
         let child = mailer()
             .env("MAILER_INSTANCE", instance)
             .env("KAFKA_BOOTSTRAP", bootstrap())
+            .env("MAILER_ADMIN_TOKEN", TOKEN)
             .arg("run")
             .arg(manifest)
             .stdout(Stdio::null())
@@ -126,7 +134,7 @@ impl Drop for Member {
 }
 
 /// `lines` lines of words, each word `w<i>` for i in 0..`words`.
-fn lines(from: usize, count: usize, words: usize) -> Vec<(String, String)> {
+pub(crate) fn lines(from: usize, count: usize, words: usize) -> Vec<(String, String)> {
     (from..from + count)
         .map(|i| {
             let line = format!(
@@ -141,7 +149,7 @@ fn lines(from: usize, count: usize, words: usize) -> Vec<(String, String)> {
 }
 
 /// How often each word occurs in `input`.
-fn occurrences(input: &[(String, String)]) -> BTreeMap<String, u64> {
+pub(crate) fn occurrences(input: &[(String, String)]) -> BTreeMap<String, u64> {
     let mut n = BTreeMap::new();
     for (_, line) in input {
         for word in line.split_whitespace() {
@@ -167,15 +175,21 @@ fn assert_exact_counts(output: &str, input: &[(String, String)], members: &mut [
         got = consume_all(output, 1);
     }
     let logs: Vec<String> = members.iter().map(|m| m.log()).collect();
-    let logs = logs.join("\n----\n");
+    assert_counts_exact(&got, &expected, &logs.join("\n----\n"));
+}
+
+/// Each word's counts in `got` are exactly 1..=n, n its occurrences in
+/// `expected`; `logs` are shown when they are not.
+pub(crate) fn assert_counts_exact(got: &[(String, String)], expected: &BTreeMap<String, u64>, logs: &str) {
+    let total: u64 = expected.values().sum();
     let mut counts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for (word, count) in &got {
+    for (word, count) in got {
         counts
             .entry(word.clone())
             .or_default()
             .push(count.parse().unwrap_or_else(|_| panic!("not a count: {count}")));
     }
-    for (word, n) in &expected {
+    for (word, n) in expected {
         let mut seen = counts.remove(word).unwrap_or_default();
         seen.sort_unstable();
         let want: Vec<u64> = (1..=*n).collect();
@@ -190,7 +204,7 @@ fn assert_exact_counts(output: &str, input: &[(String, String)], members: &mut [
     assert_eq!(got.len() as u64, total, "records in the output");
 }
 
-fn input_and_output(prefix: &str) -> (String, String) {
+pub(crate) fn input_and_output(prefix: &str) -> (String, String) {
     let (input, output) = (
         unique_topic(&format!("{prefix}-in")),
         unique_topic(&format!("{prefix}-out")),
@@ -295,6 +309,272 @@ fn a_killed_a_stopped_and_a_new_process_lose_and_repeat_nothing() {
         logs.join("\n----\n")
     );
     assert_exact_counts(&output, &input_so_far, &mut []);
+}
+
+#[test]
+fn a_restarted_process_restores_its_tasks_from_the_state_it_kept() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-kept");
+    let m = word_count_with(&w, &input, &output, "[state]\nbackend = \"rocksdb\"\n");
+    let mut input_so_far = lines(0, 300, 40);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    let first_log = a.stop();
+    assert!(
+        first_log.contains("task revoked") && first_log.contains("kept=true"),
+        "the stopped process kept its tasks' state:\n{first_log}"
+    );
+    let more = lines(300, 100, 40);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    let log = a.stop();
+    // Every change of the first run is in the kept state: the restore
+    // starts past them and applies none.
+    let restored: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("task restored from its changelog"))
+        .collect();
+    assert!(!restored.is_empty(), "{log}");
+    for line in restored {
+        assert!(
+            line.contains("records=0 ") && !line.contains("from_offset=0 "),
+            "restored from the kept state, not the changelog's start: {line}\n{log}"
+        );
+    }
+}
+
+/// Every `name{…} value` sample of `metrics` whose labels contain `label`.
+fn samples(metrics: &str, name: &str, label: &str) -> Vec<u64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_process_shows_its_tasks_and_their_restores_in_metrics_and_status() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-metrics");
+    let port = free_port();
+    let admin = format!("[admin]\nlisten = \"127.0.0.1:{port}\"\ntoken = \"${{MAILER_ADMIN_TOKEN}}\"\n");
+    let m = word_count_with(&w, &input, &output, &admin);
+    let mut input_so_far = lines(0, 300, 40);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    let scrape = || get_text(&format!("http://127.0.0.1:{port}/metrics"), None).1;
+    let metrics = scrape();
+    let source_records: u64 = samples(&metrics, "mailer_task_records_total", &format!("task=\"{input}/"))
+        .iter()
+        .sum();
+    assert_eq!(
+        source_records, 300,
+        "every source record counted by its task:\n{metrics}"
+    );
+    let keyed_records: u64 = samples(&metrics, "mailer_task_records_total", ".repartition/")
+        .iter()
+        .sum();
+    assert_eq!(
+        keyed_records,
+        300 * 3,
+        "every word counted by its keyed task:\n{metrics}"
+    );
+    let restoring = samples(&metrics, "mailer_task_restoring", ".repartition/");
+    assert!(
+        !restoring.is_empty() && restoring.iter().all(|&r| r == 0),
+        "{metrics}"
+    );
+    let (_, snapshot) = get(&format!("http://127.0.0.1:{port}/dashboard/snapshot"), None);
+    let tasks = snapshot["tasks"].as_array().expect("the dashboard's tasks");
+    assert_eq!(tasks.len(), 6 + restoring.len(), "{snapshot}");
+    a.stop();
+
+    // Restarted, in memory: every task's state comes back from its changelog.
+    let more = lines(300, 100, 40);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    let metrics = scrape();
+    let restored: u64 = samples(&metrics, "mailer_task_restored_records", ".repartition/")
+        .iter()
+        .sum();
+    // Each task's last restore, as logged (a rebalance may restore it twice).
+    let field = |line: &str, name: &str| {
+        line.split(&format!("{name}="))
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let last_restores: BTreeMap<String, u64> = a
+        .log()
+        .lines()
+        .filter(|l| l.contains("task restored from its changelog"))
+        .map(|l| (field(l, "task"), field(l, "records").parse().unwrap()))
+        .collect();
+    let logged: u64 = last_restores.values().sum();
+    assert!(restored >= 40, "the first run's counts were restored:\n{metrics}");
+    assert_eq!(
+        restored,
+        logged,
+        "the metrics and the log agree:\n{metrics}\n{}",
+        a.log()
+    );
+    let status = mailer()
+        .env("KAFKA_BOOTSTRAP", bootstrap())
+        .env("MAILER_INSTANCE", "status")
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .args(["cluster", "status", m.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = stdout(&status);
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(
+        text.contains(&format!("@127.0.0.1:{port}")),
+        "the member's admin address:\n{text}"
+    );
+    assert!(
+        text.contains("task(s), 0 restoring"),
+        "its tasks, none restoring now:\n{text}"
+    );
+    assert!(!text.contains("tasks not shown"), "{text}");
+    a.stop();
+}
+
+/// Runs `mailer plugin <args…>` on manifest `m`: its stdout as JSON.
+fn plugin_cli(m: &Path, args: &[&str]) -> serde_json::Value {
+    let (command, rest) = args.split_first().unwrap();
+    let out = mailer()
+        .env("KAFKA_BOOTSTRAP", bootstrap())
+        .env("MAILER_INSTANCE", "cli")
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .args(["plugin", command, m.to_str().unwrap()])
+        .args(rest)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+#[test]
+fn a_plugin_swap_reaches_every_process_and_switches_at_a_commit() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-swap");
+    // Two processes of one machine: each takes a free port and publishes it.
+    let admin = "[admin]\nlisten = \"127.0.0.1:0\"\ntoken = \"${MAILER_ADMIN_TOKEN}\"\n";
+    let m = word_count_with(&w, &input, &output, admin);
+    let first = lines(0, 300, 40);
+    produce(&input, &first);
+    let mut a = Member::start(&w, &m, "a");
+    let mut b = Member::start(&w, &m, "b");
+    assert_exact_counts(&output, &first, &mut [&mut a, &mut b]);
+    let by_ten = plugin("count-by-ten");
+    let swapped = plugin_cli(&m, &["swap", "counts", by_ten.to_str().unwrap()]);
+    let members = swapped.as_object().unwrap();
+    assert_eq!(members.len(), 2, "both processes were asked: {swapped}");
+    assert!(
+        members.values().all(|answer| answer["operator"] == "counts"),
+        "{swapped}"
+    );
+    // Applied at each process's next commit.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = plugin_cli(&m, &["list"]);
+        let applied = listed.as_object().unwrap().values().all(|member| {
+            member["swaps"]
+                .as_array()
+                .is_some_and(|swaps| swaps.iter().any(|s| s["status"] == "applied"))
+        });
+        if applied {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the swap was not applied everywhere: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // From now on every record adds ten, from where the count stood.
+    let second = lines(300, 300, 40);
+    produce(&input, &second);
+    let (before, after) = (occurrences(&first), occurrences(&second));
+    let total: u64 = before.values().chain(after.values()).sum();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut got = consume_all(&output, 1);
+    while (got.len() as u64) < total && Instant::now() < deadline {
+        a.assert_running();
+        b.assert_running();
+        std::thread::sleep(Duration::from_millis(500));
+        got = consume_all(&output, 1);
+    }
+    let logs = format!("{}\n----\n{}", a.log(), b.log());
+    let mut counts: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (word, count) in &got {
+        counts.entry(word).or_default().push(count.parse().unwrap());
+    }
+    for (word, seen) in &mut counts {
+        seen.sort_unstable();
+        let n1 = before.get(*word).copied().unwrap_or(0);
+        let n2 = after.get(*word).copied().unwrap_or(0);
+        let want: Vec<u64> = (1..=n1).chain((1..=n2).map(|k| n1 + 10 * k)).collect();
+        assert_eq!(seen, &want, "word {word}; the logs:\n{logs}");
+    }
+    assert_eq!(got.len() as u64, total, "records in the output");
+    for log in [a.stop(), b.stop()] {
+        assert!(log.contains("plugin swapped at a commit"), "{log}");
+    }
+}
+
+#[test]
+fn a_standby_takes_over_a_stopped_process_tasks_warm() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-standby");
+    let m = word_count_with(&w, &input, &output, "standby_replicas = 1\n");
+    let mut input_so_far = lines(0, 300, 40);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    let mut b = Member::start(&w, &m, "b");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b]);
+    // Each keeps the other's tasks warm (picked every 2 s, then read).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(a.log().contains("standby states started") && b.log().contains("standby states started")) {
+        assert!(
+            Instant::now() < deadline,
+            "no standbys:\n{}\n----\n{}",
+            a.log(),
+            b.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let before_stop = a.log().len();
+    b.stop();
+    let more = lines(300, 100, 40);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    let log = a.stop();
+    // After `b` left, `a` runs all six keyed tasks: its own, kept warm
+    // through the rebalance, and `b`'s, from its standbys; none restores
+    // from its changelog's start.
+    let restored: Vec<&str> = log[before_stop..]
+        .lines()
+        .filter(|l| l.contains("task restored from its changelog"))
+        .collect();
+    assert!(restored.len() >= 6, "{log}");
+    for line in restored {
+        assert!(
+            !line.contains("from_offset=0 "),
+            "restored from the start: {line}\n{log}"
+        );
+    }
 }
 
 #[test]
@@ -485,10 +765,6 @@ fn the_example_validates_and_what_cluster_mode_cannot_run_is_refused() {
         (
             text.clone() + "\n[checkpoint]\ninterval = \"1s\"\n",
             "cluster mode runs no `[checkpoint]`",
-        ),
-        (
-            text.replace("[cluster]\n", "[cluster]\nstandby_replicas = 1\n"),
-            "standby replicas are not built yet",
         ),
         (
             text.replace("[cluster]\n", "[cluster]\nrepartition_partitions = 0\n"),

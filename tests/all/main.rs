@@ -7,6 +7,7 @@ mod backpressure;
 mod branch;
 mod checkpoints;
 mod cluster;
+mod cluster_built_in_code;
 mod cluster_runs;
 mod co_process;
 mod dashboard;

@@ -1,6 +1,7 @@
 //! The admin API's client, for `mailer plugin …`: the address and token
 //! come from the manifest's `[admin]`.
 
+use crate::metrics::TaskSnapshot;
 use crate::plan::{AdminSettings, Plan};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -63,8 +64,13 @@ impl AdminClient {
         } else {
             listen
         };
-        Ok(Self {
-            base: format!("http://{host}/api"),
+        Ok(Self::at(host, token))
+    }
+
+    /// The client of the admin API at `addr`, asking with `token`.
+    pub fn at(addr: std::net::SocketAddr, token: String) -> Self {
+        Self {
+            base: format!("http://{addr}/api"),
             token,
             agent: ureq::Agent::config_builder()
                 .http_status_as_error(false)
@@ -74,7 +80,7 @@ impl AdminClient {
                 .timeout_global(Some(std::time::Duration::from_secs(600)))
                 .build()
                 .into(),
-        })
+        }
     }
 
     /// `GET /api/pipelines`.
@@ -90,6 +96,15 @@ impl AdminClient {
     /// `GET /api/swaps`.
     pub fn swaps(&self) -> Result<Value, ClientError> {
         self.get("swaps")
+    }
+
+    /// `GET /api/tasks`: a cluster-mode process's tasks.
+    pub fn tasks(&self) -> Result<Vec<TaskSnapshot>, ClientError> {
+        let tasks = self.get("tasks")?;
+        serde_json::from_value(tasks).map_err(|e| ClientError::Refused {
+            status: 200,
+            message: format!("an answer that is no list of tasks: {e}"),
+        })
     }
 
     fn get(&self, what: &str) -> Result<Value, ClientError> {

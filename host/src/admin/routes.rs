@@ -35,8 +35,8 @@ pub struct AdminState {
 /// The API: `GET /api/pipelines`, `GET /api/operators`, `POST
 /// /api/operators/{name}/swap` (the component's bytes as
 /// `application/wasm`, at most `max_plugin_bytes`), `POST
-/// /api/operators/{name}/rollback`, `GET /api/swaps`, all needing the
-/// token; `GET /metrics` (Prometheus text), `GET /` (the dashboard) and `GET
+/// /api/operators/{name}/rollback`, `GET /api/swaps`, `GET /api/tasks` (a
+/// cluster-mode process's tasks), all needing the token; `GET /metrics` (Prometheus text), `GET /` (the dashboard) and `GET
 /// /dashboard/snapshot` (its data), needing it only when
 /// `metrics_need_token`. Every request must address this server by name
 /// (`Host`), and every response carries the headers of [`super::guard`].
@@ -52,6 +52,7 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/api/operators/{name}/rollback", post(rollback))
         .route("/api/swaps", get(history))
+        .route("/api/tasks", get(tasks))
         .layer(guard.clone());
     let app = if state.metrics {
         let mut observe = Router::new()
@@ -90,6 +91,10 @@ fn plugins(swaps: &Swaps) -> Vec<PluginInfo> {
 async fn metrics(State(state): State<AdminState>) -> Response {
     let text = state.telemetry.render(&plugins(&state.swaps));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn tasks(State(state): State<AdminState>) -> impl IntoResponse {
+    Json(state.telemetry.tasks())
 }
 
 async fn snapshot(State(state): State<AdminState>) -> impl IntoResponse {

@@ -5,6 +5,7 @@
 
 use super::member::MemberError;
 use super::restore::RestoreError;
+use super::standby::StandbyError;
 use super::task::TaskError;
 use super::topics::TopicError;
 use crate::operators::OperatorError;
@@ -30,6 +31,9 @@ pub enum ClusterError {
     /// A task's state could not be restored.
     #[error(transparent)]
     Restore(#[from] RestoreError),
+    /// Standby states could not be kept.
+    #[error(transparent)]
+    Standby(#[from] StandbyError),
     /// An operator stopped the pipeline.
     #[error(transparent)]
     Operator(#[from] OperatorError),

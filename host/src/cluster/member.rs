@@ -16,6 +16,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, ConsumerGroupMetadata, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A topic's partition.
@@ -81,6 +82,28 @@ pub trait RebalanceListener: Send + Sync + 'static {
     fn lost(&self, partitions: &[TopicPartition]);
     /// `partitions` are this member's now.
     fn assigned(&self, partitions: &[TopicPartition]);
+}
+
+/// The `client.id` of member `member` of `pipeline`'s cluster:
+/// `mailer-<pipeline>-<member>`, then `@<address>` when the process serves
+/// its admin API there (`mailer cluster status` reads it back).
+pub fn client_id(pipeline: &str, member: &str, admin: Option<SocketAddr>) -> String {
+    match admin {
+        Some(addr) => format!("mailer-{pipeline}-{member}@{addr}"),
+        None => format!("mailer-{pipeline}-{member}"),
+    }
+}
+
+/// The admin address in a member's `client.id` ([`client_id`]), if any; an
+/// unspecified address (`0.0.0.0`) is the host the broker saw.
+pub fn admin_of(client_id: &str, host: &str) -> Option<SocketAddr> {
+    let (_, addr) = client_id.rsplit_once('@')?;
+    let addr: SocketAddr = addr.parse().ok()?;
+    if !addr.ip().is_unspecified() {
+        return Some(addr);
+    }
+    let seen = host.trim_start_matches('/').parse().ok()?;
+    Some(SocketAddr::new(seen, addr.port()))
 }
 
 /// A member of the group as the group describes it.
@@ -220,5 +243,22 @@ impl<L: RebalanceListener> GroupMember<L> {
                 host: m.client_host().to_owned(),
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_admin_address_reads_back_from_the_client_id() {
+        let at = |s: &str| -> SocketAddr { s.parse().unwrap() };
+        let id = client_id("wc", "a", Some(at("127.0.0.1:7001")));
+        assert_eq!(id, "mailer-wc-a@127.0.0.1:7001");
+        assert_eq!(admin_of(&id, "/10.0.0.9"), Some(at("127.0.0.1:7001")));
+        let anywhere = client_id("wc", "b", Some(at("0.0.0.0:7002")));
+        assert_eq!(admin_of(&anywhere, "/10.0.0.9"), Some(at("10.0.0.9:7002")));
+        assert_eq!(admin_of(&client_id("wc", "c", None), "/10.0.0.9"), None);
+        assert_eq!(admin_of("mailer-wc-d@not-an-address", "/10.0.0.9"), None);
     }
 }

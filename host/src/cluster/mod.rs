@@ -6,9 +6,11 @@
 
 mod engine;
 mod error;
+mod kept;
 pub mod member;
 pub mod restore;
 mod run;
+mod standby;
 mod status;
 mod task;
 pub mod topics;
@@ -16,5 +18,5 @@ pub mod watermarks;
 
 pub use error::ClusterError;
 pub use run::run;
-pub use status::{ClusterStatus, MemberStatus, PartitionStatus, status};
+pub use status::{ClusterStatus, MemberStatus, PartitionStatus, member_admins, status};
 pub use task::TaskError;

@@ -50,6 +50,11 @@ pub const WATERMARK_ENTRY: &[u8] = &[0xFF];
 pub struct Restored {
     /// The task's watermark, when the changelog holds one.
     pub watermark: Option<i64>,
+    /// The offset it started from: `from`, or 0 when the changelog no
+    /// longer holds `from` (the state it was given is then cleared).
+    pub from: i64,
+    /// The partition's end as the restore began.
+    pub end: i64,
     /// Records applied.
     pub records: u64,
     /// The offset after the last record read: where the next restore of
@@ -58,7 +63,10 @@ pub struct Restored {
 }
 
 /// Applies changelog `topic`'s partition `partition`, from offset `from` to
-/// its end, to `state`; `progress` is told every `every` records.
+/// its end, to `state` (which holds what the changelog held before `from`);
+/// `progress` is told as it starts, every 10,000 records and at the end. When the partition no longer
+/// holds `from` (it was made anew, or its start was deleted), the state is
+/// cleared and restored from the start.
 pub fn restore_task(
     config: &ClientConfig,
     topic: &str,
@@ -79,13 +87,35 @@ pub fn restore_task(
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true");
     let consumer: BaseConsumer = config.create().map_err(|e: KafkaError| failed(e.to_string()))?;
-    let (_, high) = consumer
+    let (low, high) = consumer
         .fetch_watermarks(topic, partition, TIMEOUT)
         .map_err(|e| failed(format!("reading its end: {e}")))?;
+    let state_failed = |source| RestoreError::State {
+        topic: topic.to_owned(),
+        partition,
+        source,
+    };
+    let from = if from == 0 || (low..=high).contains(&from) {
+        from
+    } else {
+        tracing::warn!(
+            changelog = topic,
+            partition,
+            kept = from,
+            low,
+            high,
+            "the changelog no longer holds where the kept state stands: it restores from the start"
+        );
+        state.drop_key_groups(&|_| true).map_err(state_failed)?;
+        0
+    };
     let mut done = Restored {
+        from,
+        end: high,
         next_offset: from,
         ..Restored::default()
     };
+    progress(done);
     if from >= high {
         return Ok(done);
     }
@@ -106,13 +136,7 @@ pub fn restore_task(
                         .payload()
                         .and_then(|v| Some(i64::from_le_bytes(v.try_into().ok()?)));
                 } else {
-                    state
-                        .restore(entry, m.payload())
-                        .map_err(|source| RestoreError::State {
-                            topic: topic.to_owned(),
-                            partition,
-                            source,
-                        })?;
+                    state.restore(entry, m.payload()).map_err(state_failed)?;
                 }
                 done.records += 1;
                 done.next_offset = m.offset() + 1;

@@ -11,10 +11,11 @@ use super::member::{GroupMember, MemberContext, Membership, RebalanceListener, T
 use super::topics::{ClusterTopics, TopicRole, topic_name};
 use crate::connectors::kafka::{KafkaSinkSpec, Reported, producer_config};
 use crate::plan::{ClusterSettings, Plan};
-use crate::runtime::{RunReport, Shutdown};
+use crate::runtime::{Control, RunReport, Shutdown};
 use rdkafka::ClientConfig;
-use rdkafka::consumer::BaseConsumer;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::producer::{BaseProducer, Producer};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,10 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How often processing-time timers are served.
 const PROCESSING_TIME_TICK: Duration = Duration::from_millis(100);
+
+/// How often a process keeping standbys reads the group's description to
+/// pick them again.
+const STANDBY_PICK: Duration = Duration::from_secs(2);
 
 /// The engine, shared with the rebalance callbacks (which run inside the
 /// member's polls, on the same thread).
@@ -67,16 +72,19 @@ fn names(partitions: &[TopicPartition]) -> String {
 }
 
 /// Runs `plan` (which has cluster settings) as one process of its cluster
-/// until `shutdown` stops it or it fails.
-pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterError> {
+/// until `shutdown` stops it or it fails; the process's admin API, when it
+/// serves one at `admin`, is published in its `client.id`, and the plugin
+/// swaps it asks for through `control` apply at the next commit.
+pub fn run(
+    mut plan: Plan,
+    admin: Option<SocketAddr>,
+    shutdown: &Shutdown,
+    control: &Control,
+) -> Result<RunReport, ClusterError> {
     let started = Instant::now();
     let settings = plan.cluster.clone().expect("a cluster plan");
     let source = &settings.source;
-    let mut client = crate::connectors::kafka::client_config(
-        &source.bootstrap_servers,
-        source.security.as_ref(),
-        &source.options,
-    );
+    let mut client = brokers_config(&settings);
     client.set(
         "session.timeout.ms",
         settings.session_timeout.as_millis().to_string(),
@@ -108,6 +116,7 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterErro
         .clone()
         .unwrap_or_else(|| format!("pid-{}-{}", std::process::id(), crate::clock::now_ms()));
     isolate_state(&mut plan, &member_name);
+    let client_id = super::member::client_id(&plan.name, &member_name, admin);
     let producer = producer(&settings, &member_name)?;
     let pipeline = plan.name.clone();
     let engine = Shared(Arc::new(Mutex::new(Engine::new(EngineParts {
@@ -117,6 +126,7 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterErro
         topics,
         source_partitions,
         repartition_partitions,
+        client_id: client_id.clone(),
     })?)));
     let subscriptions = engine.lock().subscriptions();
     let member = GroupMember::join(
@@ -127,14 +137,14 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterErro
                 .instance_id
                 .as_deref()
                 .filter(|_| settings.static_membership),
-            client_id: &format!("mailer-{pipeline}-{member_name}"),
+            client_id: &client_id,
             topics: &subscriptions,
             rebalancing: settings.rebalancing,
         },
         engine.clone(),
     )?;
     tracing::info!(pipeline = %pipeline, group = %settings.group, member = %member_name, "joined the cluster");
-    let result = serve(&member, &engine, &settings, shutdown);
+    let result = serve(&member, &engine, &settings, (shutdown, control));
     let result = result.and_then(|()| engine.lock().commit(member.consumer()));
     // Leaving the group revokes what is left (committed just now).
     drop(member);
@@ -151,17 +161,26 @@ pub fn run(mut plan: Plan, shutdown: &Shutdown) -> Result<RunReport, ClusterErro
     })
 }
 
-/// Polls, runs and commits until `shutdown` or a failure.
+/// Polls, runs and commits until `shutdown` or a failure; the swaps
+/// `control` holds apply just after a commit.
 fn serve(
     member: &GroupMember<Shared>,
     engine: &Shared,
     settings: &ClusterSettings,
-    shutdown: &Shutdown,
+    (shutdown, control): (&Shutdown, &Control),
 ) -> Result<(), ClusterError> {
     let consumer = member.consumer();
     let batch = engine.lock().batch_size();
     let (mut last_commit, mut last_tick) = (Instant::now(), Instant::now());
+    let mut last_pick = Instant::now();
+    let keeps_standbys = engine.lock().keeps_standbys();
     while !shutdown.is_cancelled() {
+        if keeps_standbys && last_pick.elapsed() >= STANDBY_PICK {
+            if let Some(members) = stable_members(consumer, &settings.group) {
+                engine.lock().follow_group(&members)?;
+            }
+            last_pick = Instant::now();
+        }
         let mut polled = 0;
         while polled < batch {
             let wait = if polled == 0 {
@@ -189,16 +208,61 @@ fn serve(
             return Err(e);
         }
         engine.flush()?;
+        if keeps_standbys {
+            engine.catch_up_standbys(batch)?;
+        }
         if last_tick.elapsed() >= PROCESSING_TIME_TICK {
             engine.on_processing_time(crate::clock::now_ms())?;
             last_tick = Instant::now();
         }
         if last_commit.elapsed() >= settings.commit_interval {
             engine.commit(consumer)?;
+            engine.swap_plugins(control.take_swaps())?;
             last_commit = Instant::now();
         }
     }
     Ok(())
+}
+
+/// The group's members (each `client.id` and assignment) when the group is
+/// stable; none while it rebalances or cannot be described (the standbys
+/// stay as they are until the next try).
+fn stable_members<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    group: &str,
+) -> Option<Vec<(String, Vec<TopicPartition>)>> {
+    let groups = consumer
+        .fetch_group_list(Some(group), Duration::from_secs(5))
+        .inspect_err(
+            |e| tracing::debug!(error = %e, "the group cannot be described; standbys stay as they are"),
+        )
+        .ok()?;
+    let described = groups.groups().iter().find(|g| g.name() == group)?;
+    if described.state() != "Stable" {
+        return None;
+    }
+    let members = described
+        .members()
+        .iter()
+        .map(|m| {
+            let assigned = m
+                .assignment()
+                .map(super::status::assigned_partitions)
+                .unwrap_or_default();
+            (m.client_id().to_owned(), assigned)
+        })
+        .collect();
+    Some(members)
+}
+
+/// The client settings of the cluster's brokers: the source's.
+pub(super) fn brokers_config(settings: &ClusterSettings) -> ClientConfig {
+    let source = &settings.source;
+    crate::connectors::kafka::client_config(
+        &source.bootstrap_servers,
+        source.security.as_ref(),
+        &source.options,
+    )
 }
 
 /// With RocksDB, each process keeps its tasks' databases in a folder of

@@ -4,13 +4,16 @@
 //! from any machine that reaches them, whether or not a member runs there.
 
 use super::error::ClusterError;
-use super::member::TopicPartition;
+use super::member::{TopicPartition, admin_of};
 use super::topics::{ClusterTopics, TopicRole, topic_name};
+use crate::admin::AdminClient;
+use crate::metrics::TaskSnapshot;
 use crate::plan::Plan;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,6 +27,11 @@ pub struct MemberStatus {
     pub host: String,
     /// The partitions it holds.
     pub partitions: Vec<TopicPartition>,
+    /// Its admin API, when it publishes one.
+    pub admin: Option<SocketAddr>,
+    /// Its tasks as its admin API shows them (restore progress among
+    /// them), or why they cannot be seen.
+    pub tasks: Result<Vec<TaskSnapshot>, String>,
 }
 
 /// One partition the group reads: a source task or a keyed task.
@@ -60,40 +68,17 @@ pub struct ClusterStatus {
 /// The status of `plan`'s cluster (it has cluster settings).
 pub fn status(plan: &Plan) -> Result<ClusterStatus, ClusterError> {
     let settings = plan.cluster.as_ref().expect("a cluster plan");
-    let source = &settings.source;
-    let mut config = crate::connectors::kafka::client_config(
-        &source.bootstrap_servers,
-        source.security.as_ref(),
-        &source.options,
-    );
-    let topics = ClusterTopics::connect(&config)?;
-    let mut names = source.topics.clone();
+    let (consumer, topics) = observer(plan)?;
+    let mut names = settings.source.topics.clone();
     for part in settings.parts.iter().skip(1) {
         let by = part.repartition_by.as_deref().expect("a keyed part");
         names.push(topic_name(&plan.name, by, TopicRole::Repartition)?);
     }
-    let brokers = source.bootstrap_servers.value().to_owned();
-    let kafka = |what: &str| ClusterError::kafka(&brokers, what.to_owned());
-    // Never joins: it only fetches the group's offsets and description.
-    config.set("group.id", &settings.group).set(
-        "session.timeout.ms",
-        settings.session_timeout.as_millis().to_string(),
-    );
-    let consumer: BaseConsumer = config.create().map_err(kafka("connecting"))?;
-    let groups = consumer
-        .fetch_group_list(Some(&settings.group), TIMEOUT)
-        .map_err(kafka("describing the group"))?;
-    let members: Vec<MemberStatus> = groups
-        .groups()
-        .iter()
-        .filter(|g| g.name() == settings.group)
-        .flat_map(|g| g.members())
-        .map(|m| MemberStatus {
-            client_id: m.client_id().to_owned(),
-            host: m.client_host().to_owned(),
-            partitions: m.assignment().map(assigned_partitions).unwrap_or_default(),
-        })
-        .collect();
+    let kafka = |what: &str| ClusterError::kafka(settings.source.bootstrap_servers.value(), what.to_owned());
+    let mut members = members_of(plan, &consumer)?;
+    for m in &mut members {
+        m.tasks = tasks_of(plan, m.admin);
+    }
     let holder: BTreeMap<&TopicPartition, &str> = members
         .iter()
         .flat_map(|m| m.partitions.iter().map(|p| (p, m.client_id.as_str())))
@@ -131,11 +116,75 @@ pub fn status(plan: &Plan) -> Result<ClusterStatus, ClusterError> {
     })
 }
 
+/// Each member of `plan`'s cluster now (its `client.id`) and its admin
+/// API's address, when it publishes one: where `mailer plugin` commands go
+/// in cluster mode.
+pub fn member_admins(plan: &Plan) -> Result<Vec<(String, Option<SocketAddr>)>, ClusterError> {
+    let (consumer, _) = observer(plan)?;
+    let members = members_of(plan, &consumer)?;
+    Ok(members.into_iter().map(|m| (m.client_id, m.admin)).collect())
+}
+
+/// A consumer of the cluster's brokers that never joins the group (it only
+/// reads the group's offsets and description), and their topics' admin.
+fn observer(plan: &Plan) -> Result<(BaseConsumer, ClusterTopics), ClusterError> {
+    let settings = plan.cluster.as_ref().expect("a cluster plan");
+    let source = &settings.source;
+    let mut config = super::run::brokers_config(settings);
+    let topics = ClusterTopics::connect(&config)?;
+    config.set("group.id", &settings.group).set(
+        "session.timeout.ms",
+        settings.session_timeout.as_millis().to_string(),
+    );
+    let consumer = config.create().map_err(ClusterError::kafka(
+        source.bootstrap_servers.value(),
+        "connecting".to_owned(),
+    ))?;
+    Ok((consumer, topics))
+}
+
+/// The group's members as its description gives them (their tasks not
+/// asked yet).
+fn members_of(plan: &Plan, consumer: &BaseConsumer) -> Result<Vec<MemberStatus>, ClusterError> {
+    let settings = plan.cluster.as_ref().expect("a cluster plan");
+    let groups = consumer
+        .fetch_group_list(Some(&settings.group), TIMEOUT)
+        .map_err(ClusterError::kafka(
+            settings.source.bootstrap_servers.value(),
+            "describing the group".to_owned(),
+        ))?;
+    let members = groups
+        .groups()
+        .iter()
+        .filter(|g| g.name() == settings.group)
+        .flat_map(|g| g.members())
+        .map(|m| MemberStatus {
+            client_id: m.client_id().to_owned(),
+            host: m.client_host().to_owned(),
+            partitions: m.assignment().map(assigned_partitions).unwrap_or_default(),
+            admin: admin_of(m.client_id(), m.client_host()),
+            tasks: Err("not asked".into()),
+        })
+        .collect();
+    Ok(members)
+}
+
+/// The tasks of the member whose admin API is at `admin`, asked with the
+/// token of `plan`'s `[admin]`.
+fn tasks_of(plan: &Plan, admin: Option<SocketAddr>) -> Result<Vec<TaskSnapshot>, String> {
+    let (Some(addr), Some(settings)) = (admin, &plan.admin) else {
+        return Err("it serves no admin API (add `[admin]` to the manifest to see its tasks)".into());
+    };
+    AdminClient::at(addr, settings.token.clone())
+        .tasks()
+        .map_err(|e| e.to_string())
+}
+
 /// The partitions of a consumer-protocol assignment: a version (i16), then
 /// an array (i32 count) of topics, each a string (i16 length) and an array
 /// of partitions (i32 each); user data after it is ignored. Whatever does
 /// not parse gives what parsed so far.
-fn assigned_partitions(bytes: &[u8]) -> Vec<TopicPartition> {
+pub(super) fn assigned_partitions(bytes: &[u8]) -> Vec<TopicPartition> {
     let mut out = Vec::new();
     let mut at = 2usize;
     let mut take = |n: usize| {
@@ -170,6 +219,20 @@ impl fmt::Display for ClusterStatus {
                 m.host,
                 m.partitions.len()
             )?;
+            match &m.tasks {
+                Ok(tasks) => {
+                    let restoring: Vec<&TaskSnapshot> = tasks.iter().filter(|t| t.restoring).collect();
+                    writeln!(f, "    {} task(s), {} restoring", tasks.len(), restoring.len())?;
+                    for t in restoring {
+                        writeln!(
+                            f,
+                            "    restoring {}: {} of {} changelog record(s)",
+                            t.name, t.restored, t.to_restore
+                        )?;
+                    }
+                }
+                Err(why) => writeln!(f, "    tasks not shown: {why}")?,
+            }
         }
         writeln!(
             f,

@@ -3,14 +3,18 @@
 //! and a keyed task's state, each keyed operator's backend recording its
 //! changes for the operator's changelog topic.
 
+use super::kept::{KeptMark, KeptStates};
 use super::topics::{TopicError, TopicRole, topic_name};
 use super::watermarks::UpstreamWatermarks;
 use crate::batch::Batch;
+use crate::metrics::TaskStats;
 use crate::operators::{Chain, InstanceContext, InstantiateError, OperatorError, Produced, StateOpener};
 use crate::plan::{Part, Plan};
+use crate::plugin::LoadedPlugin;
 use crate::record::Record;
-use crate::state::{SharedChangelog, StateBackend, StateError};
+use crate::state::{MemoryBackend, SharedChangelog, StateBackend, StateError};
 use std::cell::RefCell;
+use std::sync::Arc;
 
 /// Why a task cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +87,16 @@ impl PartChains {
         Ok(nonempty(carried))
     }
 
+    /// `operator` runs `plugin` from now on, its state kept; how many
+    /// instances switched.
+    pub fn on_swap(&mut self, operator: &str, plugin: &Arc<LoadedPlugin>) -> Result<usize, OperatorError> {
+        let mut swapped = 0;
+        for chain in &mut self.0 {
+            swapped += chain.on_swap(operator, plugin)?;
+        }
+        Ok(swapped)
+    }
+
     /// Event time reached `watermark`: each chain fires what it holds back.
     pub fn on_watermark(&mut self, watermark: i64) -> Result<Vec<Batch>, OperatorError> {
         self.on_time(|chain| chain.on_watermark(watermark))
@@ -129,8 +143,13 @@ fn stream(produced: Produced) -> Batch {
 pub struct Changelog {
     /// The changelog topic.
     pub topic: String,
+    /// The state's name in the process's state folder.
+    pub state_name: String,
     /// The backend, recording changes.
     pub state: SharedChangelog,
+    /// Where the state it opened with stands in the changelog, when it
+    /// opened with a kept state (else it is empty: the changelog's start).
+    pub kept: Option<KeptMark>,
 }
 
 /// One keyed task: a repartition partition's records through its part's
@@ -148,25 +167,45 @@ pub struct KeyedTask {
     pub marked_watermark: Option<i64>,
     /// Records read and not yet run (a poll's worth).
     pub pending: Vec<Record>,
+    /// Its counts, in the metrics (the engine registers them).
+    pub stats: Arc<TaskStats>,
 }
+
+/// Where a keyed operator's state may start instead of empty, given its
+/// changelog topic and state name: a state this process kept, and where it
+/// stands in the changelog.
+pub type WarmSource<'a> = dyn FnMut(&str, &str) -> Option<(Box<dyn StateBackend>, KeptMark)> + 'a;
 
 impl KeyedTask {
     /// Task `partition` of `partitions` of `part`, its keyed operators on
-    /// fresh backends of the plan's kind recording changes; `upstream`
-    /// tasks feed it.
+    /// backends recording changes: the states `warm` gives, else fresh
+    /// ones of the plan's kind; `upstream` tasks feed it.
     pub fn new(
         plan: &Plan,
         part: &Part,
         (partition, partitions): (usize, usize),
         upstream: usize,
+        warm: &mut WarmSource<'_>,
     ) -> Result<Self, TaskError> {
-        let opened: RefCell<Vec<(String, SharedChangelog)>> = RefCell::new(Vec::new());
+        let opened: RefCell<Vec<Changelog>> = RefCell::new(Vec::new());
+        let warm = RefCell::new(warm);
         let stage = &plan.stages[part.stages.start].name;
         let open = |operator: &str| -> Result<Box<dyn StateBackend>, StateError> {
-            let backend = plan.state.open(&format!("{stage}-{operator}"), partition)?;
-            let shared = SharedChangelog::new(backend);
-            opened.borrow_mut().push((operator.to_owned(), shared.clone()));
-            Ok(Box::new(shared))
+            let state_name = format!("{stage}-{operator}");
+            let topic = topic_name(&plan.name, operator, TopicRole::Changelog)
+                .map_err(|e| StateError::Restore(e.to_string()))?;
+            let (backend, kept) = match (warm.borrow_mut())(&topic, &state_name) {
+                Some((backend, mark)) => (backend, Some(mark)),
+                None => (plan.state.open(&state_name, partition)?, None),
+            };
+            let state = SharedChangelog::new(backend);
+            opened.borrow_mut().push(Changelog {
+                topic,
+                state_name,
+                state: state.clone(),
+                kept,
+            });
+            Ok(Box::new(state))
         };
         let chains = PartChains::instantiate(
             plan,
@@ -174,23 +213,64 @@ impl KeyedTask {
             (partition, partitions),
             Some(&open as &StateOpener<'_>),
         )?;
-        let changelogs = opened
-            .into_inner()
-            .into_iter()
-            .map(|(operator, state)| {
-                Ok(Changelog {
-                    topic: topic_name(&plan.name, &operator, TopicRole::Changelog)?,
-                    state,
-                })
-            })
-            .collect::<Result<_, TopicError>>()?;
         Ok(Self {
             chains,
-            changelogs,
+            changelogs: opened.into_inner(),
             watermarks: UpstreamWatermarks::new(upstream),
             logged_watermark: None,
             marked_watermark: None,
             pending: Vec::new(),
+            stats: Arc::default(),
         })
+    }
+
+    /// Ends the task: each keyed operator's changelog topic and its state
+    /// (changes not taken are dropped: the task was committed before).
+    pub fn into_states(self) -> Vec<(String, Box<dyn StateBackend>)> {
+        // The operators hold the other handles of each state.
+        drop(self.chains);
+        self.changelogs
+            .into_iter()
+            .filter_map(|log| Some((log.topic, log.state.into_backend()?)))
+            .collect()
+    }
+}
+
+/// The changelog topics of `part`'s keyed operators, found by making its
+/// operators once with their state in memory.
+pub fn changelog_topics(plan: &Plan, part: &Part, partitions: usize) -> Result<Vec<String>, TaskError> {
+    let operators = RefCell::new(Vec::new());
+    let open = |operator: &str| -> Result<Box<dyn StateBackend>, StateError> {
+        operators.borrow_mut().push(operator.to_owned());
+        Ok(Box::new(MemoryBackend::default()))
+    };
+    PartChains::instantiate(plan, part, (0, partitions), Some(&open as &StateOpener<'_>))?;
+    let topics = operators
+        .into_inner()
+        .iter()
+        .map(|operator| topic_name(&plan.name, operator, TopicRole::Changelog))
+        .collect::<Result<_, TopicError>>()?;
+    Ok(topics)
+}
+
+/// A copy of the state `kept` for task `task` of `name`, and where it
+/// stands; none when nothing was kept or the copy cannot be opened (the
+/// task then restores from its changelog's start).
+pub fn open_kept(
+    plan: &Plan,
+    kept: Option<&KeptStates>,
+    name: &str,
+    task: usize,
+) -> Option<(Box<dyn StateBackend>, KeptMark)> {
+    let kept = kept?;
+    let (snapshot, mark) = kept.take(name, task as i32)?;
+    let opened = plan.state.restore(name, task, &[snapshot], &|_| true);
+    kept.discard(name, task as i32);
+    match opened {
+        Ok(backend) => Some((backend, mark)),
+        Err(e) => {
+            tracing::warn!(state = name, task, error = %e, "a kept state cannot be opened; the task restores from its changelog's start");
+            None
+        }
     }
 }

@@ -18,6 +18,9 @@ use crate::connectors::{ConfigProblem, ConnectorContext, ProblemAt};
 pub use error::{ManifestError, line_column};
 pub use graph::{Declared, Graph, Stream, unread};
 pub use spec::*;
+pub use validate_cluster::{
+    ClusterPart, ClusterProblem, NOT_KAFKA_SINK, NOT_KAFKA_SOURCE, check_cluster_settings,
+};
 pub use validate_operators::condition;
 
 use sha2::{Digest, Sha256};

@@ -91,6 +91,23 @@ pub struct ClusterSpec {
     pub rebalance: Rebalancing,
 }
 
+impl ClusterSpec {
+    /// Cluster mode in consumer group `group`, with the manifest's defaults
+    /// (no instance id, dynamic membership, cooperative rebalancing).
+    pub fn new(group: &str) -> Self {
+        Self {
+            group: group.to_owned(),
+            instance_id: None,
+            static_membership: false,
+            repartition_partitions: None,
+            standby_replicas: 0,
+            commit_interval: defaults::commit_interval(),
+            session_timeout: defaults::session_timeout(),
+            rebalance: Rebalancing::default(),
+        }
+    }
+}
+
 /// How the group moves partitions when members join or leave.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,53 +1,40 @@
 //! Checks `[cluster]`: what cluster mode runs (one Kafka source, one Kafka
 //! sink on the same brokers) and what it does not (checkpoints: state lives
-//! in changelog topics; the parts not built yet are refused by name).
+//! in changelog topics; the parts not built yet are refused by name). The
+//! rules of the settings themselves ([`check_cluster_settings`]) are shared
+//! with pipelines built in code.
 
 use super::spec::*;
 use super::{Manifest, ManifestError};
-use crate::connectors::kafka::StartFrom;
+use crate::connectors::kafka::{KafkaSinkSpec, KafkaSourceSpec, StartFrom};
+
+/// Where a rule of cluster mode is broken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterPart {
+    /// The cluster settings.
+    Cluster,
+    /// The Kafka source.
+    Source,
+    /// The Kafka sink.
+    Sink,
+}
+
+/// A rule of cluster mode broken: where, which setting, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterProblem {
+    /// The part the setting belongs to.
+    pub at: ClusterPart,
+    /// The setting.
+    pub key: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
 
 pub(super) fn check_cluster(m: &Manifest) -> Result<(), ManifestError> {
     let Some(c) = &m.spec.cluster else {
         return Ok(());
     };
     let span = c.span();
-    let spec = c.get_ref();
-    let refuse = |key: &str, message: String| Err(m.error_at(&span, key, message));
-    if spec.group.trim().is_empty() {
-        return refuse(
-            "group",
-            "group must not be empty: name the consumer group the processes share".into(),
-        );
-    }
-    if spec.commit_interval.is_zero() {
-        return refuse("commit_interval", "commit_interval must be longer than 0".into());
-    }
-    if spec.session_timeout < std::time::Duration::from_secs(1) {
-        return refuse("session_timeout", "session_timeout must be at least 1s".into());
-    }
-    let key_groups = m.spec.pipeline.get_ref().max_parallelism;
-    if let Some(n) = spec.repartition_partitions
-        && !(1..=key_groups).contains(&n)
-    {
-        return refuse(
-            "repartition_partitions",
-            format!(
-                "repartition_partitions {n} is out of range: expected 1 to the pipeline's max_parallelism ({key_groups}), as each keyed task owns at least one key group"
-            ),
-        );
-    }
-    if spec.static_membership && spec.instance_id.is_none() {
-        return refuse(
-            "static_membership",
-            "static membership joins the group under `instance_id`: set `instance_id = \"${VAR}\"` (a different value per process)".into(),
-        );
-    }
-    if spec.standby_replicas > 0 {
-        return refuse(
-            "standby_replicas",
-            "standby replicas are not built yet: a moved task restores from its changelog; set standby_replicas = 0".into(),
-        );
-    }
     let not_here = |section: &str, why: &str| {
         Err(m.error_at(&span, "group", format!("cluster mode runs no `{section}`: {why}")))
     };
@@ -55,12 +42,6 @@ pub(super) fn check_cluster(m: &Manifest) -> Result<(), ManifestError> {
         return not_here(
             "[checkpoint]",
             "its state lives in changelog topics and commits with Kafka transactions; remove `[checkpoint]`",
-        );
-    }
-    if m.spec.admin.is_some() {
-        return not_here(
-            "[admin]",
-            "the admin API is not built for cluster mode yet; remove `[admin]`",
         );
     }
     if m.spec.dead_letter.is_some() || m.spec.late_output.is_some() {
@@ -74,43 +55,92 @@ pub(super) fn check_cluster(m: &Manifest) -> Result<(), ManifestError> {
         return not_here("[[sources]]", "it reads one Kafka source, `[source]`");
     };
     let SourceSpec::Kafka(kafka) = source.spec else {
-        return Err(m.error_at(
-            &source.span,
-            "type",
-            "cluster mode reads a Kafka source only: the group splits its partitions among the processes",
-        ));
+        return Err(m.error_at(&source.span, "type", NOT_KAFKA_SOURCE));
     };
-    if kafka.bounded {
-        return Err(m.error_at(
-            &source.span,
-            "bounded",
-            "a cluster's processes run until stopped: remove `bounded`",
-        ));
-    }
-    if !matches!(kafka.start, StartFrom::Earliest | StartFrom::Committed) {
-        return Err(m.error_at(
-            &source.span,
-            "start",
-            "in cluster mode the group's committed offsets say where each partition resumes, and a partition without one is read from its beginning: use `earliest` or `committed`",
-        ));
-    }
     let sinks = m.sinks();
     let [sink] = sinks.as_slice() else {
         return not_here("[[sinks]]", "it writes one Kafka sink, `[sink]`");
     };
     let SinkSpec::Kafka(out) = sink.spec else {
-        return Err(m.error_at(
-            &sink.span,
-            "type",
-            "cluster mode writes a Kafka sink only: its records commit in the same transactions as the group's offsets",
-        ));
+        return Err(m.error_at(&sink.span, "type", NOT_KAFKA_SINK));
     };
-    if out.bootstrap_servers.value() != kafka.bootstrap_servers.value() {
-        return Err(m.error_at(
-            &sink.span,
+    let key_groups = m.spec.pipeline.get_ref().max_parallelism;
+    check_cluster_settings(c.get_ref(), key_groups, kafka, out).map_err(|p| {
+        let at = match p.at {
+            ClusterPart::Cluster => &span,
+            ClusterPart::Source => &source.span,
+            ClusterPart::Sink => &sink.span,
+        };
+        m.error_at(at, p.key, p.message)
+    })
+}
+
+/// Why a source other than Kafka cannot run in cluster mode.
+pub const NOT_KAFKA_SOURCE: &str =
+    "cluster mode reads a Kafka source only: the group splits its partitions among the processes";
+
+/// Why a sink other than Kafka cannot run in cluster mode.
+pub const NOT_KAFKA_SINK: &str = "cluster mode writes a Kafka sink only: its records commit in the same transactions as the group's offsets";
+
+/// The rules of cluster mode for its settings `spec` (in a pipeline of
+/// `key_groups` key groups), its Kafka `source` and its Kafka `sink`.
+pub fn check_cluster_settings(
+    spec: &ClusterSpec,
+    key_groups: u32,
+    source: &KafkaSourceSpec,
+    sink: &KafkaSinkSpec,
+) -> Result<(), ClusterProblem> {
+    let problem = |at, key, message: String| Err(ClusterProblem { at, key, message });
+    let refuse = |key, message: &str| problem(ClusterPart::Cluster, key, message.to_owned());
+    if spec.group.trim().is_empty() {
+        return refuse(
+            "group",
+            "group must not be empty: name the consumer group the processes share",
+        );
+    }
+    if spec.commit_interval.is_zero() {
+        return refuse("commit_interval", "commit_interval must be longer than 0");
+    }
+    if spec.session_timeout < std::time::Duration::from_secs(1) {
+        return refuse("session_timeout", "session_timeout must be at least 1s");
+    }
+    if let Some(n) = spec.repartition_partitions
+        && !(1..=key_groups).contains(&n)
+    {
+        return problem(
+            ClusterPart::Cluster,
+            "repartition_partitions",
+            format!(
+                "repartition_partitions {n} is out of range: expected 1 to the pipeline's max_parallelism ({key_groups}), as each keyed task owns at least one key group"
+            ),
+        );
+    }
+    if spec.static_membership && spec.instance_id.is_none() {
+        return refuse(
+            "static_membership",
+            "static membership joins the group under `instance_id`: set `instance_id = \"${VAR}\"` (a different value per process)",
+        );
+    }
+    if source.bounded {
+        return problem(
+            ClusterPart::Source,
+            "bounded",
+            "a cluster's processes run until stopped: remove `bounded`".into(),
+        );
+    }
+    if !matches!(source.start, StartFrom::Earliest | StartFrom::Committed) {
+        return problem(
+            ClusterPart::Source,
+            "start",
+            "in cluster mode the group's committed offsets say where each partition resumes, and a partition without one is read from its beginning: use `earliest` or `committed`".into(),
+        );
+    }
+    if sink.bootstrap_servers.value() != source.bootstrap_servers.value() {
+        return problem(
+            ClusterPart::Sink,
             "bootstrap_servers",
-            "in cluster mode the sink writes in the same transactions as the source's group: it must name the source's brokers",
-        ));
+            "in cluster mode the sink writes in the same transactions as the source's group: it must name the source's brokers".into(),
+        );
     }
     Ok(())
 }

@@ -10,9 +10,11 @@
 mod flow;
 mod render;
 mod snapshot;
+mod tasks;
 
 pub use flow::{EdgeStats, StageStats};
 pub use snapshot::{EdgeSnapshot, OperatorSnapshot, PluginInfo, Snapshot, StageSnapshot};
+pub use tasks::{TaskSnapshot, TaskStats};
 
 use crate::checkpoint::{CheckpointStats, DURATION_BUCKETS, DURATION_HELP, DURATION_NAME};
 use crate::connectors::{Progress, SplitLag};
@@ -20,7 +22,7 @@ use crate::operators::FailureStats;
 use crate::plugin::CallStats;
 use prometheus::{HistogramOpts, HistogramVec, Registry};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// The measurements of one pipeline, shared by the runtime (which
 /// registers what it builds) and the admin server (which reads them).
@@ -32,6 +34,9 @@ pub struct Telemetry {
     call_seconds: HistogramVec,
     checkpoint_seconds: HistogramVec,
     run: Mutex<RunGraph>,
+    /// The tasks a cluster-mode process runs: each is gone when its
+    /// task is dropped.
+    tasks: Mutex<Vec<Weak<TaskStats>>>,
     /// What the source reports.
     pub source: SourceGauges,
 }
@@ -163,6 +168,7 @@ impl Telemetry {
             call_seconds,
             checkpoint_seconds,
             run: Mutex::default(),
+            tasks: Mutex::default(),
             source: SourceGauges::default(),
         })
     }
@@ -192,5 +198,26 @@ impl Telemetry {
     /// The graph of the current run.
     pub fn graph(&self) -> RunGraph {
         self.run.lock().expect("run lock").clone()
+    }
+
+    /// Task `name` runs in this process now: its counts, all zero, shown
+    /// as long as the task holds them.
+    pub fn task_started(&self, name: String) -> Arc<TaskStats> {
+        let stats = Arc::new(TaskStats::new(name));
+        let mut tasks = self.tasks.lock().expect("tasks lock");
+        tasks.retain(|t| t.strong_count() > 0);
+        tasks.push(Arc::downgrade(&stats));
+        stats
+    }
+
+    /// The tasks running in this process now, by name.
+    pub fn tasks(&self) -> Vec<TaskSnapshot> {
+        let tasks = self.tasks.lock().expect("tasks lock");
+        let mut now: Vec<TaskSnapshot> = tasks
+            .iter()
+            .filter_map(|t| Some(t.upgrade()?.snapshot()))
+            .collect();
+        now.sort_by(|a, b| a.name.cmp(&b.name));
+        now
     }
 }

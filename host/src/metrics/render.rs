@@ -1,7 +1,7 @@
 //! The Prometheus text exposition of a [`Telemetry`]: the histograms from
 //! its registry, everything else read from the run's counters at scrape.
 
-use super::{PluginInfo, RunGraph, Telemetry};
+use super::{PluginInfo, RunGraph, TaskSnapshot, Telemetry};
 use prometheus::core::Collector;
 use prometheus::{CounterVec, Encoder, GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use std::sync::atomic::Ordering;
@@ -50,6 +50,7 @@ impl Telemetry {
         operators(&families, p, &graph);
         self.checkpoints(&families, &graph);
         self.source(&families);
+        tasks(&families, p, self.tasks());
         let info = families.gauge(
             "mailer_plugin_info",
             "The plugin each operator runs (value 1)",
@@ -142,6 +143,46 @@ impl Telemetry {
             .with_label_values(&[p])
             .set(w as f64 / 1000.0);
         }
+    }
+}
+
+/// The tasks of a cluster-mode process (no family in one process).
+fn tasks(f: &Families, p: &str, tasks: Vec<TaskSnapshot>) {
+    if tasks.is_empty() {
+        return;
+    }
+    let labels = ["pipeline", "task"];
+    let records = f.counter(
+        "mailer_task_records_total",
+        "Records a cluster task ran through its operators",
+        &labels,
+    );
+    let restored = f.gauge(
+        "mailer_task_restored_records",
+        "Changelog records a keyed task's restore applied",
+        &labels,
+    );
+    let remaining = f.gauge(
+        "mailer_task_restore_remaining_records",
+        "Changelog records a keyed task's restore has yet to read (at most)",
+        &labels,
+    );
+    let restoring = f.gauge(
+        "mailer_task_restoring",
+        "1 while a keyed task restores its state, else 0",
+        &labels,
+    );
+    for t in tasks {
+        let l = [p, t.name.as_str()];
+        records.with_label_values(&l).inc_by(t.records);
+        restored.with_label_values(&l).set(t.restored as i64);
+        let left = if t.restoring {
+            t.to_restore.saturating_sub(t.restored)
+        } else {
+            0
+        };
+        remaining.with_label_values(&l).set(left as i64);
+        restoring.with_label_values(&l).set(i64::from(t.restoring));
     }
 }
 

@@ -1,7 +1,7 @@
 //! The dashboard's view of a [`Telemetry`]: the graph with its counts now,
 //! as JSON. The dashboard polls it and derives rates from two snapshots.
 
-use super::Telemetry;
+use super::{TaskSnapshot, Telemetry};
 use crate::checkpoint::CheckpointRecord;
 use crate::connectors::{Progress, SplitLag};
 use serde::Serialize;
@@ -45,6 +45,8 @@ pub struct Snapshot {
     pub progress: Option<Progress>,
     /// The plugins running now.
     pub plugins: Vec<PluginInfo>,
+    /// The tasks of a cluster-mode process (none in one process).
+    pub tasks: Vec<TaskSnapshot>,
 }
 
 /// One stage.
@@ -137,6 +139,7 @@ impl Telemetry {
             watermark_ms: self.source.watermark(),
             progress: self.source.progress(),
             plugins,
+            tasks: self.tasks(),
         }
     }
 }

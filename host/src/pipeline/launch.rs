@@ -67,10 +67,14 @@ pub fn launch(
     if plan.cluster.is_some() {
         // State lives in changelog topics, one process per task by the
         // group's assignment: no folder to lock, no checkpoint to resume.
+        let admin = start_admin(&plan, engine, shutdown, control)?;
         tracing::info!(pipeline = %pipeline, "pipeline started in cluster mode");
-        return crate::cluster::run(plan, shutdown).map_err(|cause| LaunchError::Cluster {
-            pipeline,
-            cause: Box::new(cause),
+        let admin_addr = admin.as_ref().map(AdminServer::addr);
+        return crate::cluster::run(plan, admin_addr, shutdown, control).map_err(|cause| {
+            LaunchError::Cluster {
+                pipeline,
+                cause: Box::new(cause),
+            }
         });
     }
     // Held for the whole run: nothing else may touch the state.
@@ -81,40 +85,49 @@ pub fn launch(
     plan.open_checkpoint_store().map_err(RestoreError::Store)?;
     plan.restore = Restore::resolve(&plan.restore_target(), start)?;
     plan.use_swapped_plugins(&engine)?;
-    let _admin = match &plan.admin {
-        Some(admin) => {
-            let probation = Probation {
-                records: admin.probation_records,
-                share: admin.rollback_failure_share,
-            };
-            let swaps = Swaps::new(
-                &pipeline,
-                Arc::new(engine),
-                (shutdown.clone(), control.clone()),
-                plan.plugin_store.clone(),
-                probation,
-                plan.plugin_operators(),
-            );
-            let state = AdminState {
-                token: Arc::from(admin.token.as_str()),
-                swaps: Arc::new(swaps),
-                telemetry: plan.telemetry.clone(),
-                metrics: admin.metrics,
-                metrics_need_token: admin.metrics_need_token,
-                max_plugin_bytes: admin.max_plugin_bytes,
-                allowed_hosts: admin.allowed_hosts.clone().into(),
-            };
-            let server = AdminServer::start(admin.listen, state).map_err(|cause| LaunchError::Admin {
-                listen: admin.listen,
-                cause,
-            })?;
-            Some(server)
-        }
-        None => None,
-    };
+    let _admin = start_admin(&plan, engine, shutdown, control)?;
     tracing::info!(pipeline = %pipeline, "pipeline started");
     crate::runtime::run_with(plan, shutdown, control).map_err(|cause| LaunchError::Run {
         pipeline,
         cause: Box::new(cause),
     })
+}
+
+/// The admin API of `plan`, when it has `[admin]`: its swaps go to the
+/// runtime (or the cluster engine) through `control`.
+fn start_admin(
+    plan: &Plan,
+    engine: PluginEngine,
+    shutdown: &Shutdown,
+    control: &Control,
+) -> Result<Option<AdminServer>, LaunchError> {
+    let Some(admin) = &plan.admin else {
+        return Ok(None);
+    };
+    let probation = Probation {
+        records: admin.probation_records,
+        share: admin.rollback_failure_share,
+    };
+    let swaps = Swaps::new(
+        &plan.name,
+        Arc::new(engine),
+        (shutdown.clone(), control.clone()),
+        plan.plugin_store.clone(),
+        probation,
+        plan.plugin_operators(),
+    );
+    let state = AdminState {
+        token: Arc::from(admin.token.as_str()),
+        swaps: Arc::new(swaps),
+        telemetry: plan.telemetry.clone(),
+        metrics: admin.metrics,
+        metrics_need_token: admin.metrics_need_token,
+        max_plugin_bytes: admin.max_plugin_bytes,
+        allowed_hosts: admin.allowed_hosts.clone().into(),
+    };
+    let server = AdminServer::start(admin.listen, state).map_err(|cause| LaunchError::Admin {
+        listen: admin.listen,
+        cause,
+    })?;
+    Ok(Some(server))
 }

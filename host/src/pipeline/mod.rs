@@ -34,13 +34,14 @@
 //! that cannot be loaded) are collected and reported by [`Pipeline::build`]
 //! or [`Pipeline::run`], each naming its operator.
 
+mod cluster;
 mod launch;
 mod native;
 
 pub use launch::{LaunchError, launch};
 
 use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings, StartFrom};
-use crate::connectors::{Endpoint, OpenSink, Sink, Source};
+use crate::connectors::{Endpoint, OpenSink, OpenSource, Sink, Source};
 use crate::manifest::Stream as StreamRef;
 use crate::metrics::Telemetry;
 use crate::operators::branch::{BranchNode, DEFAULT_OUTPUT, PredicateNode, RecordPredicate};
@@ -155,6 +156,8 @@ struct Inner {
     settings: Settings,
     dead_letter: Option<Endpoint<OpenSink>>,
     admin: Option<AdminSettings>,
+    /// Cluster mode's settings, and the Kafka sources and sinks added.
+    cluster: cluster::ClusterParts,
 }
 
 /// The settings of a pipeline built in code.
@@ -292,13 +295,17 @@ impl Pipeline {
 
     /// A source named `name` (unique in the pipeline); its stream.
     pub fn source(&self, name: &str, source: impl Source + 'static) -> Stream {
-        let mut inner = self.inner.borrow_mut();
-        inner.claim(name);
-        inner.draft.sources.push(Endpoint {
+        self.add_source(Endpoint {
             name: name.to_owned(),
             description: format!("{name} (built in code)"),
             open: Box::new(move |_| Ok(Box::new(source) as _)),
-        });
+        })
+    }
+
+    fn add_source(&self, source: Endpoint<OpenSource>) -> Stream {
+        let mut inner = self.inner.borrow_mut();
+        inner.claim(&source.name);
+        inner.draft.sources.push(source);
         let at = StreamRef::Source(inner.draft.sources.len() - 1);
         drop(inner);
         Stream {
@@ -714,10 +721,13 @@ impl Stream {
 
     /// Writes the stream to `sink`, named `name` (unique in the pipeline).
     pub fn sink(&self, name: &str, sink: impl Sink + 'static) {
+        self.add_sink(endpoint_of_sink(name, sink));
+    }
+
+    fn add_sink(&self, sink: Endpoint<OpenSink>) {
         let mut inner = self.inner.borrow_mut();
-        inner.claim(name);
-        let end = endpoint_of_sink(name, sink);
-        inner.draft.sinks.push((end, self.reads.clone()));
+        inner.claim(&sink.name);
+        inner.draft.sinks.push((sink, self.reads.clone()));
     }
 }
 
@@ -743,6 +753,7 @@ impl Inner {
             },
             dead_letter: None,
             admin: None,
+            cluster: Default::default(),
         }
     }
 
@@ -786,6 +797,8 @@ impl Inner {
         if self.draft.sources.is_empty() || self.draft.sinks.is_empty() {
             self.problems.push("a pipeline needs a source and a sink".into());
         }
+        let cluster = std::mem::take(&mut self.cluster);
+        self.problems.extend(cluster.problems(&self));
         let draft = &self.draft;
         let reads = draft
             .steps
@@ -820,7 +833,7 @@ impl Inner {
         for op in stages.iter_mut().flat_map(|s| &mut s.operators) {
             op.calls = telemetry.call_stats(&op.name);
         }
-        let plan = Plan {
+        let mut plan = Plan {
             manifest_hash: String::new(),
             batch_size: s.batch_size,
             edge_capacity: s.edge_capacity,
@@ -845,6 +858,10 @@ impl Inner {
             cluster: None,
             name: self.name,
         };
+        plan.cluster = cluster.settings(&plan).map_err(|reason| BuildError::Invalid {
+            pipeline: plan.name.clone(),
+            reasons: vec![reason],
+        })?;
         Ok((plan, engine))
     }
 }

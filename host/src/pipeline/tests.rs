@@ -509,3 +509,58 @@ fn a_global_table_is_loaded_first_and_joined_on_every_worker() {
     got.sort_unstable();
     assert_eq!(got, want);
 }
+
+/// Cluster mode built in code follows the manifest's rules: one Kafka
+/// source and sink, its settings in range; exactly once outside it is
+/// refused; a valid pipeline plans its parts.
+#[test]
+fn cluster_mode_in_code_is_checked_and_cut_into_parts() {
+    use crate::connectors::kafka::{KafkaSinkSpec, KafkaSourceSpec};
+    use crate::manifest::{ClusterSpec, NOT_KAFKA_SOURCE};
+    let brokers = "127.0.0.1:1";
+    let source = || KafkaSourceSpec::new(brokers, &["in"], "g");
+    let sink = || KafkaSinkSpec::new(brokers, "out");
+    let refusal = |p: Pipeline| p.build().err().expect("refused").to_string();
+
+    let p = Pipeline::new("c").cluster(ClusterSpec::new("g"));
+    p.source("numbers", numbers(10)).kafka_sink("out", sink());
+    let err = refusal(p);
+    assert!(err.contains(NOT_KAFKA_SOURCE), "{err}");
+
+    let mut spec = ClusterSpec::new("g");
+    spec.repartition_partitions = Some(0);
+    let p = Pipeline::new("c").cluster(spec);
+    p.kafka_source("in", source()).kafka_sink("out", sink());
+    let err = refusal(p);
+    assert!(
+        err.contains("cluster `repartition_partitions`: repartition_partitions 0 is out of range"),
+        "{err}"
+    );
+
+    let p = Pipeline::new("c");
+    let mut exactly_once = sink();
+    exactly_once.exactly_once = true;
+    p.kafka_source("in", source())
+        .kafka_sink("out", exactly_once.clone());
+    let err = refusal(p);
+    assert!(
+        err.contains("runs in cluster mode (`Pipeline::cluster`) only"),
+        "{err}"
+    );
+
+    let p = Pipeline::new("c").cluster(ClusterSpec::new("g"));
+    p.kafka_source("in", source())
+        .key_by_record_key(1)
+        .reduce_with("counts", |_, r| r.value.to_vec())
+        .kafka_sink("out", exactly_once);
+    let (plan, _) = p.build().unwrap();
+    let cluster = plan.cluster.expect("cluster mode");
+    assert_eq!(cluster.group, "g");
+    assert_eq!(cluster.source.topics, ["in"]);
+    let repartitions: Vec<_> = cluster
+        .parts
+        .iter()
+        .map(|p| p.repartition_by.as_deref())
+        .collect();
+    assert_eq!(repartitions, [None, Some("counts")]);
+}

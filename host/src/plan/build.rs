@@ -142,20 +142,9 @@ fn cluster_settings(m: &Manifest, plan: &Plan) -> Result<Option<ClusterSettings>
     ) else {
         unreachable!("validation lets cluster mode read and write Kafka only");
     };
-    let parts = super::cluster::cluster_parts(plan).map_err(|e| m.error_at(&c.span(), "group", e))?;
-    let spec = c.get_ref();
-    Ok(Some(ClusterSettings {
-        group: spec.group.clone(),
-        instance_id: spec.instance_id.as_ref().map(|i| i.value().to_owned()),
-        static_membership: spec.static_membership,
-        repartition_partitions: spec.repartition_partitions,
-        commit_interval: spec.commit_interval,
-        session_timeout: spec.session_timeout,
-        rebalancing: spec.rebalance,
-        source: source.as_ref().clone(),
-        sink: sink.as_ref().clone(),
-        parts,
-    }))
+    ClusterSettings::new(c.get_ref(), source, sink, plan)
+        .map(Some)
+        .map_err(|e| m.error_at(&c.span(), "group", e))
 }
 
 /// The node of operator `op` (named `name`) and its parallelism; `key_by`

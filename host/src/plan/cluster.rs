@@ -6,6 +6,7 @@
 
 use super::{NodeKind, OperatorStage, Plan, Producer, Routing};
 use crate::connectors::kafka::{KafkaSinkSpec, KafkaSourceSpec};
+use crate::manifest::ClusterSpec;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ pub struct ClusterSettings {
     pub static_membership: bool,
     /// Partitions of each repartition topic; the source's when `None`.
     pub repartition_partitions: Option<u32>,
+    /// Warm copies of each keyed task's state on other processes.
+    pub standby_replicas: usize,
     /// How often a process commits.
     pub commit_interval: Duration,
     /// `session.timeout.ms`.
@@ -32,6 +35,31 @@ pub struct ClusterSettings {
     pub sink: KafkaSinkSpec,
     /// The parts, in order.
     pub parts: Vec<Part>,
+}
+
+impl ClusterSettings {
+    /// The settings `spec` for `plan`, which reads `source` and writes
+    /// `sink`: the plan cut into its parts, or why it cannot be.
+    pub fn new(
+        spec: &ClusterSpec,
+        source: &KafkaSourceSpec,
+        sink: &KafkaSinkSpec,
+        plan: &Plan,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            group: spec.group.clone(),
+            instance_id: spec.instance_id.as_ref().map(|i| i.value().to_owned()),
+            static_membership: spec.static_membership,
+            repartition_partitions: spec.repartition_partitions,
+            standby_replicas: spec.standby_replicas as usize,
+            commit_interval: spec.commit_interval,
+            session_timeout: spec.session_timeout,
+            rebalancing: spec.rebalance,
+            source: source.clone(),
+            sink: sink.clone(),
+            parts: cluster_parts(plan)?,
+        })
+    }
 }
 
 /// One part of the pipeline: the stages a task of it runs, one after
@@ -47,7 +75,7 @@ pub struct Part {
 
 /// The parts of `plan`: it must be linear (one source, stages each reading
 /// the one before, one sink); a new part starts at each keyed stage.
-pub(super) fn cluster_parts(plan: &Plan) -> Result<Vec<Part>, String> {
+fn cluster_parts(plan: &Plan) -> Result<Vec<Part>, String> {
     if plan.sources.len() != 1 || plan.sinks.len() != 1 {
         return Err("cluster mode runs a linear pipeline: one source, one sink".into());
     }

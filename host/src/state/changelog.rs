@@ -152,6 +152,18 @@ impl SharedChangelog {
         // A panic while holding it is a bug that ends the process anyway.
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// The backend underneath, when this is its last handle (changes not
+    /// taken are forgotten); none while another handle lives.
+    pub fn into_backend(self) -> Option<Box<dyn StateBackend>> {
+        let shared = Arc::into_inner(self.0)?;
+        Some(
+            shared
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .inner,
+        )
+    }
 }
 
 impl StateBackend for SharedChangelog {
@@ -305,6 +317,19 @@ mod tests {
             })
             .unwrap();
         assert_eq!(sent, [(3, true)], "no deletions sent for the dropped groups");
+    }
+
+    #[test]
+    fn a_shared_state_comes_back_from_its_last_handle_only() {
+        let shared = SharedChangelog::new(Box::new(MemoryBackend::default()));
+        let mut writer = shared.clone();
+        writer.put(b"k", b"v").unwrap();
+        let shared = match shared.into_backend() {
+            None => writer,
+            Some(_) => panic!("the writer still holds it"),
+        };
+        let backend = shared.into_backend().expect("the last handle");
+        assert_eq!(backend.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
     }
 
     #[test]

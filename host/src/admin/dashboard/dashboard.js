@@ -174,6 +174,12 @@ function render(snap) {
   $("progress").textContent = p ? `Read ${number(p.records)}${p.records_total ? " of " + number(p.records_total) : ""} records` +
     (p.bytes_total ? ` (${(100 * p.bytes / Math.max(1, p.bytes_total)).toFixed(1)}% of the bytes)` : "") : "";
   fillTable("lag", snap.lag.map(l => [l.split, number(l.records)]));
+  $("tasks-section").hidden = snap.tasks.length === 0;
+  fillTable("tasks", snap.tasks.map(t => [
+    t.name, number(t.records),
+    t.restoring ? `restoring: ${number(t.restored)} of ${number(t.to_restore)} changelog records`
+      : t.restored ? `running (restored ${number(t.restored)} records)` : "running",
+  ]));
   fillTable("plugins", snap.plugins.map(pl => [
     pl.operator, pl.name, pl.version || "–", pl.world, pl.digest.slice(0, 12), buttons(pl.operator),
   ]));

@@ -56,6 +56,29 @@ pub struct KafkaSourceSpec {
     pub options: BTreeMap<String, ConfigString>,
 }
 
+impl KafkaSourceSpec {
+    /// A source reading every partition of `topics` on `bootstrap_servers`
+    /// as group `group_id`, with the manifest's defaults for the rest (raw
+    /// bytes from the earliest offset, unbounded).
+    pub fn new(bootstrap_servers: &str, topics: &[&str], group_id: &str) -> Self {
+        Self {
+            bootstrap_servers: ConfigString::new(bootstrap_servers),
+            topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+            group_id: group_id.to_owned(),
+            start: StartFrom::default(),
+            format: KafkaFormat::default(),
+            key_field: None,
+            timestamp_field: None,
+            bounded: false,
+            max_record_bytes: crate::connectors::config::default_max_record_bytes(),
+            partition_discovery: default_partition_discovery(),
+            on_error: FailurePolicy::default(),
+            security: None,
+            options: BTreeMap::new(),
+        }
+    }
+}
+
 /// Where a Kafka source starts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -121,6 +144,25 @@ pub struct KafkaSinkSpec {
     /// More librdkafka settings, `{ "compression.type" = "lz4" }`.
     #[serde(default)]
     pub options: BTreeMap<String, ConfigString>,
+}
+
+impl KafkaSinkSpec {
+    /// A sink writing to `topic` on `bootstrap_servers` at least once, with
+    /// the manifest's defaults for the rest.
+    pub fn new(bootstrap_servers: &str, topic: &str) -> Self {
+        Self {
+            bootstrap_servers: ConfigString::new(bootstrap_servers),
+            topic: topic.to_owned(),
+            linger: default_linger(),
+            partition: None,
+            exactly_once: false,
+            commit_topic: default_commit_topic(),
+            delivery_timeout: default_delivery_timeout(),
+            on_error: FailurePolicy::default(),
+            security: None,
+            options: BTreeMap::new(),
+        }
+    }
 }
 
 const fn default_linger() -> std::time::Duration {

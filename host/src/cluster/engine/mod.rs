@@ -8,23 +8,31 @@
 //! offsets it consumed at once (one Kafka transaction with `exactly_once`).
 
 use super::error::ClusterError;
+use super::kept::KeptStates;
 use super::member::{TopicPartition, position_of};
-use super::restore::{WATERMARK_ENTRY, restore_task};
-use super::task::{KeyedTask, PartChains};
+use super::restore::WATERMARK_ENTRY;
+use super::standby::{Standbys, WarmStates};
+use super::task::{KeyedTask, PartChains, changelog_topics};
 use super::topics::{ClusterTopics, TopicRole};
 use super::watermarks::{MARKER_HEADER, marker, read_marker};
 use crate::batch::Batch;
 use crate::connectors::kafka::{RecordReader, Reported, raw_record, send_record, send_waiting};
 use crate::key_group::{of_key, worker_of};
+use crate::metrics::TaskStats;
 use crate::operators::FailureHandler;
 use crate::plan::{Part, Plan};
 use crate::record::Record;
+use crate::runtime::SwapPoint;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+mod moves;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -37,6 +45,8 @@ struct SourceTask {
     max_time: Option<i64>,
     /// The watermark it last marked.
     marked: Option<i64>,
+    /// Its counts, in the metrics.
+    stats: Arc<TaskStats>,
 }
 
 /// A keyed part: its repartition topic and the tasks this process runs.
@@ -64,6 +74,8 @@ pub struct EngineParts {
     pub source_partitions: Vec<TopicPartition>,
     /// Partitions of each repartition topic.
     pub repartition_partitions: usize,
+    /// This process's `client.id` in the group.
+    pub client_id: String,
 }
 
 /// One process's tasks and what they owe the next commit.
@@ -74,6 +86,8 @@ pub struct Engine {
     topics: ClusterTopics,
     /// Changelog topics known to exist.
     ensured: HashSet<String>,
+    /// Where tasks leaving cleanly keep their state (RocksDB only).
+    kept: Option<KeptStates>,
     exactly_once: bool,
     brokers: String,
     reader: RecordReader,
@@ -89,6 +103,11 @@ pub struct Engine {
     sink_partition: Option<i32>,
     /// The watermark delay (ms), when the pipeline has event time.
     delay: Option<i64>,
+    /// The standby replicas this process keeps, with `standby_replicas`.
+    standby: Option<Standbys>,
+    /// The plugins swapped in while this process runs, the newest of
+    /// each operator: tasks assigned later run them too.
+    swapped: Vec<Arc<SwapPoint>>,
     /// Whether anything was read since the last commit.
     dirty: bool,
     /// A failure inside a rebalance callback, for the member's loop.
@@ -107,6 +126,7 @@ impl Engine {
             topics,
             source_partitions,
             repartition_partitions,
+            client_id,
         } = parts;
         let settings = plan.cluster.take().expect("a cluster plan");
         let mut parts = settings.parts.into_iter();
@@ -135,6 +155,26 @@ impl Engine {
             .enumerate()
             .map(|(i, p)| (p.clone(), i as u32))
             .collect();
+        let standby = match settings.standby_replicas {
+            0 => None,
+            replicas => {
+                let mut parts = Vec::new();
+                for k in &keyed {
+                    let changelogs = changelog_topics(&plan, &k.part, k.partitions).map_err(|cause| {
+                        ClusterError::Task {
+                            task: k.topic.clone(),
+                            cause: Box::new(cause),
+                        }
+                    })?;
+                    parts.push((k.topic.clone(), changelogs));
+                }
+                let warm = WarmStates::new(&client, &settings.group).map_err(ClusterError::kafka(
+                    settings.source.bootstrap_servers.value(),
+                    "making the standby states' consumer".to_owned(),
+                ))?;
+                Some(Standbys::new(warm, replicas, client_id, parts))
+            }
+        };
         Ok(Self {
             rejects: FailureHandler::new("source", settings.source.on_error, None, Default::default()),
             reader: RecordReader::of(&settings.source),
@@ -144,6 +184,11 @@ impl Engine {
             sink_topic: settings.sink.topic.clone(),
             sink_partition: settings.sink.partition,
             delay: plan.watermark.map(|w| w.delay.as_millis() as i64),
+            // A process without a stable name never finds its folder again.
+            kept: settings
+                .instance_id
+                .as_ref()
+                .and_then(|_| KeptStates::of(&plan.state)),
             plan,
             producer,
             client,
@@ -154,6 +199,8 @@ impl Engine {
             sources: HashMap::new(),
             source_pending: Vec::new(),
             keyed,
+            swapped: Vec::new(),
+            standby,
             dirty: false,
             failed: None,
             counts: (0, 0),
@@ -198,11 +245,17 @@ impl Engine {
             };
             let at = (msg.topic().to_owned(), msg.partition());
             let id = self.source_ids.get(&at).copied().unwrap_or(u32::MAX);
-            let task = self.sources.entry(at).or_insert_with(|| SourceTask {
-                id,
-                ..SourceTask::default()
-            });
+            let telemetry = &self.plan.telemetry;
+            let task = self
+                .sources
+                .entry(at)
+                .or_insert_with_key(|(topic, p)| SourceTask {
+                    id,
+                    stats: telemetry.task_started(format!("{topic}/{p}")),
+                    ..SourceTask::default()
+                });
             task.max_time = task.max_time.max(Some(rec.timestamp));
+            task.stats.records.fetch_add(1, Ordering::Relaxed);
             self.counts.0 += 1;
             self.source_pending.push(rec);
             return Ok(());
@@ -272,6 +325,9 @@ impl Engine {
             return Ok(());
         }
         let batch = Batch::Records(std::mem::take(&mut task.pending));
+        task.stats
+            .records
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let out = task.chains.on_records(batch)?;
         self.route(k + 1, &out)
     }
@@ -463,66 +519,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-
-    /// `partitions` are this process's now: each repartition partition
-    /// becomes a keyed task, its state restored from its changelogs.
-    pub fn assigned(&mut self, partitions: &[TopicPartition]) -> Result<(), ClusterError> {
-        for (topic, p) in partitions {
-            let Some(k) = self.keyed.iter().position(|k| &k.topic == topic) else {
-                continue;
-            };
-            let started = Instant::now();
-            let part = &self.keyed[k];
-            let task_name = format!("{topic}/{p}");
-            let mut task = KeyedTask::new(
-                &self.plan,
-                &part.part,
-                (*p as usize, part.partitions),
-                part.upstream,
-            )
-            .map_err(|cause| ClusterError::Task {
-                task: task_name.clone(),
-                cause: Box::new(cause),
-            })?;
-            let mut restored = 0;
-            for log in &task.changelogs {
-                if self.ensured.insert(log.topic.clone()) {
-                    self.topics
-                        .ensure(&log.topic, part.partitions, TopicRole::Changelog)?;
-                }
-                let mut state = log.state.lock();
-                let done = restore_task(&self.client, &log.topic, *p, 0, &mut state, &mut |progress| {
-                    tracing::info!(task = %task_name, changelog = %log.topic, records = progress.records, "restoring");
-                })?;
-                restored += done.records;
-                if let Some(w) = done.watermark {
-                    task.watermarks.resume_at(w);
-                    task.logged_watermark = Some(w);
-                    task.marked_watermark = Some(w);
-                }
-            }
-            tracing::info!(
-                task = %task_name,
-                records = restored,
-                millis = started.elapsed().as_millis() as u64,
-                "task restored from its changelog"
-            );
-            self.keyed[k].tasks.insert(*p, task);
-        }
-        Ok(())
-    }
-
-    /// `partitions` left this process (committed before): their tasks go.
-    pub fn revoked(&mut self, partitions: &[TopicPartition]) {
-        for tp in partitions {
-            self.sources.remove(tp);
-            if let Some(part) = self.keyed.iter_mut().find(|k| k.topic == tp.0)
-                && part.tasks.remove(&tp.1).is_some()
-            {
-                tracing::info!(task = %format!("{}/{}", tp.0, tp.1), "task revoked");
-            }
-        }
     }
 
     /// The group took every partition without a revoke (this process was
