@@ -605,7 +605,9 @@ fn scaling_from_one_to_three_to_two_processes_keeps_counts_exact() {
 
 /// Event-time tumbling windows over JSON events (user, ts, amount), in
 /// cluster mode or (`cluster` false) as one bounded process.
-fn windows(w: &Workdir, input: &str, output: &str, cluster: bool) -> PathBuf {
+/// The windowed pipeline (W3-like, event time) reading `input`, in cluster
+/// mode or in one process; `watermark` adds to its `[watermark]`.
+fn windows(w: &Workdir, input: &str, output: &str, cluster: bool, watermark: &str) -> PathBuf {
     let (bounded, exactly_once, section) = if cluster {
         (
             OPTIONS,
@@ -638,6 +640,7 @@ timestamp_field = "ts"
 
 [watermark]
 max_out_of_orderness = "2s"
+{watermark}
 
 [[operators]]
 type = "key_by"
@@ -664,9 +667,25 @@ topic = "{output}"
 
 #[test]
 fn windows_in_a_cluster_of_three_equal_one_process() {
+    cluster_windows_equal_one_process(6, &["a", "b", "c"], "");
+}
+
+#[test]
+fn idle_source_partitions_hold_no_window_back_in_a_cluster() {
+    // Two of the six partitions never get a record: without idle_timeout
+    // the keyed tasks would wait for them forever.
+    cluster_windows_equal_one_process(4, &["a", "b"], "idle_timeout = \"1s\"");
+}
+
+/// Event-time windows over records in the first `fed` of 6 partitions: the
+/// cluster of `members` fires the same windows as one process.
+fn cluster_windows_equal_one_process(fed: i32, members: &[&str], watermark: &str) {
     let w = Workdir::new();
     let input = unique_topic("cluster-win-in");
-    let (one_out, cluster_out) = (unique_topic("cluster-win-one"), unique_topic("cluster-win-three"));
+    let (one_out, cluster_out) = (
+        unique_topic("cluster-win-one"),
+        unique_topic("cluster-win-cluster"),
+    );
     create_topic(&input, 6);
     create_topic(&one_out, 1);
     create_topic(&cluster_out, 1);
@@ -680,26 +699,22 @@ fn windows_in_a_cluster_of_three_equal_one_process() {
         / 10_000)
         * 10_000
         - 3_600_000;
-    let events: Vec<(String, String)> = (0..1200i64)
-        .map(|i| {
-            let ts = start + i * 333 - (i * 7919 % 5) * 300;
-            let user = format!("u{}", i % 9);
-            (
-                user.clone(),
-                format!(r#"{{"user":"{user}","ts":{ts},"amount":{}}}"#, i % 17),
-            )
-        })
-        .collect();
-    produce(&input, &events);
-    // Far past the rest, in every partition: every real window fires in
+    let events = (0..1200i64).map(|i| {
+        let ts = start + i * 333 - (i * 7919 % 5) * 300;
+        let user = format!("u{}", i % 9);
+        let value = format!(r#"{{"user":"{user}","ts":{ts},"amount":{}}}"#, i % 17);
+        (i as i32 % fed, user, value)
+    });
+    // Far past the rest, in every partition fed: every real window fires in
     // the cluster (whose watermark is the minimum over the partitions).
     let late = start + 3_600_000;
+    let flushes = (0..fed).map(|p| {
+        let user = format!("flush{p}");
+        let value = format!(r#"{{"user":"{user}","ts":{late},"amount":0}}"#);
+        (p, user, value)
+    });
     let producer = crate::kafka::producer();
-    for p in 0..6 {
-        let (user, value) = (
-            format!("flush{p}"),
-            format!(r#"{{"user":"flush{p}","ts":{late},"amount":0}}"#),
-        );
+    for (p, user, value) in events.chain(flushes) {
         let record = rdkafka::producer::BaseRecord::to(&input)
             .partition(p)
             .key(&user)
@@ -708,11 +723,10 @@ fn windows_in_a_cluster_of_three_equal_one_process() {
     }
     rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).unwrap();
 
-    let one = w.path("one.toml");
-    windows(&w, &input, &one_out, false);
+    let one = windows(&w, &input, &one_out, false, watermark);
     let one_log = run_to_end(&one, &[]);
-    let m = windows(&w, &input, &cluster_out, true);
-    let mut members: Vec<Member> = ["a", "b", "c"].iter().map(|i| Member::start(&w, &m, i)).collect();
+    let m = windows(&w, &input, &cluster_out, true, watermark);
+    let mut members: Vec<Member> = members.iter().map(|i| Member::start(&w, &m, i)).collect();
 
     let real = |records: Vec<(String, String)>| {
         let mut r: Vec<_> = records
@@ -737,10 +751,13 @@ fn windows_in_a_cluster_of_three_equal_one_process() {
         std::thread::sleep(Duration::from_millis(500));
         got = real(consume_all(&cluster_out, 1));
     }
-    for m in members {
-        m.stop();
-    }
-    assert_eq!(got.len(), expected.len(), "windows fired");
+    let logs: Vec<String> = members.into_iter().map(Member::stop).collect();
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "windows fired:\n{}",
+        logs.join("\n----\n")
+    );
     assert!(got == expected, "the cluster's windows differ from one process's");
 }
 

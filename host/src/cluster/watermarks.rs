@@ -6,12 +6,17 @@
 //! heard from each of them, as a keyed worker in one process waits for
 //! every channel feeding it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The header that makes a repartition record a watermark marker; the
 /// record's key is the source task's id, its value the watermark (eight
 /// bytes, little endian).
 pub const MARKER_HEADER: &str = "mailer.watermark";
+
+/// The watermark of a marker saying its source task is idle (no record
+/// for `idle_timeout`): keyed tasks stop waiting for it until it marks a
+/// watermark again.
+pub const IDLE: i64 = i64::MAX;
 
 /// A marker's record: (key, value).
 pub fn marker(task: u32, watermark: i64) -> ([u8; 4], [u8; 8]) {
@@ -34,6 +39,8 @@ pub struct UpstreamWatermarks {
     /// How many source tasks feed the task (the source partitions).
     expected: usize,
     heard: HashMap<u32, i64>,
+    /// The source tasks idle now.
+    idle: HashSet<u32>,
     current: Option<i64>,
 }
 
@@ -43,6 +50,7 @@ impl UpstreamWatermarks {
         Self {
             expected,
             heard: HashMap::new(),
+            idle: HashSet::new(),
             current: None,
         }
     }
@@ -58,8 +66,13 @@ impl UpstreamWatermarks {
     /// process, which resumed behind its last marker) changes nothing:
     /// watermarks never go back.
     pub fn observe(&mut self, task: u32, watermark: i64) -> Option<i64> {
-        let mark = self.heard.entry(task).or_insert(i64::MIN);
-        *mark = (*mark).max(watermark);
+        if watermark == IDLE {
+            self.idle.insert(task);
+        } else {
+            self.idle.remove(&task);
+            let mark = self.heard.entry(task).or_insert(i64::MIN);
+            *mark = (*mark).max(watermark);
+        }
         let now = self.minimum();
         match (now, self.current) {
             (Some(n), Some(c)) if n <= c => None,
@@ -82,11 +95,15 @@ impl UpstreamWatermarks {
         self.current
     }
 
+    /// The minimum over the active tasks once every task was heard from
+    /// (a watermark or idle); none while all are idle.
     fn minimum(&self) -> Option<i64> {
-        if self.heard.len() < self.expected || self.expected == 0 {
+        let accounted = self.heard.len() + self.idle.iter().filter(|t| !self.heard.contains_key(t)).count();
+        if accounted < self.expected || self.expected == 0 {
             return None;
         }
-        self.heard.values().copied().min()
+        let active = self.heard.iter().filter(|(t, _)| !self.idle.contains(t));
+        active.map(|(_, w)| *w).min()
     }
 }
 
@@ -115,7 +132,51 @@ mod tests {
         assert_eq!(w.current(), None, "a new partition holds it back");
     }
 
+    #[test]
+    fn an_idle_task_holds_nothing_back_until_it_marks_again() {
+        let mut w = UpstreamWatermarks::new(3);
+        assert_eq!(w.observe(0, 100), None);
+        assert_eq!(w.observe(1, IDLE), None, "task 2 not heard yet");
+        assert_eq!(w.observe(2, 70), Some(70), "task 1 never read a record");
+        assert_eq!(w.observe(2, IDLE), Some(100), "only task 0 is active");
+        assert_eq!(w.observe(0, IDLE), None, "every task idle: it stays");
+        assert_eq!(w.current(), Some(100));
+        assert_eq!(w.observe(1, 40), None, "active again, behind: it never goes back");
+        assert_eq!(w.observe(1, 150), Some(150), "task 0 and 2 still idle");
+    }
+
     proptest! {
+        /// With tasks going idle (`None`) and back: the watermark is the
+        /// largest the minimum over the active tasks ever was, once every
+        /// task was heard from.
+        #[test]
+        fn idle_tasks_leave_the_minimum_until_they_mark_again(
+            marks in prop::collection::vec((0u32..4, prop::option::of(-50i64..50)), 0..60)
+        ) {
+            let mut w = UpstreamWatermarks::new(4);
+            let (mut largest, mut idle) = (HashMap::new(), HashSet::new());
+            let mut model: Option<i64> = None;
+            for (task, mark) in marks {
+                w.observe(task, mark.unwrap_or(IDLE));
+                match mark {
+                    None => {
+                        idle.insert(task);
+                    }
+                    Some(m) => {
+                        idle.remove(&task);
+                        let e = largest.entry(task).or_insert(m);
+                        *e = (*e).max(m);
+                    }
+                }
+                let heard = (0..4).all(|t| largest.contains_key(&t) || idle.contains(&t));
+                let active = largest.iter().filter(|(t, _)| !idle.contains(*t)).map(|(_, m)| *m).min();
+                if heard && active.is_some() {
+                    model = model.max(active);
+                }
+                prop_assert_eq!(w.current(), model);
+            }
+        }
+
         /// The watermark is the minimum over the tasks of each one's
         /// largest marker, never lower than before, and only once all were
         /// heard.

@@ -64,10 +64,12 @@ pub fn launch(
     control: &Control,
 ) -> Result<RunReport, LaunchError> {
     let pipeline = plan.name.clone();
+    // Its ticker times the plugins' deadlines: it lives as long as the run.
+    let engine = Arc::new(engine);
     if plan.cluster.is_some() {
         // State lives in changelog topics, one process per task by the
         // group's assignment: no folder to lock, no checkpoint to resume.
-        let admin = start_admin(&plan, engine, shutdown, control)?;
+        let admin = start_admin(&plan, &engine, shutdown, control)?;
         tracing::info!(pipeline = %pipeline, "pipeline started in cluster mode");
         let admin_addr = admin.as_ref().map(AdminServer::addr);
         return crate::cluster::run(plan, admin_addr, shutdown, control).map_err(|cause| {
@@ -85,7 +87,7 @@ pub fn launch(
     plan.open_checkpoint_store().map_err(RestoreError::Store)?;
     plan.restore = Restore::resolve(&plan.restore_target(), start)?;
     plan.use_swapped_plugins(&engine)?;
-    let _admin = start_admin(&plan, engine, shutdown, control)?;
+    let _admin = start_admin(&plan, &engine, shutdown, control)?;
     tracing::info!(pipeline = %pipeline, "pipeline started");
     crate::runtime::run_with(plan, shutdown, control).map_err(|cause| LaunchError::Run {
         pipeline,
@@ -97,7 +99,7 @@ pub fn launch(
 /// runtime (or the cluster engine) through `control`.
 fn start_admin(
     plan: &Plan,
-    engine: PluginEngine,
+    engine: &Arc<PluginEngine>,
     shutdown: &Shutdown,
     control: &Control,
 ) -> Result<Option<AdminServer>, LaunchError> {
@@ -110,7 +112,7 @@ fn start_admin(
     };
     let swaps = Swaps::new(
         &plan.name,
-        Arc::new(engine),
+        engine.clone(),
         (shutdown.clone(), control.clone()),
         plan.plugin_store.clone(),
         probation,

@@ -14,7 +14,7 @@ use super::restore::WATERMARK_ENTRY;
 use super::standby::{Standbys, WarmStates};
 use super::task::{KeyedTask, PartChains, changelog_topics};
 use super::topics::{ClusterTopics, TopicRole};
-use super::watermarks::{MARKER_HEADER, marker, read_marker};
+use super::watermarks::{IDLE, MARKER_HEADER, marker, read_marker};
 use crate::batch::Batch;
 use crate::connectors::kafka::{RecordReader, Reported, raw_record, send_record, send_waiting};
 use crate::key_group::{of_key, worker_of};
@@ -30,21 +30,23 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod moves;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A source partition's event time.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct SourceTask {
     /// Its id in the markers it writes.
     id: u32,
     /// The largest event time read from it.
     max_time: Option<i64>,
-    /// The watermark it last marked.
+    /// The watermark it last marked ([`IDLE`] once it marked itself idle).
     marked: Option<i64>,
+    /// When it last read a record (or was assigned).
+    last_record: Instant,
     /// Its counts, in the metrics.
     stats: Arc<TaskStats>,
 }
@@ -103,6 +105,9 @@ pub struct Engine {
     sink_partition: Option<i32>,
     /// The watermark delay (ms), when the pipeline has event time.
     delay: Option<i64>,
+    /// How long a source partition without records may hold keyed tasks'
+    /// watermarks back.
+    idle_timeout: Option<Duration>,
     /// The standby replicas this process keeps, with `standby_replicas`.
     standby: Option<Standbys>,
     /// The plugins swapped in while this process runs, the newest of
@@ -184,6 +189,7 @@ impl Engine {
             sink_topic: settings.sink.topic.clone(),
             sink_partition: settings.sink.partition,
             delay: plan.watermark.map(|w| w.delay.as_millis() as i64),
+            idle_timeout: plan.watermark.and_then(|w| w.idle_timeout),
             // A process without a stable name never finds its folder again.
             kept: settings
                 .instance_id
@@ -243,18 +249,13 @@ impl Engine {
                         .map_err(ClusterError::Record);
                 }
             };
-            let at = (msg.topic().to_owned(), msg.partition());
-            let id = self.source_ids.get(&at).copied().unwrap_or(u32::MAX);
-            let telemetry = &self.plan.telemetry;
-            let task = self
-                .sources
-                .entry(at)
-                .or_insert_with_key(|(topic, p)| SourceTask {
-                    id,
-                    stats: telemetry.task_started(format!("{topic}/{p}")),
-                    ..SourceTask::default()
-                });
+            let task = self.source_task((msg.topic().to_owned(), msg.partition()));
             task.max_time = task.max_time.max(Some(rec.timestamp));
+            task.last_record = Instant::now();
+            if task.marked == Some(IDLE) {
+                // Active again: its next marker holds keyed tasks back again.
+                task.marked = None;
+            }
             task.stats.records.fetch_add(1, Ordering::Relaxed);
             self.counts.0 += 1;
             self.source_pending.push(rec);
@@ -278,6 +279,41 @@ impl Engine {
         };
         task.pending.push(raw_record(msg));
         Ok(())
+    }
+
+    /// The task of source partition `at`, made when it has none.
+    fn source_task(&mut self, at: TopicPartition) -> &mut SourceTask {
+        let id = self.source_ids.get(&at).copied().unwrap_or(u32::MAX);
+        let telemetry = &self.plan.telemetry;
+        self.sources
+            .entry(at)
+            .or_insert_with_key(|(topic, p)| SourceTask {
+                id,
+                max_time: None,
+                marked: None,
+                last_record: Instant::now(),
+                stats: telemetry.task_started(format!("{topic}/{p}")),
+            })
+    }
+
+    /// `partitions` are this process's now: each source partition among
+    /// them is a source task (from now on, for its idle timeout).
+    fn assigned_sources(&mut self, partitions: &[TopicPartition]) {
+        for at in partitions {
+            if self.source_topics.contains(&at.0) {
+                self.source_task(at.clone());
+            }
+        }
+    }
+
+    /// Whether a source task was quiet for `idle_timeout` and has not
+    /// marked itself idle yet.
+    fn idle_due(&self, task: &SourceTask) -> bool {
+        self.delay.is_some()
+            && task.marked != Some(IDLE)
+            && self
+                .idle_timeout
+                .is_some_and(|timeout| task.last_record.elapsed() >= timeout)
     }
 
     /// A marker of task `upstream` at `watermark` reached task `partition`
@@ -385,6 +421,8 @@ impl Engine {
     /// offsets, in one transaction with `exactly_once`.
     pub fn commit<C: ConsumerContext>(&mut self, consumer: &BaseConsumer<C>) -> Result<(), ClusterError> {
         self.flush()?;
+        // A source task turning idle must say so even when nothing was read.
+        self.dirty |= self.sources.values().any(|t| self.idle_due(t));
         if !self.dirty {
             return Ok(());
         }
@@ -433,8 +471,21 @@ impl Engine {
             return Ok(());
         };
         let mut marks: Vec<(usize, u32, i64)> = Vec::new();
+        let idle: Vec<TopicPartition> = self
+            .sources
+            .iter()
+            .filter(|(_, t)| self.idle_due(t))
+            .map(|(at, _)| at.clone())
+            .collect();
+        for at in idle {
+            let task = self.sources.get_mut(&at).expect("listed");
+            task.marked = Some(IDLE);
+            marks.push((0, task.id, IDLE));
+        }
         for task in self.sources.values_mut() {
-            let Some(max) = task.max_time else { continue };
+            let Some(max) = task.max_time.filter(|_| task.marked != Some(IDLE)) else {
+                continue;
+            };
             // As in one process: a record at the watermark may be late.
             let watermark = max.saturating_sub(delay).saturating_sub(1);
             if task.marked < Some(watermark) {

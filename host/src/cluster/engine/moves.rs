@@ -18,10 +18,12 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 impl Engine {
-    /// `partitions` are this process's now: each repartition partition
-    /// becomes a keyed task, its state restored from its changelogs (after
-    /// the state it kept here, when it left this process cleanly).
+    /// `partitions` are this process's now: each source partition becomes
+    /// a source task, each repartition partition a keyed task, its state
+    /// restored from its changelogs (after the warm or kept copy this
+    /// process has, when it has one).
     pub fn assigned(&mut self, partitions: &[TopicPartition]) -> Result<(), ClusterError> {
+        self.assigned_sources(partitions);
         for (topic, p) in partitions {
             let Some(k) = self.keyed.iter().position(|k| &k.topic == topic) else {
                 continue;
