@@ -542,9 +542,11 @@ fn a_standby_takes_over_a_stopped_process_tasks_warm() {
     let mut a = Member::start(&w, &m, "a");
     let mut b = Member::start(&w, &m, "b");
     assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b]);
-    // Each keeps the other's tasks warm (picked every 2 s, then read).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(a.log().contains("standby states started") && b.log().contains("standby states started")) {
+    // Each keeps the other's tasks warm (picked every 2 s, then read): six
+    // standbys in all, each logged once it read its changelog to the end.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let caught_up = |m: &Member| m.log().matches("standby caught up with its changelog").count();
+    while caught_up(&a) + caught_up(&b) < 6 {
         assert!(
             Instant::now() < deadline,
             "no standbys:\n{}\n----\n{}",
@@ -553,7 +555,6 @@ fn a_standby_takes_over_a_stopped_process_tasks_warm() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_secs(3));
     let before_stop = a.log().len();
     b.stop();
     let more = lines(300, 100, 40);

@@ -15,13 +15,15 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One keyed operator's state of one task, kept warm.
 struct Warm {
     state: Box<dyn StateBackend>,
     /// Where it stands in the changelog: everything before is applied.
     mark: KeptMark,
+    /// Whether it reached its changelog's end once (a new standby logs it).
+    caught_up: bool,
 }
 
 /// Why warm states cannot be kept up to date.
@@ -48,6 +50,8 @@ pub struct WarmStates {
     warm: BTreeMap<TopicPartition, Warm>,
     /// Whether the consumer's assignment must follow `warm` again.
     reassign: bool,
+    /// When new standbys were last checked for having caught up.
+    last_report: Instant,
 }
 
 impl WarmStates {
@@ -62,14 +66,33 @@ impl WarmStates {
             consumer: config.create()?,
             warm: BTreeMap::new(),
             reassign: false,
+            last_report: Instant::now(),
         })
     }
 
     /// Keeps `state`, the state changelog partition `at` holds up to
     /// `mark`, warm from now on.
     pub fn put(&mut self, at: TopicPartition, state: Box<dyn StateBackend>, mark: KeptMark) {
-        self.warm.insert(at, Warm { state, mark });
+        let warm = Warm {
+            state,
+            mark,
+            caught_up: true,
+        };
+        self.warm.insert(at, warm);
         self.reassign = true;
+    }
+
+    /// Starts a standby of changelog partition `at` in `state` (empty),
+    /// from the changelog's start.
+    fn start(&mut self, at: TopicPartition, state: Box<dyn StateBackend>) {
+        let mark = KeptMark {
+            next_offset: 0,
+            watermark: None,
+        };
+        self.put(at.clone(), state, mark);
+        if let Some(warm) = self.warm.get_mut(&at) {
+            warm.caught_up = false;
+        }
     }
 
     /// Takes the warm state of changelog partition `at`, if this process
@@ -113,6 +136,7 @@ impl WarmStates {
         let mut applied = 0;
         while applied < max && !self.warm.is_empty() {
             let Some(polled) = self.consumer.poll(Duration::ZERO) else {
+                self.report_caught_up();
                 break;
             };
             let m = polled?;
@@ -144,6 +168,33 @@ impl WarmStates {
 
 /// Opens an empty state for the standby of a changelog partition.
 pub type StandbyOpener<'a> = dyn Fn(&TopicPartition) -> Result<Box<dyn StateBackend>, StateError> + 'a;
+
+impl WarmStates {
+    /// Logs each new standby that reached its changelog's end (checked at
+    /// most once a second, while some have not).
+    fn report_caught_up(&mut self) {
+        if self.warm.values().all(|w| w.caught_up) || self.last_report.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.last_report = Instant::now();
+        let Ok(positions) = self.consumer.position() else {
+            return;
+        };
+        for ((topic, p), warm) in self.warm.iter_mut().filter(|(_, w)| !w.caught_up) {
+            let position = positions
+                .find_partition(topic, *p)
+                .and_then(|e| e.offset().to_raw());
+            let Ok((_, end)) = self.consumer.fetch_watermarks(topic, *p, Duration::from_secs(1)) else {
+                continue;
+            };
+            let at = position.unwrap_or(0).max(warm.mark.next_offset);
+            if at >= end {
+                warm.caught_up = true;
+                tracing::info!(changelog = %topic, partition = p, offset = end, "standby caught up with its changelog");
+            }
+        }
+    }
+}
 
 /// The standby replicas of one process: which tasks it keeps warm, picked
 /// again from the group's description as it changes, and their states.
@@ -195,15 +246,11 @@ impl Standbys {
         let have = self.warm.partitions();
         let new: Vec<&TopicPartition> = wanted.difference(&have).collect();
         for at in &new {
-            let start = KeptMark {
-                next_offset: 0,
-                watermark: None,
-            };
             let state = open(at).map_err(|source| StandbyError::State {
                 topic: at.0.clone(),
                 source,
             })?;
-            self.warm.put((*at).clone(), state, start);
+            self.warm.start((*at).clone(), state);
         }
         if !new.is_empty() {
             tracing::info!(
