@@ -22,7 +22,7 @@ struct Warm {
     state: Box<dyn StateBackend>,
     /// Where it stands in the changelog: everything before is applied.
     mark: KeptMark,
-    /// Whether it reached its changelog's end once (a new standby logs it).
+    /// Whether it reached its changelog's end once (each copy logs it).
     caught_up: bool,
 }
 
@@ -76,7 +76,7 @@ impl WarmStates {
         let warm = Warm {
             state,
             mark,
-            caught_up: true,
+            caught_up: false,
         };
         self.warm.insert(at, warm);
         self.reassign = true;
@@ -89,10 +89,7 @@ impl WarmStates {
             next_offset: 0,
             watermark: None,
         };
-        self.put(at.clone(), state, mark);
-        if let Some(warm) = self.warm.get_mut(&at) {
-            warm.caught_up = false;
-        }
+        self.put(at, state, mark);
     }
 
     /// Takes the warm state of changelog partition `at`, if this process
@@ -170,8 +167,8 @@ impl WarmStates {
 pub type StandbyOpener<'a> = dyn Fn(&TopicPartition) -> Result<Box<dyn StateBackend>, StateError> + 'a;
 
 impl WarmStates {
-    /// Logs each new standby that reached its changelog's end (checked at
-    /// most once a second, while some have not).
+    /// Logs each warm copy that reached its changelog's end for the first
+    /// time (checked at most once a second, while some have not).
     fn report_caught_up(&mut self) {
         if self.warm.values().all(|w| w.caught_up) || self.last_report.elapsed() < Duration::from_secs(1) {
             return;
@@ -241,8 +238,16 @@ impl Standbys {
                 running.extend(changelogs.iter().map(|c| (c.clone(), *p)));
             }
         }
+        // A task no member holds is moving (a member left and the group
+        // has not handed its tasks out yet): its copy may be needed here.
+        let owned: BTreeSet<&TopicPartition> = members.iter().flat_map(|(_, a)| a).collect();
+        let parts = &self.parts;
+        let moving = |(changelog, p): &TopicPartition| {
+            let part = parts.iter().find(|(_, c)| c.contains(changelog));
+            part.is_some_and(|(topic, _)| !owned.contains(&(topic.clone(), *p)))
+        };
         self.warm
-            .retain(&|at| wanted.contains(at) || running.contains(at));
+            .retain(&|at| wanted.contains(at) || running.contains(at) || moving(at));
         let have = self.warm.partitions();
         let new: Vec<&TopicPartition> = wanted.difference(&have).collect();
         for at in &new {
