@@ -85,10 +85,7 @@ impl Member {
         let n = std::fs::read_dir(w.path(".")).map_or(0, |d| d.count());
         let log = w.path(&format!("{instance}-{n}.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let child = mailer()
-            .env("MAILER_INSTANCE", instance)
-            .env("KAFKA_BOOTSTRAP", bootstrap())
-            .env("MAILER_ADMIN_TOKEN", TOKEN)
+        let child = cli(instance)
             .arg("run")
             .arg(manifest)
             .stdout(Stdio::null())
@@ -204,16 +201,24 @@ pub(crate) fn assert_counts_exact(got: &[(String, String)], expected: &BTreeMap<
     assert_eq!(got.len() as u64, total, "records in the output");
 }
 
+/// A `mailer` command as process `instance` of the cluster (the broker's
+/// address and the admin token in its environment).
+fn cli(instance: &str) -> std::process::Command {
+    let mut command = mailer();
+    command
+        .env("KAFKA_BOOTSTRAP", bootstrap())
+        .env("MAILER_INSTANCE", instance)
+        .env("MAILER_ADMIN_TOKEN", TOKEN);
+    command
+}
+
 /// `mailer cluster status` of manifest `m` (pipeline `pipeline`) once its
 /// group settled: `members` members, every source and repartition
 /// partition held by one and read to its end. Fails after 120 s.
 fn settled_status(m: &Path, pipeline: &str, members: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let status = mailer()
-            .env("KAFKA_BOOTSTRAP", bootstrap())
-            .env("MAILER_INSTANCE", "status")
-            .env("MAILER_ADMIN_TOKEN", TOKEN)
+        let status = cli("status")
             .args(["cluster", "status", m.to_str().unwrap()])
             .output()
             .unwrap();
@@ -456,10 +461,7 @@ fn a_process_shows_its_tasks_and_their_restores_in_metrics_and_status() {
         "the metrics and the log agree:\n{metrics}\n{}",
         a.log()
     );
-    let status = mailer()
-        .env("KAFKA_BOOTSTRAP", bootstrap())
-        .env("MAILER_INSTANCE", "status")
-        .env("MAILER_ADMIN_TOKEN", TOKEN)
+    let status = cli("status")
         .args(["cluster", "status", m.to_str().unwrap()])
         .output()
         .unwrap();
@@ -480,10 +482,7 @@ fn a_process_shows_its_tasks_and_their_restores_in_metrics_and_status() {
 /// Runs `mailer plugin <args…>` on manifest `m`: its stdout as JSON.
 fn plugin_cli(m: &Path, args: &[&str]) -> serde_json::Value {
     let (command, rest) = args.split_first().unwrap();
-    let out = mailer()
-        .env("KAFKA_BOOTSTRAP", bootstrap())
-        .env("MAILER_INSTANCE", "cli")
-        .env("MAILER_ADMIN_TOKEN", TOKEN)
+    let out = cli("cli")
         .args(["plugin", command, m.to_str().unwrap()])
         .args(rest)
         .output()
