@@ -132,10 +132,13 @@ impl Engine {
             };
             let p = tp.1;
             // The task was just committed and is this process's until the
-            // revoke ends: each changelog's end is where its state stands.
+            // revoke ends: each changelog's end is where its state stands
+            // (asked only when its state is kept on disk or warm).
+            let keeps = self.kept.is_some() || self.standby.is_some();
             let marks: Vec<Option<KeptMark>> = task
                 .changelogs
                 .iter()
+                .filter(|_| keeps)
                 .map(|log| {
                     let end = self.producer.client().fetch_watermarks(&log.topic, p, TIMEOUT);
                     let end = end.inspect_err(|e| tracing::warn!(changelog = %log.topic, partition = p, error = %e, "a revoked task's changelog end is unknown: its state is not kept"));
