@@ -22,6 +22,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod operators;
 pub mod pipeline;
+pub mod pipeline_test;
 pub mod plan;
 pub mod plugin;
 pub mod progress;
@@ -30,5 +31,6 @@ pub mod runtime;
 pub mod scaffold;
 pub mod state;
 pub mod swap;
+pub mod tap;
 
 pub use pipeline::Pipeline;

@@ -11,7 +11,7 @@ use mailer::plugin::PluginEngine;
 use mailer::progress::ProgressDisplay;
 use mailer::runtime::{Control, Shutdown};
 use mailer::scaffold::{self, Language};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -120,6 +120,49 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Prints the records leaving a source or an operator of the running
+    /// pipeline (key, value, timestamp, headers), through its admin API.
+    /// A tap never slows the pipeline: records it cannot print in time are
+    /// dropped, and it says how many.
+    Tap {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+        /// The source or operator whose output to print.
+        point: String,
+        /// Stop after this many records (default 10, none with `--follow`).
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Print one record in N: `1/N` (or `N`).
+        #[arg(long, value_name = "1/N", value_parser = parse_sample, default_value = "1")]
+        sample: u64,
+        /// Keep printing until interrupted or the pipeline stops.
+        #[arg(long)]
+        follow: bool,
+        /// `text` (`ts=… key=… value`) or `json` (one object per line).
+        #[arg(long, value_enum, default_value_t = TapFormat::Text)]
+        format: TapFormat,
+    },
+    /// Runs a pipeline on test cases — each a folder of input records per
+    /// source and expected records per sink — in place of its sources and
+    /// sinks, and compares; exits non-zero when any case differs.
+    Test {
+        /// The pipeline manifest (TOML).
+        manifest: PathBuf,
+        /// A case folder (repeatable); by default every folder in
+        /// `tests/<manifest name>/` beside the manifest.
+        #[arg(long = "case", value_name = "DIR")]
+        cases: Vec<PathBuf>,
+        /// Write what each sink got as the case's expected records instead
+        /// of comparing (review the change before keeping it).
+        #[arg(long)]
+        update: bool,
+    },
+    /// Reads a keyed operator's state in the running pipeline, through its
+    /// admin API (each worker reads its own between two batches).
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
     /// Cluster mode (`[cluster]` in the manifest): what the group's
     /// processes hold.
     Cluster {
@@ -158,6 +201,53 @@ enum Command {
         #[arg(long)]
         sdk: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand)]
+enum StateCommand {
+    /// Prints the state of one key, as JSON.
+    Get {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+        /// The keyed operator (a reduce, process, window or aggregate).
+        operator: String,
+        /// The key, as text.
+        key: String,
+    },
+    /// Prints the state of the first keys (in byte order) starting with a
+    /// prefix, as JSON.
+    Scan {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+        /// The keyed operator.
+        operator: String,
+        /// Only keys starting with this.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// At most this many keys.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+/// How `tap` prints.
+#[derive(Clone, Copy, ValueEnum)]
+enum TapFormat {
+    /// One line per record; dropped counts and the end as `#` lines.
+    Text,
+    /// The admin API's JSON lines as they come.
+    Json,
+}
+
+/// `1/N` or `N`: one record in N.
+fn parse_sample(s: &str) -> Result<u64, String> {
+    let n = s.strip_prefix("1/").unwrap_or(s);
+    match n.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "`{s}` is no sample: write `1/N` (one record in N), N at least 1"
+        )),
+    }
 }
 
 #[derive(Subcommand)]
@@ -216,6 +306,63 @@ fn plan_of(manifest: &Path) -> Result<(plan::Plan, PluginEngine)> {
 fn run(command: Command) -> Result<()> {
     match command {
         Command::Plugin { command } => plugin_command(command),
+        Command::Test {
+            manifest,
+            cases,
+            update,
+        } => test_command(&manifest, cases, update),
+        Command::State { command } => {
+            let manifest = match &command {
+                StateCommand::Get { manifest, .. } | StateCommand::Scan { manifest, .. } => manifest,
+            };
+            let (plan, _engine) = plan_of(manifest)?;
+            anyhow::ensure!(
+                plan.cluster.is_none(),
+                "{}: `mailer state` does not run in cluster mode yet",
+                manifest.display()
+            );
+            let client = AdminClient::of(&plan)?;
+            let answer = match &command {
+                StateCommand::Get { operator, key, .. } => client.state_of(operator, key)?,
+                StateCommand::Scan {
+                    operator,
+                    prefix,
+                    limit,
+                    ..
+                } => client.state_scan(operator, prefix, *limit)?,
+            };
+            println!("{}", serde_json::to_string_pretty(&answer)?);
+            Ok(())
+        }
+        Command::Tap {
+            manifest,
+            point,
+            limit,
+            sample,
+            follow,
+            format,
+        } => {
+            let (plan, _engine) = plan_of(&manifest)?;
+            anyhow::ensure!(
+                plan.cluster.is_none(),
+                "{}: `mailer tap` does not run in cluster mode yet",
+                manifest.display()
+            );
+            let limit = limit.or((!follow).then_some(10));
+            let mut out = std::io::stdout().lock();
+            for line in AdminClient::of(&plan)?.tap(&point, limit, sample)? {
+                let line = line?;
+                let text = match format {
+                    TapFormat::Text => line.text(),
+                    TapFormat::Json => line.json(),
+                };
+                // A closed pipe (`| head`) ends the tap.
+                if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        }
         Command::Cluster {
             command: ClusterCommand::Status { manifest },
         } => {
@@ -310,6 +457,46 @@ fn run(command: Command) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn test_command(manifest: &Path, cases: Vec<PathBuf>, update: bool) -> Result<()> {
+    use mailer::pipeline_test::{Expectations, cases_folder, default_cases, run_case};
+    let expectations = match update {
+        true => Expectations::Update,
+        false => Expectations::Compare,
+    };
+    let cases = match cases.is_empty() {
+        true => default_cases(manifest),
+        false => cases,
+    };
+    anyhow::ensure!(
+        !cases.is_empty(),
+        "{}: no test case: make folders in {} (each with input/<source>.jsonl and expected/<sink>.jsonl), or name one with --case",
+        manifest.display(),
+        cases_folder(manifest).display()
+    );
+    let mut failed = 0;
+    for case in &cases {
+        let report = run_case(manifest, case, expectations)?;
+        let counts: Vec<String> = report
+            .sinks
+            .iter()
+            .map(|(s, n)| format!("{s}: {n} records"))
+            .collect();
+        match report.passed() {
+            true if update => println!("wrote  {} ({})", case.display(), counts.join(", ")),
+            true => println!("ok     {} ({})", case.display(), counts.join(", ")),
+            false => {
+                failed += 1;
+                println!("FAILED {}", case.display());
+                for (sink, difference) in &report.differences {
+                    println!("  sink `{sink}`: {difference}");
+                }
+            }
+        }
+    }
+    anyhow::ensure!(failed == 0, "{failed} of {} cases failed", cases.len());
+    Ok(())
 }
 
 fn plugin_command(command: PluginCommand) -> Result<()> {

@@ -3,6 +3,7 @@
 
 use crate::metrics::TaskSnapshot;
 use crate::plan::{AdminSettings, Plan};
+use crate::tap::TapLine;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -107,6 +108,21 @@ impl AdminClient {
         })
     }
 
+    /// `GET /api/state/{operator}?key=…`: the state of `key`.
+    pub fn state_of(&self, operator: &str, key: &str) -> Result<Value, ClientError> {
+        self.get(&format!("state/{operator}?{}", query(&[("key", key)])))
+    }
+
+    /// `GET /api/state/{operator}?prefix=…&limit=…`: the state of the
+    /// first `limit` keys starting with `prefix`.
+    pub fn state_scan(&self, operator: &str, prefix: &str, limit: usize) -> Result<Value, ClientError> {
+        let limit = limit.to_string();
+        self.get(&format!(
+            "state/{operator}?{}",
+            query(&[("prefix", prefix), ("limit", &limit)])
+        ))
+    }
+
     fn get(&self, what: &str) -> Result<Value, ClientError> {
         self.answer(
             self.agent
@@ -182,31 +198,89 @@ impl AdminClient {
         Ok(swapped)
     }
 
+    /// Opens a tap on `point` (`GET /api/tap/{point}`): its lines as they
+    /// come, until `limit` records, the pipeline's end or the reader's
+    /// drop; one record in `sample`.
+    pub fn tap(
+        &self,
+        point: &str,
+        limit: Option<u64>,
+        sample: u64,
+    ) -> Result<impl Iterator<Item = Result<TapLine, ClientError>>, ClientError> {
+        let mut query = vec![format!("sample={sample}")];
+        query.extend(limit.map(|n| format!("limit={n}")));
+        // No overall timeout: a tap may follow a pipeline for days.
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(std::time::Duration::from_secs(5)))
+            .build()
+            .into();
+        let url = format!("{}/tap/{point}?{}", self.base, query.join("&"));
+        let response = agent.get(url).header("Authorization", self.bearer()).call();
+        let response = self.unreachable(response)?;
+        if !response.status().is_success() {
+            return Err(refused(response));
+        }
+        let lines = std::io::BufRead::lines(std::io::BufReader::new(response.into_body().into_reader()));
+        let base = self.base.clone();
+        Ok(lines
+            .filter(|line| line.as_ref().map_or(true, |l| !l.trim().is_empty()))
+            .map(move |line| {
+                let line = line.map_err(|e| ClientError::Unreachable {
+                    addr: base.clone(),
+                    reason: format!("the tap's stream broke: {e}"),
+                })?;
+                serde_json::from_str(&line).map_err(|e| ClientError::Refused {
+                    status: 200,
+                    message: format!("a tap line that is no JSON ({e}): {line}"),
+                })
+            }))
+    }
+
     fn bearer(&self) -> String {
         format!("Bearer {}", self.token)
+    }
+
+    fn unreachable(
+        &self,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<ureq::http::Response<ureq::Body>, ClientError> {
+        response.map_err(|e| ClientError::Unreachable {
+            addr: self.base.clone(),
+            reason: e.to_string(),
+        })
     }
 
     fn answer(
         &self,
         response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Value, ClientError> {
-        let mut response = response.map_err(|e| ClientError::Unreachable {
-            addr: self.base.clone(),
-            reason: e.to_string(),
-        })?;
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().unwrap_or_default();
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if (200..300).contains(&status) {
-            Ok(body)
-        } else {
-            // The `error` of a JSON answer, else the body as it came.
-            let message = match body["error"].as_str() {
-                Some(e) => e.to_owned(),
-                None if text.trim().is_empty() => "(an empty answer)".to_owned(),
-                None => text.trim().to_owned(),
-            };
-            Err(ClientError::Refused { status, message })
+        let mut response = self.unreachable(response)?;
+        if !response.status().is_success() {
+            return Err(refused(response));
         }
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
+}
+
+/// `pairs` as a URL query.
+fn query(pairs: &[(&str, &str)]) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
+}
+
+/// The error an answer that is no success carries: its JSON `error`, else
+/// the body as it came.
+fn refused(mut response: ureq::http::Response<ureq::Body>) -> ClientError {
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let message = match body["error"].as_str() {
+        Some(e) => e.to_owned(),
+        None if text.trim().is_empty() => "(an empty answer)".to_owned(),
+        None => text.trim().to_owned(),
+    };
+    ClientError::Refused { status, message }
 }

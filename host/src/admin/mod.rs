@@ -1,7 +1,8 @@
 //! The admin API: an HTTP server (axum) on loopback by default, every
 //! `/api` request carrying the bearer token of `[admin]`. It lists the
 //! plugin operators, swaps and rolls back their plugins (through [`crate::swap`]), and shows the
-//! history of swaps; it serves the Prometheus metrics at `/metrics` and the
+//! history of swaps; it streams the records leaving a source or operator
+//! (`mailer tap`); it serves the Prometheus metrics at `/metrics` and the
 //! dashboard at `/`. It runs on its own thread with its own single-threaded
 //! runtime.
 
@@ -9,17 +10,27 @@ mod client;
 mod dashboard;
 mod guard;
 mod routes;
+mod state;
+mod tap;
 
 pub use client::{AdminClient, ClientError};
 pub use routes::AdminState;
 
+use futures_util::future::Either;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How long open requests may take to finish once the server stops.
+const GRACE: Duration = Duration::from_secs(2);
 
 /// A running admin server; dropping it stops the server.
 pub struct AdminServer {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop: tokio::sync::watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Its taps end before it stops: the server waits for open streams.
+    telemetry: std::sync::Arc<crate::metrics::Telemetry>,
 }
 
 impl AdminServer {
@@ -28,7 +39,8 @@ impl AdminServer {
         let listener = std::net::TcpListener::bind(listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let telemetry = state.telemetry.clone();
         let app = routes::router(state);
         let thread = std::thread::Builder::new().name("admin".into()).spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -46,19 +58,31 @@ impl AdminServer {
                         return;
                     }
                 };
-                let server = axum::serve(listener, app).with_graceful_shutdown(async {
-                    let _ = stopped.await;
+                let mut cut = stopped.clone();
+                let mut stopped = stopped;
+                let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+                    let _ = stopped.wait_for(|&stop| stop).await;
                 });
-                if let Err(e) = server.await {
-                    tracing::error!(error = %e, "the admin server stopped");
+                // Requests under way get a moment to finish; a client that
+                // reads nothing (a tap) does not hold the stop.
+                let cut = async move {
+                    let _ = cut.wait_for(|&stop| stop).await;
+                    tokio::time::sleep(GRACE).await;
+                };
+                let served = Box::pin(server.into_future());
+                match futures_util::future::select(served, Box::pin(cut)).await {
+                    Either::Left((Err(e), _)) => tracing::error!(error = %e, "the admin server stopped"),
+                    Either::Left((Ok(()), _)) => {}
+                    Either::Right(_) => tracing::warn!("admin connections still open were cut at the stop"),
                 }
             });
         })?;
         tracing::info!(%addr, "admin API listening");
         Ok(Self {
             addr,
-            stop: Some(stop),
+            stop,
             thread: Some(thread),
+            telemetry,
         })
     }
 
@@ -70,9 +94,8 @@ impl AdminServer {
 
 impl Drop for AdminServer {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.telemetry.taps.stop();
+        let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -30,13 +30,18 @@ pub struct AdminState {
     pub max_plugin_bytes: usize,
     /// The host names requests may address.
     pub allowed_hosts: Arc<[String]>,
+    /// Where state queries go.
+    pub control: crate::runtime::Control,
 }
 
 /// The API: `GET /api/pipelines`, `GET /api/operators`, `POST
 /// /api/operators/{name}/swap` (the component's bytes as
 /// `application/wasm`, at most `max_plugin_bytes`), `POST
 /// /api/operators/{name}/rollback`, `GET /api/swaps`, `GET /api/tasks` (a
-/// cluster-mode process's tasks), all needing the token; `GET /metrics` (Prometheus text), `GET /` (the dashboard) and `GET
+/// cluster-mode process's tasks), `GET /api/tap/{point}` (the records
+/// leaving a source or operator, see [`super::tap`]), `GET
+/// /api/state/{operator}` (a keyed operator's state, see
+/// [`super::state`]), all needing the token; `GET /metrics` (Prometheus text), `GET /` (the dashboard) and `GET
 /// /dashboard/snapshot` (its data), needing it only when
 /// `metrics_need_token`. Every request must address this server by name
 /// (`Host`), and every response carries the headers of [`super::guard`].
@@ -53,6 +58,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/api/operators/{name}/rollback", post(rollback))
         .route("/api/swaps", get(history))
         .route("/api/tasks", get(tasks))
+        .route("/api/tap/{point}", get(super::tap::tap))
+        .route("/api/state/{operator}", get(super::state::state))
         .layer(guard.clone());
     let app = if state.metrics {
         let mut observe = Router::new()
@@ -181,6 +188,6 @@ async fn blocking(
     }
 }
 
-fn error(status: StatusCode, message: String) -> Response {
+pub(super) fn error(status: StatusCode, message: String) -> Response {
     (status, Json(serde_json::json!({ "error": message }))).into_response()
 }

@@ -44,8 +44,10 @@ pub struct EdgeStats {
     pub capacity: usize,
     /// Nanoseconds senders spent blocked on a full edge.
     pub blocked_nanos: AtomicU64,
-    /// Records that crossed the edge.
+    /// Records sent into the edge.
     pub records: AtomicU64,
+    /// Records taken out of it.
+    pub records_received: AtomicU64,
     /// Messages sent into the edge.
     pub sent: AtomicU64,
     /// Messages taken out of it.
@@ -57,6 +59,12 @@ impl EdgeStats {
     pub fn queued(&self) -> u64 {
         let received = self.received.load(Ordering::Relaxed);
         self.sent.load(Ordering::Relaxed).saturating_sub(received)
+    }
+
+    /// Records waiting in the edge now (in the batches it holds).
+    pub fn queued_records(&self) -> u64 {
+        let received = self.records_received.load(Ordering::Relaxed);
+        self.records.load(Ordering::Relaxed).saturating_sub(received)
     }
 
     /// Seconds senders spent blocked on a full edge.

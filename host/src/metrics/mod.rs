@@ -5,7 +5,7 @@
 //! Counting costs the hot path next to nothing: stages, edges and
 //! operators count in the atomics they already own, and a scrape reads
 //! them. Only the per-call latency histogram adds work per plugin call (a
-//! clock read per batch), and `[metrics] enabled = false` turns it off.
+//! clock read per batch), and `[admin] metrics = false` turns it off.
 
 mod flow;
 mod render;
@@ -39,6 +39,8 @@ pub struct Telemetry {
     tasks: Mutex<Vec<Weak<TaskStats>>>,
     /// What the source reports.
     pub source: SourceGauges,
+    /// The sources' and operators' outputs, for `mailer tap`.
+    pub taps: crate::tap::Taps,
 }
 
 /// What a run is made of, as the runtime registered it.
@@ -170,6 +172,7 @@ impl Telemetry {
             run: Mutex::default(),
             tasks: Mutex::default(),
             source: SourceGauges::default(),
+            taps: Default::default(),
         })
     }
 

@@ -230,6 +230,11 @@ fn edges(f: &Families, p: &str, graph: &RunGraph) {
         "Messages waiting in an edge",
         &labels,
     );
+    let queued_records = f.gauge(
+        "mailer_edge_queued_records",
+        "Records waiting in an edge (in the batches it holds)",
+        &labels,
+    );
     let capacity = f.gauge(
         "mailer_edge_capacity_messages",
         "Messages an edge holds at most",
@@ -249,6 +254,9 @@ fn edges(f: &Families, p: &str, graph: &RunGraph) {
         let name = format!("{}->{}", e.from, e.to);
         let l = [p, name.as_str(), e.from.as_str(), e.to.as_str()];
         queued.with_label_values(&l).set(e.stats.queued() as i64);
+        queued_records
+            .with_label_values(&l)
+            .set(e.stats.queued_records() as i64);
         capacity.with_label_values(&l).set(e.stats.capacity as i64);
         blocked.with_label_values(&l).inc_by(e.stats.blocked_seconds());
         records

@@ -73,6 +73,8 @@ pub struct EdgeSnapshot {
     pub to: String,
     /// Messages waiting.
     pub queued: u64,
+    /// Records waiting (in those messages).
+    pub queued_records: u64,
     /// Messages it holds at most.
     pub capacity: usize,
     /// Seconds senders were blocked on it.
@@ -119,6 +121,7 @@ impl Telemetry {
                     from: e.from.clone(),
                     to: e.to.clone(),
                     queued: e.stats.queued(),
+                    queued_records: e.stats.queued_records(),
                     capacity: e.stats.capacity,
                     blocked_seconds: e.stats.blocked_seconds(),
                 })

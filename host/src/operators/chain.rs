@@ -6,6 +6,8 @@ use crate::batch::Batch;
 use crate::checkpoint::{CheckpointEvent, SnapshotMeta, WorkerCheckpoints, file_sizes, pending_dir};
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
+use crate::state::StateQuery;
+use crate::tap::{TapPoint, Taps};
 use std::sync::Arc;
 
 /// What leaves a chain: one stream, or, when a `branch` ends it, a batch
@@ -26,6 +28,8 @@ pub struct Chain {
     checkpoints: Option<WorkerCheckpoints>,
     /// The worker's channels to the side outputs, told of each barrier.
     side_outputs: Vec<SideOutput>,
+    /// Each operator's tap point (none: the chain is not tapped).
+    taps: Vec<Arc<TapPoint>>,
 }
 
 impl Chain {
@@ -36,7 +40,14 @@ impl Chain {
             ops,
             checkpoints: None,
             side_outputs: Vec::new(),
+            taps: Vec::new(),
         }
+    }
+
+    /// The same chain offering each operator's output to its taps.
+    pub fn with_taps(mut self, taps: &Taps) -> Self {
+        self.taps = self.ops.iter().map(|op| taps.point(op.name())).collect();
+        self
     }
 
     /// The same chain telling its side outputs of each barrier.
@@ -107,6 +118,7 @@ impl Chain {
             return Ok(Produced::Stream(batch));
         };
         let out = first.process_input(input, batch)?;
+        self.tap(0, &out);
         self.run_batch(1, out)
     }
 
@@ -137,21 +149,41 @@ impl Chain {
         Ok(swapped)
     }
 
+    /// Answers `query` from the state of the operators it names.
+    pub fn on_query(&mut self, query: &StateQuery) {
+        for op in self.ops.iter_mut().filter(|op| op.name() == query.operator) {
+            let answer = op.query_state(&query.request);
+            query.answer(answer.map(|a| a.map_err(|e| e.to_string())));
+        }
+    }
+
     /// Runs records through the operators from index `first` on; a branch
     /// ending the chain splits them by output.
     fn run_batch(&mut self, first: usize, mut batch: Batch) -> Result<Produced, OperatorError> {
         let end = self.ops.len() - usize::from(self.splits);
-        for op in &mut self.ops[first.min(end)..end] {
+        for i in first.min(end)..end {
             if batch.is_empty() {
                 break;
             }
-            batch = op.process(batch)?;
+            batch = self.ops[i].process(batch)?;
+            self.tap(i, &batch);
         }
         match self.ops.last_mut() {
             Some(branch) if self.splits && first <= end && !batch.is_empty() => {
+                if let Some(tap) = self.taps.last() {
+                    tap.offer(&batch);
+                }
                 Ok(Produced::Outputs(branch.split(batch)?))
             }
             _ => Ok(Produced::Stream(batch)),
+        }
+    }
+
+    /// Offers what operator `i` produced to its taps.
+    #[inline]
+    fn tap(&self, i: usize, batch: &Batch) {
+        if let Some(tap) = self.taps.get(i) {
+            tap.offer(batch);
         }
     }
 
@@ -166,7 +198,9 @@ impl Chain {
         for i in 0..self.ops.len() {
             let mut emitted = Vec::new();
             f(self.ops[i].as_mut(), &mut emitted)?;
-            match self.run_batch(i + 1, Batch::Records(emitted))? {
+            let emitted = Batch::Records(emitted);
+            self.tap(i, &emitted);
+            match self.run_batch(i + 1, emitted)? {
                 Produced::Stream(b) => all[0].extend(b.into_records()),
                 Produced::Outputs(parts) => {
                     for (all, part) in all.iter_mut().zip(parts) {

@@ -81,6 +81,15 @@ pub trait Operator: Send {
         })
     }
 
+    /// A state query passed: what this worker's keyed state holds for
+    /// `request`, shown as JSON (`None`: it keeps no keyed state).
+    fn query_state(
+        &mut self,
+        _request: &crate::state::StateRequest,
+    ) -> Option<Result<crate::state::Answer, OperatorError>> {
+        None
+    }
+
     /// A checkpoint barrier passed: write the operator's state into `dir`
     /// (a folder that does not exist yet) and say whether it has any.
     /// Stateless operators write nothing.

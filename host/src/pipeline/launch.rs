@@ -126,6 +126,7 @@ fn start_admin(
         metrics_need_token: admin.metrics_need_token,
         max_plugin_bytes: admin.max_plugin_bytes,
         allowed_hosts: admin.allowed_hosts.clone().into(),
+        control: control.clone(),
     };
     let server = AdminServer::start(admin.listen, state).map_err(|cause| LaunchError::Admin {
         listen: admin.listen,

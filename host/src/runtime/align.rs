@@ -105,8 +105,8 @@ pub fn merge_aligned(
             }
             continue;
         };
-        if msg.is_some() {
-            inputs[i].took();
+        if let Some(m) = &msg {
+            inputs[i].took(m);
         }
         if aligner.on_message(i, msg).is_err() {
             return;

@@ -1,9 +1,10 @@
-//! The control channel of a run: savepoints and plugin swaps asked of the
-//! running pipeline, which the source stage turns into markers. Separate
+//! The control channel of a run: savepoints, plugin swaps and state queries
+//! asked of the running pipeline, which the source stage turns into markers. Separate
 //! from [`Shutdown`], which only stops it.
 
 use super::{Shutdown, SwapPoint};
 use crate::checkpoint::{RunControl, SavepointRequest};
+use crate::state::StateQuery;
 use std::sync::{Arc, Mutex};
 
 /// What a running pipeline is asked to do besides stopping.
@@ -16,6 +17,7 @@ pub struct Control {
 struct Requests {
     savepoint: Mutex<Option<SavepointRequest>>,
     swaps: Mutex<Vec<Arc<SwapPoint>>>,
+    queries: Mutex<Vec<Arc<StateQuery>>>,
 }
 
 impl Control {
@@ -42,6 +44,16 @@ impl Control {
     /// The pending swaps, taken, in the order they were asked for.
     pub fn take_swaps(&self) -> Vec<Arc<SwapPoint>> {
         std::mem::take(&mut *self.inner.swaps.lock().expect("swap lock"))
+    }
+
+    /// Asks the sources to put a state query before their next batches.
+    pub fn request_query(&self, query: Arc<StateQuery>) {
+        self.inner.queries.lock().expect("query lock").push(query);
+    }
+
+    /// The pending state queries, taken.
+    pub fn take_queries(&self) -> Vec<Arc<StateQuery>> {
+        std::mem::take(&mut *self.inner.queries.lock().expect("query lock"))
     }
 }
 

@@ -42,6 +42,7 @@ pub fn edge(name: String, capacity: usize, shutdown: &Shutdown) -> (EdgeSender, 
         capacity,
         blocked_nanos: AtomicU64::new(0),
         records: AtomicU64::new(0),
+        records_received: AtomicU64::new(0),
         sent: AtomicU64::new(0),
         received: AtomicU64::new(0),
     });
@@ -114,7 +115,7 @@ impl EdgeReceiver {
             }
             match self.rx.recv_timeout(ABORT_POLL) {
                 Ok(m) => {
-                    self.stats.received.fetch_add(1, Ordering::Relaxed);
+                    self.took(&m);
                     return Some(m);
                 }
                 Err(flume::RecvTimeoutError::Timeout) => {}
@@ -134,9 +135,15 @@ impl EdgeReceiver {
         &self.rx
     }
 
-    /// A message was taken through [`channel`](Self::channel).
-    pub(crate) fn took(&self) {
+    /// `msg` was taken out of the edge (through [`channel`](Self::channel)
+    /// or [`recv`](Self::recv)).
+    pub(crate) fn took(&self, msg: &Message) {
         self.stats.received.fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = msg.batch() {
+            self.stats
+                .records_received
+                .fetch_add(r.len() as u64, Ordering::Relaxed);
+        }
     }
 }
 
@@ -169,11 +176,11 @@ mod tests {
     fn counts_the_messages_waiting() {
         let shutdown = Shutdown::new();
         let (tx, rx) = edge("a -> b".into(), 4, &shutdown);
-        tx.send(Message::Watermark(1)).unwrap();
+        tx.send(Message::records(vec![Record::default(); 3])).unwrap();
         tx.send(Message::Watermark(2)).unwrap();
-        assert_eq!(tx.stats().queued(), 2);
+        assert_eq!((tx.stats().queued(), tx.stats().queued_records()), (2, 3));
         rx.recv().unwrap();
-        assert_eq!(tx.stats().queued(), 1);
+        assert_eq!((tx.stats().queued(), tx.stats().queued_records()), (1, 0));
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub enum Message {
     Barrier(Barrier),
     /// A plugin swap.
     Swap(Arc<SwapPoint>),
+    /// A state query: each worker of its operator answers as it passes.
+    Query(Arc<crate::state::StateQuery>),
     /// The sources feeding global tables caught up with what their inputs
     /// held when the run started (they are read first, alone): aligned like
     /// a barrier, it keeps every record after it behind every table change
@@ -112,7 +114,11 @@ impl Message {
     pub fn is_aligned_marker(&self) -> bool {
         matches!(
             self,
-            Message::Barrier(_) | Message::Swap(_) | Message::TablesLoaded | Message::EndOfStream
+            Message::Barrier(_)
+                | Message::Swap(_)
+                | Message::Query(_)
+                | Message::TablesLoaded
+                | Message::EndOfStream
         )
     }
 }

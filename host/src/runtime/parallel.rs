@@ -223,6 +223,7 @@ mod stage_tests {
                 Message::Watermark(_)
                 | Message::ProcessingTime(_)
                 | Message::Swap(_)
+                | Message::Query(_)
                 | Message::TablesLoaded
                 | Message::Input(..)
                 | Message::Output(..) => {}

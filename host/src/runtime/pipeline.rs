@@ -17,6 +17,7 @@ use crate::metrics::{OperatorEntry, RunGraph, StageStats};
 use crate::operators::{Chain, InstanceContext, InstantiateError, SideOutput};
 use crate::plan::{NodeKind, OperatorStage, Plan, SinkNode};
 use crate::state::BackendKind;
+use crate::tap::Taps;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -206,9 +207,9 @@ fn open_all(
         &plan.state,
         plan.key_groups,
         restore,
-        &mut dead_letter,
-        &mut late_output,
+        (&mut dead_letter, &mut late_output),
         checkpoints.as_ref(),
+        &plan.telemetry.taps,
     )?;
     let source_dead_letter = dead_letter.as_mut().map(SideStage::channel);
     let sources = open_sources(
@@ -346,17 +347,17 @@ fn sink_checkpoints(
     })
 }
 
-/// Every worker's chain of every stage, with its side outputs and its part
-/// in checkpoints. All instances exist before any thread starts, so a
+/// Every worker's chain of every stage, with its side outputs, its taps
+/// and its part in checkpoints. All instances exist before any thread starts, so a
 /// plugin that cannot be instantiated stops the run before it begins.
 fn instantiate_stages(
     stages: &[OperatorStage],
     state: &BackendKind,
     key_groups: u32,
     restore: Option<&Restore>,
-    dead_letter: &mut Option<SideStage>,
-    late_output: &mut Option<SideStage>,
+    (dead_letter, late_output): (&mut Option<SideStage>, &mut Option<SideStage>),
     checkpoints: Option<&SourceCheckpoints>,
+    taps: &Taps,
 ) -> Result<Vec<Vec<Chain>>, RunError> {
     let mut stage_chains = Vec::with_capacity(stages.len());
     let mut first_op = 0u16;
@@ -389,6 +390,7 @@ fn instantiate_stages(
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let chain = Chain::new(ops)
+                .with_taps(taps)
                 .with_side_outputs(worker_dead_letter.into_iter().chain(worker_late).collect());
             chains.push(match checkpoints {
                 Some(c) => chain.with_checkpoints(WorkerCheckpoints {

@@ -98,8 +98,11 @@ pub fn run_sink(
             Message::Input(..) | Message::Output(..) => {
                 unreachable!("the edges into a sink carry untagged records")
             }
-            Message::Watermark(_) | Message::ProcessingTime(_) | Message::Swap(_) | Message::TablesLoaded => {
-            }
+            Message::Watermark(_)
+            | Message::ProcessingTime(_)
+            | Message::Swap(_)
+            | Message::Query(_)
+            | Message::TablesLoaded => {}
         }
     }
     sink.close().map_err(StageError::Sink)

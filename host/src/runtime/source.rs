@@ -11,6 +11,7 @@ use crate::connectors::{Poll, Progress, Source};
 use crate::metrics::{StageStats, Telemetry};
 use crate::operators::SideOutput;
 use crate::plan::WatermarkSettings;
+use crate::tap::TapPoint;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -132,6 +133,7 @@ pub fn run_sources(
             watermark: i64::MIN,
             ended: false,
             loading: slot.loads_table,
+            tap: telemetry.taps.point(&slot.name),
             slot,
         })
         .collect();
@@ -162,6 +164,8 @@ struct Running {
     ended: bool,
     /// Whether it is still loading a global table (read alone).
     loading: bool,
+    /// What it reads, for `mailer tap`.
+    tap: Arc<TapPoint>,
 }
 
 /// The source stage's state between batches.
@@ -222,7 +226,8 @@ impl SourceLoop {
     }
 
     /// Sends what is due before the next batches: a barrier (interval or
-    /// savepoint), the swap points asked for, a processing-time tick.
+    /// savepoint), the swap points and state queries asked for, a
+    /// processing-time tick.
     fn send_markers(&mut self) -> Result<(), Closed> {
         if let Some(c) = self.checkpoints.as_ref() {
             let savepoint = self.control.take_savepoint_request();
@@ -237,6 +242,9 @@ impl SourceLoop {
             self.swaps
                 .push((swap.operator.clone(), swap.plugin.digest().to_owned()));
             self.send_to_all(Message::Swap(swap))?;
+        }
+        for query in self.control.take_queries() {
+            self.send_to_all(Message::Query(query))?;
         }
         if let Some(every) = self.ticks
             && self.last_tick.elapsed() >= every
@@ -285,6 +293,7 @@ impl SourceLoop {
                     }
                 }
                 s.slot.stats.count_out(batch.len());
+                s.tap.offer(&batch);
                 if s.slot.out.send(Message::Records(batch)).is_err() {
                     return Ok(Err(Closed));
                 }

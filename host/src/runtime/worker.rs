@@ -58,6 +58,10 @@ fn step(chain: &mut Chain, msg: Message) -> Result<(Produced, Option<Message>), 
             chain.on_barrier(b.id);
             Produced::Stream(Batch::Records(Vec::new()))
         }
+        Message::Query(ref query) => {
+            chain.on_query(query);
+            Produced::Stream(Batch::Records(Vec::new()))
+        }
         Message::Swap(ref swap) => {
             let swapped = chain.on_swap(&swap.operator, &swap.plugin)?;
             swap.applied.fetch_add(swapped, Ordering::Relaxed);

@@ -13,8 +13,9 @@
 //! ```
 //! A state with a time-to-live stores `expires_at:i64` before each value.
 
-use super::{KeyedState, StateError, TimeDomain};
+use super::{Answer, KeyEntries, KeyedState, StateError, StateRequest, TimeDomain, bytes_json};
 use crate::clock::Clock;
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 const VALUE: u8 = 0;
@@ -245,6 +246,50 @@ impl KeyedContext {
         }
     }
 
+    /// What `request` finds in the named states: each key's as `{name:
+    /// value}`, a list state as an array, a map state as an object (keys
+    /// that are not UTF-8 as hex); values past their time-to-live (as of
+    /// the last record or timer) left out.
+    pub fn query(&self, request: &StateRequest) -> Result<Answer, StateError> {
+        super::answer(&self.state, request, |entries| self.view(entries))
+    }
+
+    fn view(&self, entries: &KeyEntries) -> Value {
+        let mut states = serde_json::Map::new();
+        for (suffix, stored) in entries {
+            let Some((name, kind, sub)) = parse_suffix(suffix) else {
+                continue;
+            };
+            let Some(value) = self.unwrap_ttl(name, stored.clone()) else {
+                continue;
+            };
+            let value = bytes_json(&value);
+            match kind {
+                VALUE => {
+                    states.insert(name.to_owned(), value);
+                }
+                // The list's length entry has no sequence number.
+                LIST if !sub.is_empty() => {
+                    let list = states.entry(name).or_insert_with(|| Value::Array(Vec::new()));
+                    if let Value::Array(items) = list {
+                        items.push(value);
+                    }
+                }
+                MAP => {
+                    let map = states
+                        .entry(name)
+                        .or_insert_with(|| Value::Object(Default::default()));
+                    if let Value::Object(entries) = map {
+                        let key = String::from_utf8(sub.to_vec()).unwrap_or_else(|_| hex::encode(sub));
+                        entries.insert(key, value);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Value::Object(states)
+    }
+
     /// Value state `name`.
     pub fn get(&self, name: &str) -> Result<Option<Vec<u8>>, KeyedError> {
         let stored = self.read_raw(&self.prefix(name, VALUE)?)?;
@@ -372,6 +417,15 @@ impl KeyedContext {
     }
 }
 
+/// The state name, kind and the rest of an entry's suffix (`name_len name
+/// kind sub…`).
+fn parse_suffix(suffix: &[u8]) -> Option<(&str, u8, &[u8])> {
+    let len = *suffix.first()? as usize;
+    let name = std::str::from_utf8(suffix.get(1..1 + len)?).ok()?;
+    let kind = *suffix.get(1 + len)?;
+    Some((name, kind, &suffix[2 + len..]))
+}
+
 fn min_of(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -415,6 +469,31 @@ mod tests {
         assert_eq!(ctx.get("n").unwrap(), Some(b"1".to_vec()));
         assert_eq!(ctx.list_get("l").unwrap(), vec![b"x".to_vec()]);
         assert_eq!(ctx.map_get("m", b"k").unwrap(), Some(b"v".to_vec()));
+    }
+
+    #[test]
+    fn a_query_shows_every_kind_of_state_and_leaves_out_expired_values() {
+        let (mut ctx, now) = context(&[("seen", 100)]);
+        ctx.enter(b"a");
+        ctx.set("n", b"1".to_vec()).unwrap();
+        ctx.set("seen", b"yes".to_vec()).unwrap();
+        ctx.list_append("l", b"x".to_vec()).unwrap();
+        ctx.list_append("l", b"y".to_vec()).unwrap();
+        ctx.map_set("m", b"k", b"v".to_vec()).unwrap();
+        ctx.commit().unwrap();
+        let shown = |ctx: &KeyedContext| ctx.query(&StateRequest::Key(b"a".to_vec())).unwrap();
+        assert_eq!(
+            shown(&ctx),
+            vec![(
+                b"a".to_vec(),
+                serde_json::json!({"n": "1", "seen": "yes", "l": ["x", "y"], "m": {"k": "v"}})
+            )]
+        );
+        now.store(2_000, Ordering::Relaxed);
+        ctx.enter(b"b");
+        ctx.commit().unwrap();
+        assert_eq!(shown(&ctx)[0].1["seen"], Value::Null, "expired");
+        assert!(ctx.query(&StateRequest::Key(b"b".to_vec())).unwrap().is_empty());
     }
 
     #[test]

@@ -79,6 +79,16 @@ impl KeyedState {
         }
     }
 
+    /// The operator's namespace.
+    pub fn op(&self) -> u16 {
+        self.op
+    }
+
+    /// How many key groups keys spread over.
+    pub fn key_groups(&self) -> u16 {
+        self.key_groups as u16
+    }
+
     /// The key group of `key`.
     pub fn key_group(&self, key: &[u8]) -> u16 {
         keys::group(key, self.key_groups)

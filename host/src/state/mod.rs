@@ -10,6 +10,8 @@ mod context;
 mod keyed;
 pub mod keys;
 mod memory;
+mod query;
+mod query_answers;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 pub mod snapshot;
@@ -19,6 +21,8 @@ pub use changelog::{ChangelogBackend, SharedChangelog};
 pub use context::{KeyedContext, KeyedError, MapEntries};
 pub use keyed::{KeyedState, TimeDomain, Timer};
 pub use memory::MemoryBackend;
+pub use query::{Answer, KeyEntries, StateRequest, answer, bytes_json};
+pub use query_answers::{QueryOutcome, StateQuery};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
 

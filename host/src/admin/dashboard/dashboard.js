@@ -87,7 +87,7 @@ function drawGraph(snap, rates) {
       stroke: fillColour(fill), "stroke-width": 6,
       "data-from": e.from, "data-to": e.to, "data-fill": fill.toFixed(2),
     });
-    line.appendChild(el("title", {}, `${e.from} → ${e.to}: ${e.queued}/${e.capacity} queued, ${e.blocked_seconds.toFixed(2)} s blocked`));
+    line.appendChild(el("title", {}, `${e.from} → ${e.to}: ${e.queued}/${e.capacity} batches queued (${e.queued_records} records), ${e.blocked_seconds.toFixed(2)} s blocked`));
     svg.appendChild(line);
   }
   for (const name of [...main, ...side]) {

@@ -7,7 +7,7 @@ use crate::operators::NativeFactory;
 use crate::operators::window::{Accumulator, AggregateKind, needs_values, number_of};
 use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
-use crate::state::KeyedState;
+use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, answer, bytes_json};
 use std::sync::Arc;
 
 /// Running aggregates per key.
@@ -62,6 +62,14 @@ impl Operator for RunningAggregate {
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
         crate::operators::snapshot_state(&self.name, &mut self.state, dir)
+    }
+
+    fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
+        let view = |entries: &KeyEntries| match Accumulator::decode(&entries[0].1) {
+            Some(acc) => acc.to_json(&self.aggregates),
+            None => bytes_json(&entries[0].1),
+        };
+        Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {

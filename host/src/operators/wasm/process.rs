@@ -285,6 +285,18 @@ impl Operator for WasmProcess {
         self.fire(TimeDomain::EventTime, i64::MAX, out)
     }
 
+    fn query_state(
+        &mut self,
+        request: &crate::state::StateRequest,
+    ) -> Option<Result<crate::state::Answer, OperatorError>> {
+        let name = self.name.clone();
+        Some(
+            self.ctx()
+                .query(request)
+                .map_err(|e| OperatorError::state(&name, e)),
+        )
+    }
+
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
         let name = self.name.clone();
         self.ctx()

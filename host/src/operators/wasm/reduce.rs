@@ -8,7 +8,7 @@ use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::plugin::{CallMode, PluginInstance};
 use crate::plugin::{Outcome, Raw, RecordOutcome};
 use crate::record::Record;
-use crate::state::KeyedState;
+use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, answer, bytes_json};
 use bytes::Bytes;
 use hashbrown::HashTable;
 use mailer_wire::Writer;
@@ -192,5 +192,10 @@ impl Operator for WasmReduce {
 
     fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
         crate::operators::snapshot_state(&self.name, &mut self.state, dir)
+    }
+
+    fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
+        let view = |entries: &KeyEntries| serde_json::json!({ "accumulator": bytes_json(&entries[0].1) });
+        Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
     }
 }

@@ -220,6 +220,14 @@ impl Accumulator {
         Some(Accumulator { count, sum, min, max })
     }
 
+    /// The requested aggregates as a JSON object (a state query's view).
+    pub fn to_json(&self, kinds: &[AggregateKind]) -> serde_json::Value {
+        let mut text = String::from("{");
+        self.write_json(kinds, &mut text);
+        text.push('}');
+        serde_json::from_str(&text).expect("the aggregates write JSON")
+    }
+
     /// Appends `"name":value` for each requested aggregate (JSON, `null`
     /// where there was no value).
     pub fn write_json(&self, kinds: &[AggregateKind], out: &mut String) {

@@ -68,6 +68,12 @@ pub trait WindowFunction: Send {
     /// Two accumulators as one: `a`'s records first.
     fn merge(&mut self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, WindowFnError>;
 
+    /// An accumulator as a state query shows it: its bytes as text (or
+    /// hex) unless the function knows better.
+    fn show(&self, acc: &[u8]) -> serde_json::Value {
+        crate::state::bytes_json(acc)
+    }
+
     /// Each group's accumulator (`None` for a window's first records) with
     /// the group's records added in order: per group the new accumulator,
     /// or why one of its records failed (the operator then adds that group's
@@ -160,6 +166,13 @@ impl BuiltinAggregates {
 }
 
 impl WindowFunction for BuiltinAggregates {
+    fn show(&self, acc: &[u8]) -> serde_json::Value {
+        match Accumulator::decode(acc) {
+            Some(acc) => acc.to_json(&self.aggregates),
+            None => crate::state::bytes_json(acc),
+        }
+    }
+
     fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
         let v = if needs_values(&self.aggregates) {
             Some(number_of(rec, self.field.as_deref()).map_err(WindowFnError::Input)?)

@@ -17,7 +17,7 @@ use crate::operators::{EventTime, FailureHandler, LateRecords, Operator, Operato
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::keys;
-use crate::state::{KeyedState, TimeDomain};
+use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, TimeDomain};
 use std::ops::Range;
 use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
@@ -529,6 +529,27 @@ impl WindowOperator {
 impl Operator for WindowOperator {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
+        let view = |entries: &KeyEntries| {
+            let windows: Vec<serde_json::Value> = entries
+                .iter()
+                .filter_map(|(suffix, acc)| {
+                    let start = keys::unsortable(suffix.get(..8)?)?;
+                    let end = keys::unsortable(suffix.get(8..16)?)?;
+                    Some(serde_json::json!({
+                        "start": start,
+                        "end": end,
+                        "accumulator": self.function.show(acc),
+                    }))
+                })
+                .collect();
+            serde_json::json!({ "windows": windows })
+        };
+        Some(
+            crate::state::answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)),
+        )
     }
 
     fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
