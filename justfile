@@ -56,6 +56,8 @@ test: plugins
     cargo test --workspace --doc
     (cd guest-sdk/python && python3 -m unittest --quiet)
     node guest-sdk/js/test-mailer-plugin.mjs
+    for d in plugins/python/*/; do (cd "$d" && PYTHONPATH=../../../guest-sdk/python python3 -m unittest --quiet); done
+    for t in plugins/js/*/test.mjs; do node "$t"; done
 
 # The crash tests with 100 SIGKILLs per state backend (200 in all), and 200
 # against the Kafka broker (exactly once) and 100 more (at least once).

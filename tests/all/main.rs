@@ -29,6 +29,7 @@ mod s3_checkpoints;
 mod sandbox;
 mod sandbox_raw;
 mod scaffold;
+mod sdk_worlds;
 mod shutdown;
 mod state_queries;
 mod support;

@@ -177,3 +177,25 @@ fn a_case_passes_when_the_sink_gets_what_it_expects_and_names_the_first_differen
         "{out}"
     );
 }
+
+#[test]
+fn every_example_pipeline_passes_its_test_cases() {
+    let dir = repo().join("pipelines");
+    let mut manifests: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    manifests.sort();
+    assert!(manifests.len() >= 10, "{manifests:?}");
+    for m in manifests {
+        let stem = m.file_stem().unwrap().to_str().unwrap();
+        assert!(
+            dir.join("tests").join(stem).is_dir(),
+            "pipelines/{stem}.toml ships no test case in pipelines/tests/{stem}/"
+        );
+        let (ok, out, err) = mailer_test(&[m.to_str().unwrap()]);
+        assert!(ok, "{}:\n{out}{err}", m.display());
+        assert!(out.starts_with("ok "), "{out}");
+    }
+}

@@ -119,8 +119,10 @@ fn a_tap_prints_exactly_the_records_leaving_an_operator_or_a_source() {
 fn a_tap_that_stops_reading_drops_records_and_stalls_nothing() {
     let w = Workdir::new();
     let admin = format!("127.0.0.1:{}", free_port());
-    let count = 300_000;
-    let m = manifest(&w, &admin, 40_000, Some(count));
+    // Enough records to overflow the tap's buffer and the sockets' while
+    // the client does not read (each record is a line of ~60 bytes).
+    let count = 800_000;
+    let m = manifest(&w, &admin, 100_000, Some(count));
     let mut pipeline = spawn_manifest(&m);
     let mut log = pipeline.stderr.take().unwrap();
     let log = std::thread::spawn(move || {
@@ -130,14 +132,14 @@ fn a_tap_that_stops_reading_drops_records_and_stalls_nothing() {
     });
     wait_for(&admin);
 
-    // A client that asks and then reads nothing for two seconds.
+    // A client that asks and then reads nothing for three seconds.
     let mut client = std::net::TcpStream::connect(&admin).unwrap();
     write!(
         client,
         "GET /api/tap/case HTTP/1.1\r\nHost: {admin}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
     )
     .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    std::thread::sleep(Duration::from_secs(3));
     // Once it reads again, it is told what it missed.
     client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut seen = Vec::new();

@@ -28,6 +28,11 @@ pub fn peak_rss_kib() -> u64 {
     mailer_test_support::peak_rss_kib(std::process::id()).unwrap_or(0)
 }
 
+/// The process's resident memory now, KiB.
+pub fn rss_kib() -> u64 {
+    mailer_test_support::rss_kib(std::process::id()).unwrap_or(0)
+}
+
 /// A native operator node; `f` makes one instance per worker.
 pub fn native(
     name: &str,

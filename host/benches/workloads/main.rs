@@ -9,6 +9,7 @@
 mod cluster;
 mod common;
 mod kafka;
+mod plugin_lang;
 mod postgres;
 mod s3;
 mod sandbox;
@@ -34,6 +35,7 @@ fn variants() -> Vec<(String, Box<dyn Fn()>)> {
     v.extend(postgres::variants());
     v.extend(swap::variants());
     v.extend(sandbox::variants());
+    v.extend(plugin_lang::variants());
     v
 }
 

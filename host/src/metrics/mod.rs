@@ -64,6 +64,8 @@ pub struct StageEntry {
     pub stats: Arc<StageStats>,
     /// Its workers.
     pub workers: usize,
+    /// Each worker's counts (the stage's own when it has one worker).
+    pub worker_stats: Vec<Arc<StageStats>>,
     /// Its operators' names.
     pub operators: Vec<String>,
 }

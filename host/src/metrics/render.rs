@@ -204,6 +204,17 @@ fn stages(f: &Families, p: &str, graph: &RunGraph) {
         &labels,
     );
     let workers = f.gauge("mailer_stage_workers", "Workers of a stage", &labels);
+    let worker_labels = ["pipeline", "stage", "worker"];
+    let worker_in = f.counter(
+        "mailer_stage_worker_records_in_total",
+        "Records that entered one worker of a stage",
+        &worker_labels,
+    );
+    let worker_out = f.counter(
+        "mailer_stage_worker_records_out_total",
+        "Records that left one worker of a stage",
+        &worker_labels,
+    );
     for stage in &graph.stages {
         let l = [p, stage.stats.name.as_str()];
         records_in
@@ -220,6 +231,16 @@ fn stages(f: &Families, p: &str, graph: &RunGraph) {
             .sum();
         errors.with_label_values(&l).inc_by(failed);
         workers.with_label_values(&l).set(stage.workers as i64);
+        for (w, counts) in stage.worker_stats.iter().enumerate() {
+            let w = w.to_string();
+            let l = [p, stage.stats.name.as_str(), w.as_str()];
+            worker_in
+                .with_label_values(&l)
+                .inc_by(counts.records_in.load(Ordering::Relaxed));
+            worker_out
+                .with_label_values(&l)
+                .inc_by(counts.records_out.load(Ordering::Relaxed));
+        }
     }
 }
 

@@ -24,11 +24,12 @@ pub struct Spread {
     pub broadcast: Option<usize>,
 }
 
-/// Spawns the router, the workers and the merge of a parallel stage; each
-/// returned thread owns its edges and closes them when done (C2).
+/// Spawns the router, the workers (each chain with its own counts) and the
+/// merge of a parallel stage; each returned thread owns its edges and
+/// closes them when done (C2).
 pub fn spawn_parallel(
     stats: Arc<StageStats>,
-    chains: Vec<Chain>,
+    chains: Vec<(Chain, Arc<StageStats>)>,
     spread: Spread,
     input: EdgeReceiver,
     out: Outlet,
@@ -40,7 +41,7 @@ pub fn spawn_parallel(
     let mut handles = Vec::with_capacity(n + 2);
     let mut to_workers = Vec::with_capacity(n);
     let mut from_workers = Vec::with_capacity(n);
-    for (i, chain) in chains.into_iter().enumerate() {
+    for (i, (chain, worker_stats)) in chains.into_iter().enumerate() {
         let (in_tx, in_rx) = edge(
             format!("{name} router -> worker {i}"),
             internal_capacity,
@@ -49,7 +50,6 @@ pub fn spawn_parallel(
         let (out_tx, out_rx) = edge(format!("{name} worker {i} -> merge"), internal_capacity, shutdown);
         to_workers.push(in_tx);
         from_workers.push(out_rx);
-        let worker_stats = StageStats::new(format!("{name}[{i}]"));
         handles.push(spawn_stage(format!("{name}[{i}]"), move || {
             run_chain(chain, in_rx, out_tx.into(), worker_stats)
         })?);
@@ -173,7 +173,14 @@ mod stage_tests {
         let shutdown = Shutdown::new();
         let (in_tx, in_rx) = edge("in".into(), 4, &shutdown);
         let (out_tx, out_rx) = edge("out".into(), 4, &shutdown);
-        let chains = (0..4).map(|_| Chain::new(vec![Box::new(Pass)])).collect();
+        let chains = (0..4)
+            .map(|i| {
+                (
+                    Chain::new(vec![Box::new(Pass)]),
+                    StageStats::new(format!("keyed[{i}]")),
+                )
+            })
+            .collect();
         let handles = spawn_parallel(
             StageStats::new("keyed"),
             chains,

@@ -28,11 +28,13 @@ pub(super) struct Spawner<'a> {
 }
 
 impl Spawner<'_> {
+    /// Registers a stage of one worker; its counts.
     fn entry(&mut self, name: String, workers: usize, operators: Vec<String>) -> Arc<StageStats> {
         let stats = StageStats::new(name);
         self.graph.stages.push(StageEntry {
             stats: stats.clone(),
             workers,
+            worker_stats: vec![stats.clone()],
             operators,
         });
         stats
@@ -85,9 +87,14 @@ impl Spawner<'_> {
                     run_chain(chain, input, out, stats)
                 })?);
             } else {
+                let workers: Vec<Arc<StageStats>> = (0..chains.len())
+                    .map(|w| StageStats::new(format!("{}[{w}]", stage.name)))
+                    .collect();
+                let entry = self.graph.stages.last_mut().expect("just registered");
+                entry.worker_stats = workers.clone();
                 self.handles.extend(spawn_parallel(
                     stats,
-                    chains,
+                    chains.into_iter().zip(workers).collect(),
                     Spread {
                         routing: stage.routing,
                         broadcast: stage.broadcast_input,

@@ -251,7 +251,7 @@ impl KeyedContext {
     /// that are not UTF-8 as hex); values past their time-to-live (as of
     /// the last record or timer) left out.
     pub fn query(&self, request: &StateRequest) -> Result<Answer, StateError> {
-        super::answer(&self.state, request, |entries| self.view(entries))
+        super::answer(&self.state, request, |entries| Some(self.view(entries)))
     }
 
     fn view(&self, entries: &KeyEntries) -> Value {

@@ -78,27 +78,25 @@ fn split_entry(entry: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((entry.get(8..8 + len)?, &entry[8 + len..]))
 }
 
-/// Answers `request` from `state`, each key's entries shown by `view`.
+/// Answers `request` from `state`, each key's entries shown by `view`
+/// (`None`: nothing of the key's to show, as if it had no state).
 pub fn answer(
     state: &KeyedState,
     request: &StateRequest,
-    view: impl Fn(&KeyEntries) -> Value,
+    view: impl Fn(&KeyEntries) -> Option<Value>,
 ) -> Result<Answer, StateError> {
     Ok(match request {
         StateRequest::Key(key) => {
             let entries = state.key_entries(key)?;
             match entries.is_empty() {
                 true => Vec::new(),
-                false => vec![(key.clone(), view(&entries))],
+                false => view(&entries).map(|v| (key.clone(), v)).into_iter().collect(),
             }
         }
         StateRequest::Scan { prefix, limit } => state
             .keys_with_prefix(prefix, *limit)?
             .into_iter()
-            .map(|(key, entries)| {
-                let shown = view(&entries);
-                (key, shown)
-            })
+            .filter_map(|(key, entries)| Some((key, view(&entries)?)))
             .collect(),
     })
 }
@@ -132,8 +130,8 @@ mod tests {
             .collect()
     }
 
-    fn first_value(entries: &KeyEntries) -> Value {
-        json!({ "entries": entries.len(), "first": bytes_json(&entries[0].1) })
+    fn first_value(entries: &KeyEntries) -> Option<Value> {
+        Some(json!({ "entries": entries.len(), "first": bytes_json(&entries[0].1) }))
     }
 
     #[test]

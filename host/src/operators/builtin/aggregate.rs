@@ -65,9 +65,11 @@ impl Operator for RunningAggregate {
     }
 
     fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
-        let view = |entries: &KeyEntries| match Accumulator::decode(&entries[0].1) {
-            Some(acc) => acc.to_json(&self.aggregates),
-            None => bytes_json(&entries[0].1),
+        let view = |entries: &KeyEntries| {
+            Some(match Accumulator::decode(&entries[0].1) {
+                Some(acc) => acc.to_json(&self.aggregates),
+                None => bytes_json(&entries[0].1),
+            })
         };
         Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
     }

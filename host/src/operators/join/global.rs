@@ -26,7 +26,7 @@ use crate::json::field;
 use crate::operators::builtin::{json_of, key_text};
 use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
-use crate::state::{KeyedState, StateError};
+use crate::state::{Answer, KeyEntries, KeyedState, StateError, StateRequest, answer, bytes_json};
 use std::borrow::Cow;
 
 const COUNT: u8 = b'N';
@@ -178,6 +178,15 @@ impl GlobalJoin {
 impl Operator for GlobalJoin {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
+        // A row is its key's entry without a suffix (the row count is not).
+        let view = |entries: &KeyEntries| {
+            let (_, row) = entries.iter().find(|(suffix, _)| suffix.is_empty())?;
+            Some(serde_json::json!({ "row": bytes_json(row) }))
+        };
+        Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {

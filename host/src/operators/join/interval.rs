@@ -24,8 +24,9 @@ use super::timed;
 use crate::batch::Batch;
 use crate::operators::{EventTime, LateRecords, Operator, OperatorError};
 use crate::record::Record;
-use crate::state::{KeyedState, TimeDomain};
+use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, TimeDomain, answer, bytes_json};
 use bytes::Bytes;
+use serde_json::json;
 
 /// What an interval join computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,6 +210,29 @@ impl IntervalJoin {
 impl Operator for IntervalJoin {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
+        let view = |entries: &KeyEntries| {
+            let (mut left, mut right) = (Vec::new(), Vec::new());
+            for (suffix, value) in entries {
+                let (Some((side, time)), Some(items)) = (timed::parse(suffix), decode(value)) else {
+                    continue;
+                };
+                let kept = if side == Side::Left as u8 {
+                    &mut left
+                } else {
+                    &mut right
+                };
+                kept.extend(
+                    items
+                        .iter()
+                        .map(|i| json!({ "time": time, "value": bytes_json(&i.value), "joined": i.joined })),
+                );
+            }
+            Some(json!({ "left": left, "right": right }))
+        };
+        Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {

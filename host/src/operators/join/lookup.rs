@@ -29,8 +29,9 @@ use super::timed;
 use crate::batch::Batch;
 use crate::operators::{EventTime, LateRecords, Operator, OperatorError};
 use crate::record::Record;
-use crate::state::{KeyedState, TimeDomain};
+use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, TimeDomain, answer, bytes_json};
 use bytes::Bytes;
+use serde_json::{Value, json};
 
 const LATEST: u8 = b'T';
 const VERSION: u8 = b'V';
@@ -277,6 +278,28 @@ impl LookupJoin {
 impl Operator for LookupJoin {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
+        let view = |entries: &KeyEntries| {
+            let (mut row, mut versions, mut waiting) = (Value::Null, Vec::new(), 0);
+            for (suffix, value) in entries {
+                match (suffix.first(), timed::parse(suffix)) {
+                    (Some(&LATEST), _) if suffix.len() == 1 => row = bytes_json(value),
+                    (Some(&VERSION), Some((_, time))) => {
+                        let row = match value.split_first() {
+                            Some((1, v)) => bytes_json(v),
+                            _ => Value::Null,
+                        };
+                        versions.push(json!({ "time": time, "row": row }));
+                    }
+                    (Some(&WAITING), Some(_)) => waiting += decode(value).map_or(0, |items| items.len()),
+                    _ => {}
+                }
+            }
+            Some(json!({ "row": row, "versions": versions, "waiting_records": waiting }))
+        };
+        Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {

@@ -195,7 +195,8 @@ impl Operator for WasmReduce {
     }
 
     fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
-        let view = |entries: &KeyEntries| serde_json::json!({ "accumulator": bytes_json(&entries[0].1) });
+        let view =
+            |entries: &KeyEntries| Some(serde_json::json!({ "accumulator": bytes_json(&entries[0].1) }));
         Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
     }
 }

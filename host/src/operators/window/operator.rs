@@ -545,7 +545,7 @@ impl Operator for WindowOperator {
                     }))
                 })
                 .collect();
-            serde_json::json!({ "windows": windows })
+            Some(serde_json::json!({ "windows": windows }))
         };
         Some(
             crate::state::answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)),

@@ -138,6 +138,24 @@ fn run(spec: LookupJoinSpec, events: &[Event], backend: Box<dyn StateBackend>) -
         KeyedState::new(backend, 1, 128),
         LateRecords::dropped(),
     );
+    let mut out = feed(&mut op, events);
+    op.on_end(&mut out).unwrap();
+    let mut emitted: Emitted = out
+        .into_iter()
+        .map(|r| {
+            (
+                r.key_bytes()[0],
+                String::from_utf8(r.value.to_vec()).unwrap(),
+                r.timestamp,
+            )
+        })
+        .collect();
+    emitted.sort();
+    (emitted, op.late.count())
+}
+
+/// Runs `events` through `op`; what it emitted.
+fn feed(op: &mut LookupJoin, events: &[Event]) -> Vec<Record> {
     let mut out = Vec::new();
     for (id, e) in events.iter().enumerate() {
         let (input, rec) = match *e {
@@ -157,19 +175,41 @@ fn run(spec: LookupJoinSpec, events: &[Event], backend: Box<dyn StateBackend>) -
         let batch = Batch::Records(vec![rec]);
         out.extend(op.process_input(input, batch).unwrap().into_records());
     }
-    op.on_end(&mut out).unwrap();
-    let mut emitted: Emitted = out
-        .into_iter()
-        .map(|r| {
-            (
-                r.key_bytes()[0],
-                String::from_utf8(r.value.to_vec()).unwrap(),
-                r.timestamp,
-            )
-        })
-        .collect();
-    emitted.sort();
-    (emitted, op.late.count())
+    out
+}
+
+/// After `events` (as of `latest`), a state query shows each key's row as
+/// the last table record left it: its row, or no state once deleted or
+/// never given one.
+fn check_queried_rows(events: &[Event]) -> Result<(), TestCaseError> {
+    let spec = LookupJoinSpec {
+        as_of: AsOf::Latest,
+        keep_unmatched: true,
+    };
+    let state = KeyedState::new(BackendKind::Memory.open("lookup", 0).unwrap(), 1, 128);
+    let mut op = LookupJoin::new("l", spec, state, LateRecords::dropped());
+    feed(&mut op, events);
+    let mut rows: HashMap<u8, u8> = HashMap::new();
+    for e in events {
+        match *e {
+            Event::Table {
+                key, row: Some(r), ..
+            } => {
+                rows.insert(key, r);
+            }
+            Event::Table { key, row: None, .. } => {
+                rows.remove(&key);
+            }
+            _ => {}
+        }
+    }
+    for key in 0u8..3 {
+        let answer = op.query_state(&StateRequest::Key(vec![key])).unwrap().unwrap();
+        let shown = answer.first().map(|(_, state)| state["row"].clone());
+        let want = rows.get(&key).map(|&r| Value::String(row_value(r)));
+        prop_assert_eq!(shown, want, "key {}", key);
+    }
+    Ok(())
 }
 
 fn spec() -> impl Strategy<Value = LookupJoinSpec> {
@@ -201,6 +241,11 @@ proptest! {
     #[test]
     fn the_lookup_join_matches_the_model_in_memory(spec in spec(), events in prop::collection::vec(event(), 0..60)) {
         check(spec, &events, BackendKind::Memory.open("lookup", 0).unwrap())?;
+    }
+
+    #[test]
+    fn a_state_query_shows_each_keys_latest_row(events in prop::collection::vec(event(), 0..60)) {
+        check_queried_rows(&events)?;
     }
 
     #[cfg(feature = "rocksdb")]
