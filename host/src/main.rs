@@ -10,7 +10,7 @@ use mailer::plan;
 use mailer::plugin::PluginEngine;
 use mailer::progress::ProgressDisplay;
 use mailer::runtime::{Control, Shutdown};
-use mailer::scaffold::{self, Language};
+use mailer::scaffold::{self, Language, World};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -183,14 +183,19 @@ enum Command {
         #[arg(long, value_enum, default_value_t = DescribeFormat::Text)]
         format: DescribeFormat,
     },
-    /// Makes a plugin project (a map to start from) that builds to a
-    /// component and passes its own test: Rust (`cargo test`), Python
-    /// (`python3 -m unittest`, `./build.sh`) or JavaScript (`npm test`,
-    /// `npm run build`).
+    /// Makes a plugin project to start from: a small example of a world
+    /// (`--world`, a map by default) that builds to a component and passes
+    /// its own test, in Rust (`cargo test`), Python (`python3 -m unittest`,
+    /// `./build.sh`) or JavaScript (`npm test`, `npm run build`), with a
+    /// pipeline running it and a test case of that pipeline (`mailer test
+    /// pipeline.toml`).
     NewPlugin {
         /// The plugin's language.
         #[arg(long, value_enum, default_value_t = Lang::Rust)]
         lang: Lang,
+        /// The plugin's world: what the manifest runs it as.
+        #[arg(long, value_enum, default_value_t = World::Map)]
+        world: World,
         /// The plugin's name (and its folder's).
         name: String,
         /// Where to put the folder.
@@ -396,7 +401,13 @@ fn run(command: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::NewPlugin { lang, name, dir, sdk } => {
+        Command::NewPlugin {
+            lang,
+            world,
+            name,
+            dir,
+            sdk,
+        } => {
             let language = match lang {
                 Lang::Rust => Language::Rust,
                 Lang::Python => Language::Python,
@@ -404,7 +415,7 @@ fn run(command: Command) -> Result<()> {
             };
             let sdk = sdk.unwrap_or_else(scaffold::built_in_sdk);
             let sdk = std::path::absolute(&sdk).unwrap_or(sdk);
-            let project = scaffold::scaffold(language, &name, &dir, &sdk)?;
+            let project = scaffold::scaffold(language, world, &name, &dir, &sdk)?;
             println!("{}", project.display());
             Ok(())
         }
