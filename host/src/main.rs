@@ -316,29 +316,7 @@ fn run(command: Command) -> Result<()> {
             cases,
             update,
         } => test_command(&manifest, cases, update),
-        Command::State { command } => {
-            let manifest = match &command {
-                StateCommand::Get { manifest, .. } | StateCommand::Scan { manifest, .. } => manifest,
-            };
-            let (plan, _engine) = plan_of(manifest)?;
-            anyhow::ensure!(
-                plan.cluster.is_none(),
-                "{}: `mailer state` does not run in cluster mode yet",
-                manifest.display()
-            );
-            let client = AdminClient::of(&plan)?;
-            let answer = match &command {
-                StateCommand::Get { operator, key, .. } => client.state_of(operator, key)?,
-                StateCommand::Scan {
-                    operator,
-                    prefix,
-                    limit,
-                    ..
-                } => client.state_scan(operator, prefix, *limit)?,
-            };
-            println!("{}", serde_json::to_string_pretty(&answer)?);
-            Ok(())
-        }
+        Command::State { command } => state_command(&command),
         Command::Tap {
             manifest,
             point,
@@ -510,6 +488,78 @@ fn test_command(manifest: &Path, cases: Vec<PathBuf>, update: bool) -> Result<()
     Ok(())
 }
 
+fn state_command(command: &StateCommand) -> Result<()> {
+    let manifest = match command {
+        StateCommand::Get { manifest, .. } | StateCommand::Scan { manifest, .. } => manifest,
+    };
+    let (plan, _engine) = plan_of(manifest)?;
+    let ask = |client: &AdminClient| match command {
+        StateCommand::Get { operator, key, .. } => client.state_of(operator, key),
+        StateCommand::Scan {
+            operator,
+            prefix,
+            limit,
+            ..
+        } => client.state_scan(operator, prefix, *limit),
+    };
+    if plan.cluster.is_none() {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&ask(&AdminClient::of(&plan)?)?)?
+        );
+        return Ok(());
+    }
+    // Cluster mode: a key's state is on the process running its task;
+    // every process is asked, and a scan merges their keys.
+    let (token, members) = cluster_members(&plan)?;
+    let mut found = Vec::new();
+    for (member, admin) in &members {
+        let addr = admin.with_context(|| {
+            format!("process {member} publishes no admin API: start every process with `[admin]`")
+        })?;
+        match ask(&AdminClient::at(addr, token.clone())) {
+            Ok(answer) => found.push(answer),
+            Err(ClientError::Refused { status: 404, .. }) => {}
+            Err(e) => return Err(e).with_context(|| format!("asking process {member}")),
+        }
+    }
+    let answer = match command {
+        StateCommand::Get { operator, key, .. } => found.into_iter().next().with_context(|| {
+            format!(
+                "key \"{key}\" has no state in operator `{operator}` on any of the {} processes",
+                members.len()
+            )
+        })?,
+        StateCommand::Scan { operator, limit, .. } => {
+            let mut keys: Vec<serde_json::Value> = found
+                .iter_mut()
+                .flat_map(|a| a["keys"].as_array_mut().map(std::mem::take).unwrap_or_default())
+                .collect();
+            keys.sort_by(|a, b| a["key"].to_string().cmp(&b["key"].to_string()));
+            keys.truncate(*limit);
+            serde_json::json!({ "operator": operator, "keys": keys })
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&answer)?);
+    Ok(())
+}
+
+/// The members of a cluster's group: each `client.id` and the admin
+/// address it publishes.
+type Members = Vec<(String, Option<std::net::SocketAddr>)>;
+
+/// The admin token of a cluster-mode `plan` and the group's members now;
+/// an error when none runs.
+fn cluster_members(plan: &plan::Plan) -> Result<(String, Members)> {
+    let token = plan.admin.as_ref().ok_or(ClientError::NoAdmin)?.token.clone();
+    let members = mailer::cluster::member_admins(plan)?;
+    anyhow::ensure!(
+        !members.is_empty(),
+        "no process of the cluster's group runs now: nothing to ask"
+    );
+    Ok((token, members))
+}
+
 fn plugin_command(command: PluginCommand) -> Result<()> {
     let manifest = match &command {
         PluginCommand::List { manifest }
@@ -524,12 +574,7 @@ fn plugin_command(command: PluginCommand) -> Result<()> {
         return Ok(());
     }
     // Cluster mode: every process, through the admin API it publishes.
-    let token = plan.admin.as_ref().ok_or(ClientError::NoAdmin)?.token.clone();
-    let members = mailer::cluster::member_admins(&plan)?;
-    anyhow::ensure!(
-        !members.is_empty(),
-        "no process of the cluster's group runs now: nothing to ask"
-    );
+    let (token, members) = cluster_members(&plan)?;
     let mut answers = serde_json::Map::new();
     let mut failed = 0;
     for (member, admin) in &members {

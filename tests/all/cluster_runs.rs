@@ -476,6 +476,36 @@ fn a_process_shows_its_tasks_and_their_restores_in_metrics_and_status() {
         "its tasks, none restoring now:\n{text}"
     );
     assert!(!text.contains("tasks not shown"), "{text}");
+
+    // Each word's live count, asked of the processes: the one running the
+    // word's task answers.
+    let counts = occurrences(&input_so_far);
+    let state = |args: &[&str]| {
+        let out = cli("state").arg("state").args(args).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let manifest = m.to_str().unwrap();
+    for (word, n) in counts.iter().take(5) {
+        let got = state(&["get", manifest, "counts", word]);
+        assert_eq!(got["state"]["accumulator"], n.to_string(), "{word}: {got}");
+    }
+    let scan = state(&["scan", manifest, "counts", "--limit", "3"]);
+    let scanned: Vec<(String, String)> = scan["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            let count = k["state"]["accumulator"].as_str().unwrap().to_owned();
+            (k["key"].as_str().unwrap().to_owned(), count)
+        })
+        .collect();
+    let first: Vec<(String, String)> = counts
+        .iter()
+        .take(3)
+        .map(|(w, n)| (w.clone(), n.to_string()))
+        .collect();
+    assert_eq!(scanned, first);
     a.stop();
 }
 

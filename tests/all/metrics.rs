@@ -186,6 +186,29 @@ fn metrics_during_a_run_cover_every_family_with_values_that_agree() {
         sample(&text, "mailer_stage_records_out_total", &stage("dead-letter")),
         Some(5.0)
     );
+    // Each worker of the keyed stage counts its share; the shares add up.
+    let keyed_in = sample(&text, "mailer_stage_records_in_total", &stage("keyed-2")).unwrap();
+    let shares: Vec<f64> = ["0", "1"]
+        .iter()
+        .map(|w| {
+            let labels = [("stage", "keyed-2"), ("worker", *w)];
+            sample(&text, "mailer_stage_worker_records_in_total", &labels).expect("a worker's count")
+        })
+        .collect();
+    assert!(shares.iter().all(|&s| s > 0.0), "{shares:?}");
+    assert_eq!(shares.iter().sum::<f64>(), keyed_in, "{text}");
+    let window_shares: f64 = ["0", "1"]
+        .iter()
+        .map(|w| {
+            let labels = [("operator", "per-user"), ("worker", *w)];
+            sample(&text, "mailer_operator_worker_records_total", &labels).expect("a worker's count")
+        })
+        .sum();
+    assert_eq!(
+        Some(window_shares),
+        sample(&text, "mailer_operator_records_total", &op("per-user")),
+        "{text}"
+    );
 
     // Edges: source -> stage-1 -> keyed-2 -> sink.
     for (from, to) in [("source", "stage-1"), ("stage-1", "keyed-2"), ("keyed-2", "sink")] {

@@ -32,6 +32,9 @@ pub struct AdminState {
     pub allowed_hosts: Arc<[String]>,
     /// Where state queries go.
     pub control: crate::runtime::Control,
+    /// Whether the process runs in cluster mode (its keyed state is its
+    /// tasks').
+    pub cluster: bool,
 }
 
 /// The API: `GET /api/pipelines`, `GET /api/operators`, `POST

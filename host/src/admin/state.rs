@@ -30,12 +30,16 @@ pub async fn state(
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let graph = state.telemetry.graph();
-    let Some(workers) = graph
-        .stages
-        .iter()
-        .find(|s| s.operators.contains(&operator))
-        .map(|s| s.workers)
-    else {
+    // In cluster mode the process's tasks answer, however many it holds.
+    let workers = match state.cluster {
+        true => Some(usize::MAX),
+        false => graph
+            .stages
+            .iter()
+            .find(|s| s.operators.contains(&operator))
+            .map(|s| s.workers),
+    };
+    let Some(workers) = workers else {
         let known: Vec<&str> = graph.operators.iter().map(|o| o.name.as_str()).collect();
         return error(
             StatusCode::NOT_FOUND,
@@ -64,6 +68,11 @@ pub async fn state(
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     match outcome {
+        // A cluster process without a task of the operator holds nothing.
+        QueryOutcome::NotKeyed if state.cluster => error(
+            StatusCode::NOT_FOUND,
+            format!("no task of operator `{operator}` runs in this process"),
+        ),
         QueryOutcome::NotKeyed => error(
             StatusCode::BAD_REQUEST,
             format!("operator `{operator}` keeps no keyed state"),

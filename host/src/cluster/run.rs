@@ -208,6 +208,7 @@ fn serve(
             return Err(e);
         }
         engine.flush()?;
+        engine.answer_queries(control.take_queries());
         if keeps_standbys {
             engine.catch_up_standbys(batch)?;
         }

@@ -12,7 +12,7 @@ use crate::operators::{Chain, InstanceContext, InstantiateError, OperatorError, 
 use crate::plan::{Part, Plan};
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
-use crate::state::{MemoryBackend, SharedChangelog, StateBackend, StateError};
+use crate::state::{MemoryBackend, SharedChangelog, StateBackend, StateError, StateQuery};
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -95,6 +95,13 @@ impl PartChains {
             swapped += chain.on_swap(operator, plugin)?;
         }
         Ok(swapped)
+    }
+
+    /// Answers `query` from the state of the operators it names.
+    pub fn on_query(&mut self, query: &StateQuery) {
+        for chain in &mut self.0 {
+            chain.on_query(query);
+        }
     }
 
     /// Event time reached `watermark`: each chain fires what it holds back.

@@ -322,7 +322,18 @@ fn operators(f: &Families, p: &str, graph: &RunGraph) {
         ),
     ]
     .map(|(name, help)| f.counter(name, help, &labels));
+    let worker_records = f.counter(
+        "mailer_operator_worker_records_total",
+        "Records given to one worker of an operator",
+        &["pipeline", "operator", "worker"],
+    );
     for op in &graph.operators {
+        for (w, n) in op.failures.worker_records().into_iter().enumerate() {
+            let w = w.to_string();
+            worker_records
+                .with_label_values(&[p, op.name.as_str(), w.as_str()])
+                .inc_by(n);
+        }
         let l = [p, op.name.as_str()];
         let s = &op.failures;
         let values = [

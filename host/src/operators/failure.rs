@@ -6,8 +6,8 @@ use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Header carrying the reason on a dead-lettered record.
 pub const REASON_HEADER: &str = "mailer.error";
@@ -38,6 +38,25 @@ pub struct FailureStats {
     pub skipped: AtomicU64,
     /// Records sent to the dead-letter sink.
     pub dead_lettered: AtomicU64,
+    /// Records each worker was given (plugin operators count them).
+    workers: Mutex<Vec<Arc<AtomicU64>>>,
+}
+
+impl FailureStats {
+    /// Worker `worker`'s count of records given.
+    fn worker(&self, worker: usize) -> Arc<AtomicU64> {
+        let mut workers = self.workers.lock().expect("worker counts lock");
+        while workers.len() <= worker {
+            workers.push(Arc::default());
+        }
+        workers[worker].clone()
+    }
+
+    /// The records each worker was given, by worker.
+    pub fn worker_records(&self) -> Vec<u64> {
+        let workers = self.workers.lock().expect("worker counts lock");
+        workers.iter().map(|w| w.load(Ordering::Relaxed)).collect()
+    }
 }
 
 /// Applies one operator's failure policy.
@@ -47,6 +66,8 @@ pub struct FailureHandler {
     policy: FailurePolicy,
     dead_letter: Option<SideOutput>,
     stats: Arc<FailureStats>,
+    /// The worker's own count of records given.
+    worker_records: Option<Arc<AtomicU64>>,
 }
 
 impl FailureHandler {
@@ -62,7 +83,14 @@ impl FailureHandler {
             policy,
             dead_letter,
             stats,
+            worker_records: None,
         }
+    }
+
+    /// The same handler counting the records of worker `worker` apart too.
+    pub fn for_worker(mut self, worker: usize) -> Self {
+        self.worker_records = Some(self.stats.worker(worker));
+        self
     }
 
     /// The counts shared with metrics.
@@ -73,6 +101,9 @@ impl FailureHandler {
     /// The operator was given `n` more records.
     pub fn count_records(&self, n: usize) {
         self.stats.records.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(worker) = &self.worker_records {
+            worker.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
     /// Handles one failed record.

@@ -127,6 +127,7 @@ fn start_admin(
         max_plugin_bytes: admin.max_plugin_bytes,
         allowed_hosts: admin.allowed_hosts.clone().into(),
         control: control.clone(),
+        cluster: plan.cluster.is_some(),
     };
     let server = AdminServer::start(admin.listen, state).map_err(|cause| LaunchError::Admin {
         listen: admin.listen,

@@ -453,7 +453,8 @@ impl OperatorNode {
             self.policy,
             ctx.dead_letter.clone(),
             self.failures.clone(),
-        );
+        )
+        .for_worker(ctx.worker);
         let node = OperatorIdentity {
             name: &self.name,
             calls: &self.calls,

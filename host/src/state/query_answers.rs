@@ -20,6 +20,9 @@ pub struct StateQuery {
     visited: AtomicUsize,
     /// Whether the operator keeps keyed state.
     keyed: AtomicBool,
+    /// Whether every holder of the operator's state answered (a cluster
+    /// process's tasks, which come and go: no count to wait for).
+    finished: AtomicBool,
 }
 
 /// What the workers answered, once all of them did.
@@ -43,6 +46,7 @@ impl StateQuery {
             errors: Mutex::default(),
             visited: AtomicUsize::new(0),
             keyed: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
         }
     }
 
@@ -62,11 +66,17 @@ impl StateQuery {
         self.visited.fetch_add(1, Ordering::Release);
     }
 
-    /// What the `workers` workers answered; `None` until all of them did.
+    /// Every holder of the operator's state answered, however many.
+    pub fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+    }
+
+    /// What the `workers` workers answered; `None` until all of them did
+    /// (or the query was [finished](Self::finish)).
     /// A scan keeps the first keys of all the workers' (each gave its
     /// first ones).
     pub fn outcome(&self, workers: usize) -> Option<QueryOutcome> {
-        if self.visited.load(Ordering::Acquire) < workers {
+        if self.visited.load(Ordering::Acquire) < workers && !self.finished.load(Ordering::Acquire) {
             return None;
         }
         if let Some(e) = self.errors.lock().expect("errors lock").first() {

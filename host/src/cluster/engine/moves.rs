@@ -12,6 +12,7 @@ use crate::cluster::restore::restore_task;
 use crate::cluster::task::{KeyedTask, open_kept};
 use crate::cluster::topics::TopicRole;
 use crate::runtime::SwapPoint;
+use crate::state::StateQuery;
 use rdkafka::producer::Producer;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -97,6 +98,20 @@ impl Engine {
             self.keyed[k].tasks.insert(*p, task);
         }
         Ok(())
+    }
+
+    /// Answers state `queries` from this process's keyed tasks, between
+    /// two batches (a key's task is on one process: the others find
+    /// nothing).
+    pub fn answer_queries(&mut self, queries: Vec<Arc<StateQuery>>) {
+        for query in queries {
+            for part in &mut self.keyed {
+                for task in part.tasks.values_mut() {
+                    task.chains.on_query(&query);
+                }
+            }
+            query.finish();
+        }
     }
 
     /// Runs the plugins of `swaps` from now on (just after a commit: the
