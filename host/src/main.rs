@@ -535,7 +535,12 @@ fn state_command(command: &StateCommand) -> Result<()> {
                 .iter_mut()
                 .flat_map(|a| a["keys"].as_array_mut().map(std::mem::take).unwrap_or_default())
                 .collect();
-            keys.sort_by(|a, b| a["key"].to_string().cmp(&b["key"].to_string()));
+            // In byte order, as one process gives them.
+            let bytes = |k: &serde_json::Value| match &k["key"] {
+                serde_json::Value::String(text) => text.as_bytes().to_vec(),
+                other => hex::decode(other["hex"].as_str().unwrap_or_default()).unwrap_or_default(),
+            };
+            keys.sort_by_key(bytes);
             keys.truncate(*limit);
             serde_json::json!({ "operator": operator, "keys": keys })
         }

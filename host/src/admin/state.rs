@@ -3,7 +3,7 @@
 //! two batches ([`crate::state::StateQuery`]).
 
 use super::routes::{AdminState, error};
-use crate::state::{QueryOutcome, StateQuery, StateRequest};
+use crate::state::{QueryOutcome, StateQuery, StateRequest, bytes_json};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
@@ -18,6 +18,9 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
 /// The keys a scan gives unless asked for another number.
 const SCAN_LIMIT: usize = 100;
+
+/// The most keys a scan gives: each worker holds that many while it reads.
+const MAX_SCAN_LIMIT: usize = 10_000;
 
 /// Asks the operator's workers and waits for all of their answers.
 pub async fn state(
@@ -50,7 +53,12 @@ pub async fn state(
         );
     };
     let query = Arc::new(StateQuery::new(&operator, request));
-    state.control.request_query(query.clone());
+    if !state.control.request_query(query.clone()) {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the pipeline's input has ended: its state can be read only while it runs".into(),
+        );
+    }
     let asked = Instant::now();
     let outcome = loop {
         if let Some(outcome) = query.outcome(workers) {
@@ -81,18 +89,18 @@ pub async fn state(
         QueryOutcome::Found(found) => match &query.request {
             StateRequest::Key(key) => match found.into_iter().next() {
                 Some((_, shown)) => {
-                    Json(json!({ "operator": operator, "key": key_json(key), "state": shown }))
+                    Json(json!({ "operator": operator, "key": bytes_json(key), "state": shown }))
                         .into_response()
                 }
                 None => error(
                     StatusCode::NOT_FOUND,
-                    format!("key {} has no state in operator `{operator}`", key_json(key)),
+                    format!("key {} has no state in operator `{operator}`", bytes_json(key)),
                 ),
             },
             StateRequest::Scan { .. } => {
                 let keys: Vec<Value> = found
                     .into_iter()
-                    .map(|(key, shown)| json!({ "key": key_json(&key), "state": shown }))
+                    .map(|(key, shown)| json!({ "key": bytes_json(&key), "state": shown }))
                     .collect();
                 Json(json!({ "operator": operator, "keys": keys })).into_response()
             }
@@ -100,26 +108,27 @@ pub async fn state(
     }
 }
 
-/// A key as JSON: its text, or `{"hex": …}`.
-fn key_json(key: &[u8]) -> Value {
-    crate::state::bytes_json(key)
-}
-
-/// `key=K` (a get), or `prefix=P` and `limit=N` (a scan; both optional).
+/// `key=K` or `key_hex=…` (a get), or `prefix=P` and `limit=N` (a scan;
+/// both optional, the limit at most [`MAX_SCAN_LIMIT`]).
 fn parse_request(query: &str) -> Result<StateRequest, String> {
     let (mut key, mut prefix, mut limit) = (None, None, SCAN_LIMIT);
     for (name, value) in form_urlencoded::parse(query.as_bytes()) {
         match name.as_ref() {
             "key" => key = Some(value.into_owned().into_bytes()),
+            "key_hex" => key = Some(hex::decode(value.as_bytes()).map_err(|e| format!("`key_hex`: {e}"))?),
             "prefix" => prefix = Some(value.into_owned().into_bytes()),
             "limit" => {
                 limit = value
                     .parse()
-                    .map_err(|_| format!("`limit` takes a whole number, not `{value}`"))?
+                    .ok()
+                    .filter(|n| (1..=MAX_SCAN_LIMIT).contains(n))
+                    .ok_or_else(|| {
+                        format!("`limit` takes a whole number from 1 to {MAX_SCAN_LIMIT}, not `{value}`")
+                    })?
             }
             other => {
                 return Err(format!(
-                    "unknown parameter `{other}`: ask with `key`, or `prefix` and `limit`"
+                    "unknown parameter `{other}`: ask with `key` (or `key_hex`), or `prefix` and `limit`"
                 ));
             }
         }
@@ -161,7 +170,12 @@ mod tests {
         assert!(parse_request("key=a&prefix=b").is_err());
         assert_eq!(
             parse_request("limit=x").unwrap_err(),
-            "`limit` takes a whole number, not `x`"
+            "`limit` takes a whole number from 1 to 10000, not `x`"
+        );
+        assert!(parse_request("limit=10001").is_err());
+        assert_eq!(
+            parse_request("key_hex=ff00"),
+            Ok(StateRequest::Key(vec![0xff, 0]))
         );
     }
 }

@@ -36,7 +36,9 @@ pub async fn tap(
     let subscription = match state.telemetry.taps.open(&point, query.sample) {
         Ok(s) => s,
         Err(e @ TapError::NoPoint { .. }) => return error(StatusCode::NOT_FOUND, e.to_string()),
-        Err(e @ TapError::Stopped) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e @ (TapError::Stopped | TapError::TooMany)) => {
+            return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+        }
     };
     let stream =
         futures_util::stream::unfold(Streaming::new(subscription, query.limit), |mut s| async move {

@@ -86,8 +86,9 @@ fn in_order(expected: Vec<&CaseRecord>, got: Vec<&Record>, which: &str) -> Optio
 fn in_any_order(expected: &[CaseRecord], got: &[Record]) -> Option<String> {
     let mut e: Vec<&CaseRecord> = expected.iter().collect();
     let mut g: Vec<&Record> = got.iter().collect();
-    e.sort_by(|a, b| a.record.value.cmp(&b.record.value));
-    g.sort_by(|a, b| a.value.cmp(&b.value));
+    // Ties of value in an order both sides share.
+    e.sort_by(|a, b| (&a.record.value, a.record.timestamp).cmp(&(&b.record.value, b.record.timestamp)));
+    g.sort_by(|a, b| (&a.value, a.timestamp).cmp(&(&b.value, b.timestamp)));
     let counts = format!(
         "{} records expected (in any order: the expected lines give no keys), {} came",
         e.len(),
@@ -110,10 +111,15 @@ fn in_any_order(expected: &[CaseRecord], got: &[Record]) -> Option<String> {
 /// Whether `got` is what `expected` says (as far as its line says).
 fn matches(expected: &CaseRecord, got: &Record) -> bool {
     let e = &expected.record;
+    let sorted = |h: &[(String, bytes::Bytes)]| {
+        let mut h = h.to_vec();
+        h.sort();
+        h
+    };
     e.value == got.value
         && (!expected.has_key || e.key == got.key)
         && (!expected.has_timestamp || e.timestamp == got.timestamp)
-        && (e.headers.is_empty() || e.headers == got.headers)
+        && (e.headers.is_empty() || sorted(&e.headers) == sorted(&got.headers))
 }
 
 /// An expected record as its line gave it.

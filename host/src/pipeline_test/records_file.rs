@@ -69,7 +69,8 @@ pub struct CaseRecord {
 }
 
 /// Writes `records` as `<dir>/<name>.txt` (values only) when that file
-/// exists, else as `<dir>/<name>.jsonl` (key and value).
+/// exists, else as `<dir>/<name>.jsonl` (key, value and headers, as
+/// [`read`] reads them back).
 pub fn write(dir: &Path, name: &str, records: &[Record]) -> Result<(), CaseFileError> {
     let (path, format) =
         find(dir, name).unwrap_or((dir.join(format!("{name}.jsonl")), CaseFormat::JsonLines));
@@ -77,19 +78,36 @@ pub fn write(dir: &Path, name: &str, records: &[Record]) -> Result<(), CaseFileE
     for r in records {
         match format {
             CaseFormat::Text => text.push_str(&String::from_utf8_lossy(&r.value)),
-            CaseFormat::JsonLines => {
-                let mut line = crate::tap::record_line(r);
-                if let Some(fields) = line.as_object_mut() {
-                    fields.remove("timestamp");
-                }
-                text.push_str(&line.to_string());
-            }
+            CaseFormat::JsonLines => text.push_str(&case_line(r).to_string()),
         }
         text.push('\n');
     }
     std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::write(&path, text))
         .map_err(|source| CaseFileError::Write { path, source })
+}
+
+/// A record as a case's JSON line, without its event time: bytes that are
+/// not UTF-8 as `key_hex`/`value_hex`, headers as an object.
+fn case_line(r: &Record) -> Value {
+    let mut line = serde_json::Map::new();
+    let mut put = |field: &str, bytes: &[u8]| match std::str::from_utf8(bytes) {
+        Ok(text) => line.insert(field.to_owned(), text.into()),
+        Err(_) => line.insert(format!("{field}_hex"), hex::encode(bytes).into()),
+    };
+    if let Some(key) = &r.key {
+        put("key", key);
+    }
+    put("value", &r.value);
+    if !r.headers.is_empty() {
+        let headers = r
+            .headers
+            .iter()
+            .map(|(name, v)| (name.clone(), String::from_utf8_lossy(v).into_owned().into()))
+            .collect();
+        line.insert("headers".into(), Value::Object(headers));
+    }
+    Value::Object(line)
 }
 
 /// Reads the records of `path`.
@@ -136,6 +154,15 @@ fn parse_line(line: &str) -> Result<CaseRecord, String> {
                 has_key = true;
             }
             ("value", Value::String(s)) => record.value = Bytes::from(s),
+            ("key_hex", Value::String(h)) => {
+                record.key = Some(Bytes::from(
+                    hex::decode(&h).map_err(|e| format!("`key_hex`: {e}"))?,
+                ));
+                has_key = true;
+            }
+            ("value_hex", Value::String(h)) => {
+                record.value = Bytes::from(hex::decode(&h).map_err(|e| format!("`value_hex`: {e}"))?);
+            }
             ("value", other) => record.value = Bytes::from(other.to_string()),
             ("timestamp", Value::Number(n)) if n.is_i64() => {
                 record.timestamp = n.as_i64().expect("checked");
@@ -154,7 +181,7 @@ fn parse_line(line: &str) -> Result<CaseRecord, String> {
             ("headers", _) => return Err("`headers` must be an object of strings".into()),
             (other, _) => {
                 return Err(format!(
-                    "unknown field `{other}`: a record has `key`, `value`, `timestamp` and `headers`"
+                    "unknown field `{other}`: a record has `key` (or `key_hex`), `value` (or `value_hex`), `timestamp` and `headers`"
                 ));
             }
         }
@@ -183,8 +210,23 @@ mod tests {
         assert_eq!(&r.record.value[..], b"plain");
         assert_eq!(
             parse_line(r#"{"vaule":"x"}"#).unwrap_err(),
-            "unknown field `vaule`: a record has `key`, `value`, `timestamp` and `headers`"
+            "unknown field `vaule`: a record has `key` (or `key_hex`), `value` (or `value_hex`), `timestamp` and `headers`"
         );
         assert!(parse_line("[1]").is_err());
+    }
+
+    #[test]
+    fn what_update_writes_reads_back_the_same() {
+        let mut r = Record::new(
+            Some(Bytes::from_static(&[0xff, 1])),
+            Bytes::from_static(&[0, 0xfe]),
+            7,
+        );
+        r.headers.push(("mailer.error".into(), Bytes::from("bad")));
+        let back = parse_line(&case_line(&r).to_string()).unwrap();
+        assert_eq!(back.record.key, r.key);
+        assert_eq!(back.record.value, r.value);
+        assert_eq!(back.record.headers, r.headers);
+        assert!(back.has_key && !back.has_timestamp);
     }
 }

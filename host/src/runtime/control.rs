@@ -18,6 +18,8 @@ struct Requests {
     savepoint: Mutex<Option<SavepointRequest>>,
     swaps: Mutex<Vec<Arc<SwapPoint>>>,
     queries: Mutex<Vec<Arc<StateQuery>>>,
+    /// Whether the sources stopped taking queries (their input ended).
+    queries_closed: std::sync::atomic::AtomicBool,
 }
 
 impl Control {
@@ -46,9 +48,29 @@ impl Control {
         std::mem::take(&mut *self.inner.swaps.lock().expect("swap lock"))
     }
 
-    /// Asks the sources to put a state query before their next batches.
-    pub fn request_query(&self, query: Arc<StateQuery>) {
-        self.inner.queries.lock().expect("query lock").push(query);
+    /// Asks the sources to put a state query before their next batches;
+    /// false when they no longer take any (their input ended).
+    pub fn request_query(&self, query: Arc<StateQuery>) -> bool {
+        let mut queries = self.inner.queries.lock().expect("query lock");
+        if self
+            .inner
+            .queries_closed
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return false;
+        }
+        queries.push(query);
+        true
+    }
+
+    /// The sources take no more queries: those asked are dropped, the
+    /// ones to come refused.
+    pub fn close_queries(&self) {
+        let mut queries = self.inner.queries.lock().expect("query lock");
+        self.inner
+            .queries_closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        queries.clear();
     }
 
     /// The pending state queries, taken.
@@ -74,5 +96,21 @@ impl RunControl for RunHandles {
 
     fn request_savepoint(&self, request: SavepointRequest) {
         self.control.request_savepoint(request);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::StateRequest;
+
+    #[test]
+    fn queries_are_refused_once_the_sources_stopped_taking_them() {
+        let control = Control::new();
+        let query = || Arc::new(StateQuery::new("counts", StateRequest::Key(b"k".to_vec())));
+        assert!(control.request_query(query()));
+        control.close_queries();
+        assert!(control.take_queries().is_empty(), "the pending one is dropped");
+        assert!(!control.request_query(query()));
     }
 }

@@ -325,6 +325,7 @@ impl SourceLoop {
     /// After the loop: the last progress, the last barrier (unless the run
     /// is failing), and the sources closed.
     fn finish(mut self, stop: Stop) -> Result<(), StageError> {
+        self.control.close_queries();
         self.report_progress(true);
         if stop != Stop::Disconnected && !self.shutdown.is_aborted() {
             let _ = self.send_barrier(None);

@@ -77,6 +77,16 @@ impl TapLine {
                     _ => None,
                 };
                 let mut text = format!("ts={}", r["timestamp"]);
+                // One record per line, whatever its bytes.
+                let printable = |s: &str| -> String {
+                    s.chars()
+                        .flat_map(|c| match c.is_control() {
+                            true => c.escape_default().collect::<Vec<_>>(),
+                            false => vec![c],
+                        })
+                        .collect()
+                };
+                let field = |name: &str| field(name).map(|s| printable(&s));
                 if let Some(key) = field("key") {
                     text.push_str(&format!(" key={key}"));
                 }
@@ -88,7 +98,8 @@ impl TapLine {
                         (_, Value::String(hex)) => format!("0x{hex}"),
                         _ => String::new(),
                     };
-                    text.push_str(&format!(" [{}={value}]", h[0].as_str().unwrap_or_default()));
+                    let name = h[0].as_str().unwrap_or_default();
+                    text.push_str(&format!(" [{}={}]", printable(name), printable(&value)));
                 }
                 text
             }
@@ -128,6 +139,12 @@ mod tests {
         let r = Record::new(None, Bytes::from_static(&[0, 0xfe]), 1);
         assert_eq!(record_line(&r), json!({"value_hex": "00fe", "timestamp": 1}));
         assert_eq!(parse(record_line(&r)).text(), "ts=1 0x00fe");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_so_a_record_stays_on_its_line() {
+        let r = Record::new(None, "a\nb\u{1b}[31m é", 1);
+        assert_eq!(parse(record_line(&r)).text(), "ts=1 a\\nb\\u{1b}[31m é");
     }
 
     #[test]

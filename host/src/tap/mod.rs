@@ -21,6 +21,9 @@ use std::sync::{Arc, Mutex, Weak};
 /// is dropped.
 const CLIENT_BATCHES: usize = 64;
 
+/// Taps open at once in a process, at most: each may hold its buffer.
+const MAX_TAPS: usize = 16;
+
 /// Why a tap cannot be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum TapError {
@@ -35,6 +38,9 @@ pub enum TapError {
     /// The run has ended.
     #[error("the pipeline has stopped")]
     Stopped,
+    /// Too many taps are open.
+    #[error("{MAX_TAPS} taps are open already: close one first")]
+    TooMany,
 }
 
 /// The tap points of a pipeline, by name: every source and operator.
@@ -59,6 +65,10 @@ impl Taps {
             return Err(TapError::Stopped);
         }
         let points = self.points.lock().expect("tap points lock");
+        let open: usize = points.values().map(|p| p.open.load(Ordering::Relaxed)).sum();
+        if open >= MAX_TAPS {
+            return Err(TapError::TooMany);
+        }
         let Some(tapped) = points.get(point) else {
             let known: Vec<&str> = points.keys().map(String::as_str).collect();
             return Err(TapError::NoPoint {
@@ -267,6 +277,16 @@ mod tests {
             Err(tokio::sync::mpsc::error::TryRecvError::Disconnected)
         ));
         assert!(matches!(taps.open("source", 1), Err(TapError::Stopped)));
+    }
+
+    #[test]
+    fn taps_are_refused_past_the_most_a_process_keeps_open() {
+        let taps = Taps::default();
+        taps.point("map");
+        let open: Vec<Subscription> = (0..MAX_TAPS).map(|_| taps.open("map", 1).unwrap()).collect();
+        assert!(matches!(taps.open("map", 1), Err(TapError::TooMany)));
+        drop(open);
+        assert!(taps.open("map", 1).is_ok());
     }
 
     #[test]
