@@ -73,14 +73,9 @@ impl AdminClient {
         Self {
             base: format!("http://{addr}/api"),
             token,
-            agent: ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_connect(Some(std::time::Duration::from_secs(5)))
-                // A swap is answered once the uploaded component compiled:
-                // tens of MB take minutes on a loaded machine.
-                .timeout_global(Some(std::time::Duration::from_secs(600)))
-                .build()
-                .into(),
+            // A swap is answered once the uploaded component compiled: tens
+            // of MB take minutes on a loaded machine.
+            agent: agent(Some(std::time::Duration::from_secs(600))),
         }
     }
 
@@ -210,11 +205,7 @@ impl AdminClient {
         let mut query = vec![format!("sample={sample}")];
         query.extend(limit.map(|n| format!("limit={n}")));
         // No overall timeout: a tap may follow a pipeline for days.
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(std::time::Duration::from_secs(5)))
-            .build()
-            .into();
+        let agent = agent(None);
         let url = format!("{}/tap/{point}?{}", self.base, query.join("&"));
         let response = agent.get(url).header("Authorization", self.bearer()).call();
         let response = self.unreachable(response)?;
@@ -262,6 +253,17 @@ impl AdminClient {
         let text = response.body_mut().read_to_string().unwrap_or_default();
         Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
+}
+
+/// An HTTP client answering error statuses as answers, giving up on a
+/// connection after 5 s and on a whole request after `global`.
+fn agent(global: Option<std::time::Duration>) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(std::time::Duration::from_secs(5)))
+        .timeout_global(global)
+        .build()
+        .into()
 }
 
 /// `pairs` as a URL query.

@@ -2,6 +2,7 @@
 //! JSON lines (`{"key", "value", "timestamp", "headers"}`).
 
 use crate::record::Record;
+use crate::tap::put_bytes;
 use bytes::Bytes;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -91,14 +92,10 @@ pub fn write(dir: &Path, name: &str, records: &[Record]) -> Result<(), CaseFileE
 /// not UTF-8 as `key_hex`/`value_hex`, headers as an object.
 fn case_line(r: &Record) -> Value {
     let mut line = serde_json::Map::new();
-    let mut put = |field: &str, bytes: &[u8]| match std::str::from_utf8(bytes) {
-        Ok(text) => line.insert(field.to_owned(), text.into()),
-        Err(_) => line.insert(format!("{field}_hex"), hex::encode(bytes).into()),
-    };
     if let Some(key) = &r.key {
-        put("key", key);
+        put_bytes(&mut line, "key", key);
     }
-    put("value", &r.value);
+    put_bytes(&mut line, "value", &r.value);
     if !r.headers.is_empty() {
         let headers = r
             .headers

@@ -31,7 +31,7 @@ pub fn record_line(r: &Record) -> Value {
 }
 
 /// `field` as text, or `<field>_hex` when the bytes are not UTF-8.
-fn put_bytes(line: &mut serde_json::Map<String, Value>, field: &str, bytes: &[u8]) {
+pub fn put_bytes(line: &mut serde_json::Map<String, Value>, field: &str, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
         Ok(text) => line.insert(field.to_owned(), text.into()),
         Err(_) => line.insert(format!("{field}_hex"), hex::encode(bytes).into()),
