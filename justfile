@@ -56,6 +56,7 @@ test: plugins
     cargo test --workspace --doc
     (cd guest-sdk/python && python3 -m unittest --quiet)
     node guest-sdk/js/test-mailer-plugin.mjs
+    node guest-sdk/js/test-sdk-doc.mjs
     for d in plugins/python/*/; do (cd "$d" && PYTHONPATH=../../../guest-sdk/python python3 -m unittest --quiet); done
     for t in plugins/js/*/test.mjs; do node "$t"; done
 
@@ -107,6 +108,19 @@ compare: (setup "bench")
     done
     scripts/bench-flink | tee -a "$lines"
     scripts/compare "$lines"
+
+# Build the SDK's API reference (the rustdoc of mailer-sdk and of its
+# #[operator] macro) into docs/sdk-api/ (git-ignored); the guide, with
+# examples in every SDK language, is docs/sdk.md.
+docs: (setup "quickstart")
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cargo doc --no-deps -p mailer-sdk -p mailer-sdk-macros
+    rm -rf docs/sdk-api
+    mkdir -p docs/sdk-api
+    cp -R "$CARGO_TARGET_DIR/doc/." docs/sdk-api/
+    printf '<!DOCTYPE html>\n<meta http-equiv="refresh" content="0; url=mailer_sdk/index.html">\n<a href="mailer_sdk/index.html">mailer_sdk</a>\n' > docs/sdk-api/index.html
+    echo "docs/sdk-api/mailer_sdk/index.html"
 
 # Formatting, the module graph (no new import cycles) and lints, warnings as
 # errors.

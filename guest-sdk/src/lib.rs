@@ -64,6 +64,10 @@
 //! Build a plugin with `cargo build --release --target wasm32-wasip2`; the
 //! `.wasm` file in `target/wasm32-wasip2/release/` is the component to name in
 //! a pipeline manifest.
+//!
+//! The guide to every world, keyed state, timers and the harness, with
+//! examples in Rust, Python and JavaScript, is `docs/sdk.md` in the mailer
+//! repository; its Rust examples run as doctests of this crate.
 
 extern crate self as mailer_sdk;
 
@@ -134,3 +138,9 @@ pub mod __private {
 
 #[cfg(target_arch = "wasm32")]
 mod wit;
+
+/// The examples of docs/sdk.md, run as doctests (`cargo test -p mailer-sdk
+/// --doc`): every `rust` block there is a test of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/sdk.md")]
+pub struct SdkGuide;

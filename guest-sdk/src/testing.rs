@@ -129,6 +129,32 @@ impl Harness {
             .map(|v| String::from_utf8_lossy(v).into_owned())
     }
 
+    /// The list state `name` of `key`: each item as JSON text, in order
+    /// (empty when the key has none).
+    pub fn list(&self, key: &[u8], name: &str) -> Vec<String> {
+        self.fake
+            .lists
+            .get(&(key.to_vec(), name.to_owned()))
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The map state `name` of `key`: each entry's key and value as JSON
+    /// text, in the order the host keeps them (empty when the key has none).
+    pub fn map(&self, key: &[u8], name: &str) -> Vec<(String, String)> {
+        let text = |b: &Vec<u8>| String::from_utf8_lossy(b).into_owned();
+        self.fake
+            .maps
+            .get(&(key.to_vec(), name.to_owned()))
+            .map(|entries| entries.iter().map(|(k, v)| (text(k), text(v))).collect())
+            .unwrap_or_default()
+    }
+
     fn fire(&mut self, domain: TimeDomain, upto: i64) -> Result<Vec<Record>> {
         let due: Vec<_> = self
             .fake
@@ -166,8 +192,8 @@ pub(crate) mod fake {
     #[derive(Debug, Clone)]
     pub(crate) struct Fake {
         pub(super) values: BTreeMap<Scoped, Vec<u8>>,
-        lists: BTreeMap<Scoped, Vec<Vec<u8>>>,
-        maps: BTreeMap<Scoped, BTreeMap<Vec<u8>, Vec<u8>>>,
+        pub(super) lists: BTreeMap<Scoped, Vec<Vec<u8>>>,
+        pub(super) maps: BTreeMap<Scoped, BTreeMap<Vec<u8>, Vec<u8>>>,
         pub(super) timers: BTreeSet<(TimeDomain, i64, Option<Vec<u8>>)>,
         key: Option<Vec<u8>>,
         pub(super) watermark: i64,

@@ -358,6 +358,9 @@ fn run(command: Command) -> Result<()> {
         }
         Command::Validate { manifest } => {
             let (plan, _engine) = plan_of(&manifest)?;
+            for warning in &plan.warnings {
+                eprintln!("warning: {warning}");
+            }
             for check in &plan.sink_checks {
                 match check()? {
                     TableCheck::Fits => {}
@@ -410,6 +413,9 @@ fn run(command: Command) -> Result<()> {
             from_checkpoint,
         } => {
             let (plan, engine) = plan_of(&manifest)?;
+            for warning in &plan.warnings {
+                tracing::warn!(pipeline = %plan.name, "{warning}");
+            }
             let start = match (from_savepoint, from_checkpoint) {
                 (Some(at), _) => StartFrom::Savepoint(
                     Location::parse(&at).map_err(|e| anyhow::anyhow!("--from-savepoint: {e}"))?,

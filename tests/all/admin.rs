@@ -347,12 +347,51 @@ fn the_cli_lists_swaps_rolls_back_and_reloads() {
     let operator = &listed["pipelines"][0]["operators"][0];
     assert_eq!(operator["name"], "case", "{listed}");
     assert_eq!(operator["plugin"]["name"], "uppercase", "{listed}");
+    // A component of another world is refused in the user's terms: their
+    // file, what fits the running operator; the store keeps nothing.
+    let filter = plugin("drop-short");
+    let out = mailer()
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .args(["plugin", "swap", m, "case", filter.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let refused = stderr(&out);
+    assert!(
+        refused.contains(&format!("`{}` implements the filter world", filter.display())),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("a swap keeps the running operator's world, map: build the new version as a map plugin; to run a filter plugin instead, change the operator's `type` to `filter`"),
+        "{refused}"
+    );
+    assert!(!refused.contains(".mailer"), "{refused}");
+    let stored = || {
+        std::fs::read_dir(w.path(".mailer/admin/plugins"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(stored(), 0, "the refused component is not kept");
     pause();
     let swapped = cli(&["plugin", "swap", m, "case", plugin("lowercase").to_str().unwrap()]);
+    assert_eq!(stored(), 1);
     pause();
     let back = cli(&["plugin", "rollback", m, "case"]);
     assert_eq!(back["rollback"], true, "{back}");
     assert_eq!(back["to"], swapped["from"], "back to the first version");
+    let previous = &cli(&["plugin", "list", m])["pipelines"][0]["operators"][0]["previous"];
+    assert_eq!(previous[0]["name"], "lowercase", "{previous}");
+    assert_eq!(previous[0]["rolled_back"], true, "{previous}");
+    let nothing = mailer()
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .args(["plugin", "rollback", m, "case"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&nothing).contains("nothing to roll back to"),
+        "a rollback never returns to a rolled-back version: {}",
+        stderr(&nothing)
+    );
     pause();
     std::fs::copy(plugin("lowercase"), w.path("case.wasm")).unwrap();
     let reloaded = cli(&["plugin", "reload", m]);
@@ -367,6 +406,13 @@ fn the_cli_lists_swaps_rolls_back_and_reloads() {
     pause();
     sigterm(&child);
     assert!(child.wait().unwrap().success());
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    assert_eq!(
+        log.matches("plugin swap applied on every worker").count(),
+        3,
+        "each swap logged once applied:\n{log}"
+    );
 
     // Upper, lower, upper, lower: one switch per swap, in order.
     let text = w.read("out.txt");

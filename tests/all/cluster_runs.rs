@@ -741,6 +741,63 @@ fn idle_source_partitions_hold_no_window_back_in_a_cluster() {
     cluster_windows_equal_one_process(4, &["a", "b"], "idle_timeout = \"1s\"");
 }
 
+/// An hour ago, in whole `unit`s of ms: recent event times, as the test
+/// broker expires older records by their timestamps (7 days).
+fn an_hour_ago(unit: i64) -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    now / unit * unit - 3_600_000
+}
+
+/// Writes each (topic, partition, key, value), all of them before it returns.
+fn send_all(records: &[(String, i32, String, String)]) {
+    let producer = crate::kafka::producer();
+    for (topic, p, key, value) in records {
+        let record = rdkafka::producer::BaseRecord::to(topic)
+            .partition(*p)
+            .key(key)
+            .payload(value);
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+    }
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).unwrap();
+}
+
+/// The records of one-partition topic `topic` whose keys `real` keeps,
+/// sorted.
+fn committed_sorted(topic: &str, real: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
+    let mut records: Vec<_> = consume_all(topic, 1)
+        .into_iter()
+        .filter(|(k, _)| real(k))
+        .collect();
+    records.sort();
+    records
+}
+
+/// What the cluster of `members` committed to `output`, the records `real`
+/// keeps, sorted, once it holds `expected` of them (or after 240 s); then
+/// the members are stopped, and their logs follow.
+fn cluster_output(
+    output: &str,
+    expected: usize,
+    real: impl Fn(&str) -> bool,
+    mut members: Vec<Member>,
+) -> (Vec<(String, String)>, String) {
+    let read = || committed_sorted(output, &real);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut got = read();
+    while got.len() < expected && Instant::now() < deadline {
+        for m in &mut members {
+            m.assert_running();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        got = read();
+    }
+    let logs: Vec<String> = members.into_iter().map(Member::stop).collect();
+    (got, logs.join("\n----\n"))
+}
+
 /// Event-time windows over records in the first `fed` of 6 partitions: the
 /// cluster of `members` fires the same windows as one process.
 fn cluster_windows_equal_one_process(fed: i32, members: &[&str], watermark: &str) {
@@ -753,76 +810,188 @@ fn cluster_windows_equal_one_process(fed: i32, members: &[&str], watermark: &str
     create_topic(&input, 6);
     create_topic(&one_out, 1);
     create_topic(&cluster_out, 1);
-    // Out of order within the 2 s bound, over 40 windows of 10 s.
-    // Recent event times: the test broker expires older records by their
-    // timestamps (7 days), and window results carry the window's end.
-    let start = (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-        / 10_000)
-        * 10_000
-        - 3_600_000;
-    let events = (0..1200i64).map(|i| {
-        let ts = start + i * 333 - (i * 7919 % 5) * 300;
-        let user = format!("u{}", i % 9);
-        let value = format!(r#"{{"user":"{user}","ts":{ts},"amount":{}}}"#, i % 17);
-        (i as i32 % fed, user, value)
-    });
+    // Out of order within the 2 s bound, over 40 windows of 10 s (window
+    // results carry the window's end).
+    let start = an_hour_ago(10_000);
+    let mut records: Vec<_> = (0..1200i64)
+        .map(|i| {
+            let ts = start + i * 333 - (i * 7919 % 5) * 300;
+            let user = format!("u{}", i % 9);
+            let value = format!(r#"{{"user":"{user}","ts":{ts},"amount":{}}}"#, i % 17);
+            (input.clone(), i as i32 % fed, user, value)
+        })
+        .collect();
     // Far past the rest, in every partition fed: every real window fires in
     // the cluster (whose watermark is the minimum over the partitions).
     let late = start + 3_600_000;
-    let flushes = (0..fed).map(|p| {
+    records.extend((0..fed).map(|p| {
         let user = format!("flush{p}");
         let value = format!(r#"{{"user":"{user}","ts":{late},"amount":0}}"#);
-        (p, user, value)
-    });
-    let producer = crate::kafka::producer();
-    for (p, user, value) in events.chain(flushes) {
-        let record = rdkafka::producer::BaseRecord::to(&input)
-            .partition(p)
-            .key(&user)
-            .payload(&value);
-        producer.send(record).map_err(|(e, _)| e).unwrap();
-    }
-    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).unwrap();
+        (input.clone(), p, user, value)
+    }));
+    send_all(&records);
 
     let one = windows(&w, &input, &one_out, false, watermark);
     let one_log = run_to_end(&one, &[]);
     let m = windows(&w, &input, &cluster_out, true, watermark);
-    let mut members: Vec<Member> = members.iter().map(|i| Member::start(&w, &m, i)).collect();
+    let members: Vec<Member> = members.iter().map(|i| Member::start(&w, &m, i)).collect();
 
-    let real = |records: Vec<(String, String)>| {
-        let mut r: Vec<_> = records
-            .into_iter()
-            .filter(|(k, _)| !k.starts_with("flush"))
-            .collect();
-        r.sort();
-        r
-    };
-    let expected = real(consume_all(&one_out, 1));
+    let real = |key: &str| !key.starts_with("flush");
+    let expected = committed_sorted(&one_out, &real);
     assert!(
         expected.len() > 300,
         "one process fired its windows: {}\n{one_log}",
         expected.len()
     );
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let mut got = real(consume_all(&cluster_out, 1));
-    while got.len() < expected.len() && Instant::now() < deadline {
-        for m in &mut members {
-            m.assert_running();
-        }
-        std::thread::sleep(Duration::from_millis(500));
-        got = real(consume_all(&cluster_out, 1));
-    }
-    let logs: Vec<String> = members.into_iter().map(Member::stop).collect();
-    assert_eq!(
-        got.len(),
-        expected.len(),
-        "windows fired:\n{}",
-        logs.join("\n----\n")
-    );
+    let (got, logs) = cluster_output(&cluster_out, expected.len(), real, members);
+    assert_eq!(got.len(), expected.len(), "windows fired:\n{logs}");
     assert!(got == expected, "the cluster's windows differ from one process's");
+}
+
+/// Orders (JSON: order, customer, ts) joined with the customers table
+/// (JSON: customer, tier, ts) as of each order's event time, in cluster
+/// mode or (`cluster` false) as one bounded process.
+fn orders_enrich(w: &Workdir, (orders, customers): (&str, &str), output: &str, cluster: bool) -> PathBuf {
+    let (bounded, exactly_once, section) = if cluster {
+        (
+            OPTIONS,
+            "exactly_once = true",
+            format!(
+                "[cluster]\ngroup = \"{orders}\"\ninstance_id = \"${{MAILER_INSTANCE}}\"\ncommit_interval = \"300ms\"\nsession_timeout = \"6s\"\nrepartition_partitions = 3\n{REBALANCE}\n"
+            ),
+        )
+    } else {
+        ("bounded = true", "", String::new())
+    };
+    // One consumer reads both sources in a cluster, with the first's options.
+    let table_bounded = if cluster { "" } else { bounded };
+    let name = if cluster { "cluster.toml" } else { "one.toml" };
+    w.write(
+        name,
+        &format!(
+            r#"
+[pipeline]
+name = "{orders}"
+batch_size = 50
+
+[[sources]]
+name = "orders"
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{orders}"]
+group_id = "{orders}-{name}"
+format = "json"
+timestamp_field = "ts"
+{bounded}
+
+[[sources]]
+name = "customers"
+type = "kafka"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topics = ["{customers}"]
+group_id = "{customers}-{name}"
+format = "json"
+key_field = "customer"
+timestamp_field = "ts"
+{table_bounded}
+
+[watermark]
+max_out_of_orderness = "2s"
+
+[[operators]]
+name = "orders-by-customer"
+type = "key_by"
+input = "orders"
+field = "customer"
+parallelism = 2
+
+[[operators]]
+name = "customers-by-id"
+type = "key_by"
+input = "customers"
+parallelism = 2
+
+[[operators]]
+name = "enriched"
+type = "lookup_join"
+input = "orders-by-customer"
+table = "customers-by-id"
+as_of = "event_time"
+join = "left"
+
+[[sinks]]
+name = "out"
+type = "kafka"
+input = "enriched"
+bootstrap_servers = "${{KAFKA_BOOTSTRAP}}"
+topic = "{output}"
+{exactly_once}
+
+{section}"#
+        ),
+    )
+}
+
+#[test]
+fn a_lookup_join_in_a_cluster_of_two_equals_one_process() {
+    let w = Workdir::new();
+    let (orders, customers) = (unique_topic("cluster-orders"), unique_topic("cluster-customers"));
+    let (one_out, cluster_out) = (
+        unique_topic("cluster-join-one"),
+        unique_topic("cluster-join-cluster"),
+    );
+    create_topic(&orders, 4);
+    create_topic(&customers, 2);
+    create_topic(&one_out, 1);
+    create_topic(&cluster_out, 1);
+    let start = an_hour_ago(1000);
+    // Ten customers, each with a first tier before any order and a new
+    // one every 25 s (a customer's changes in one partition, in order);
+    // orders of twelve customers (two of them in no table: "table": null)
+    // every 250 ms, out of order within the 2 s bound.
+    let mut records: Vec<(String, i32, String, String)> = Vec::new();
+    for i in 0..60i64 {
+        let (c, tier) = (i % 10, i / 10);
+        let customer = format!("c{c}");
+        let ts = start - 10_000 + tier * 25_000 + c * 100;
+        let value = format!(r#"{{"customer":"{customer}","tier":{tier},"ts":{ts}}}"#);
+        records.push((customers.clone(), (c % 2) as i32, customer, value));
+    }
+    for i in 0..600i64 {
+        let customer = format!("c{}", i % 12);
+        let ts = start + i * 250 - (i * 7919 % 4) * 400;
+        let value = format!(r#"{{"order":{i},"customer":"{customer}","ts":{ts}}}"#);
+        records.push((orders.clone(), (i % 4) as i32, String::new(), value));
+    }
+    // Far past the rest, in every partition of both topics: every order
+    // before them finds its watermark in the cluster.
+    let late = start + 3_600_000;
+    for p in 0..4 {
+        let value = format!(r#"{{"order":-1,"customer":"flush","ts":{late}}}"#);
+        records.push((orders.clone(), p, String::new(), value));
+    }
+    for p in 0..2 {
+        let value = format!(r#"{{"customer":"flush{p}","tier":0,"ts":{late}}}"#);
+        records.push((customers.clone(), p, format!("flush{p}"), value));
+    }
+    send_all(&records);
+
+    let one = orders_enrich(&w, (&orders, &customers), &one_out, false);
+    let one_log = run_to_end(&one, &[]);
+    let m = orders_enrich(&w, (&orders, &customers), &cluster_out, true);
+    let members = vec![Member::start(&w, &m, "a"), Member::start(&w, &m, "b")];
+
+    let real = |key: &str| key != "flush";
+    let expected = committed_sorted(&one_out, &real);
+    assert_eq!(expected.len(), 600, "one process joined every order:\n{one_log}");
+    let nulls = expected
+        .iter()
+        .filter(|(_, v)| v.contains(r#""table":null"#))
+        .count();
+    assert_eq!(nulls, 100, "the orders of c10 and c11 find no row");
+    let (got, logs) = cluster_output(&cluster_out, expected.len(), real, members);
+    assert_eq!(got.len(), expected.len(), "orders joined:\n{logs}");
+    assert!(got == expected, "the cluster's joins differ from one process's");
 }
 
 #[test]

@@ -87,7 +87,7 @@ fn each_malformed_manifest_gets_its_own_located_error() {
         ),
         (
             with(up_plugin, "plugin = \"nope.wasm\""),
-            "bad.toml:11:1: plugin file `nope.wasm` (`nope.wasm`) does not exist; build the plugins with `just plugins`",
+            "bad.toml:11:1: plugin file `nope.wasm` (`nope.wasm`) does not exist; build it first (`./build.sh` or `npm run build` in a Python or JavaScript plugin's project, `cargo build --release --target wasm32-wasip2` in a Rust one), or correct the path (a relative path is read from the manifest's folder)",
         ),
         (
             with(up_plugin, "plugin = \"{plugin:count}\""),
@@ -232,6 +232,79 @@ fn each_malformed_manifest_gets_its_own_located_error() {
         );
         assert!(seen.insert(err.clone()), "two cases gave the same error: {err}");
     }
+}
+
+/// A typo that would do nothing is not an error, but it is not silent:
+/// `validate` warns of a `state_ttl` name the plugin never uses and of a
+/// `project` field no record of the file has, and a run counts and warns
+/// of the field too.
+#[test]
+fn fields_and_state_names_that_match_nothing_are_warned_of() {
+    let w = Workdir::new();
+    let lines: String = (0..20)
+        .map(|i| {
+            let card = i % 3;
+            format!(
+                "{{\"card\":\"c{card}\",\"status\":\"declined\",\"amount\":{i},\"ts\":{}}}\n",
+                i * 1000
+            )
+        })
+        .collect();
+    w.write("declines.jsonl", &lines);
+    let path = w.manifest(
+        r#"
+[pipeline]
+name = "typos"
+
+[source]
+type = "file"
+path = "declines.jsonl"
+format = "json_lines"
+timestamp_field = "ts"
+
+[[operators]]
+name = "slim"
+type = "project"
+fields = ["card", "status", "amuont"]
+
+[[operators]]
+type = "key_by"
+field = "card"
+
+[[operators]]
+name = "flag"
+type = "process"
+plugin = "{plugin:card-declines}"
+state_ttl = { declines = "1h", flaged = "1h" }
+
+[sink]
+type = "file"
+path = "out.txt"
+"#,
+    );
+    let out = run(&["validate", path.to_str().unwrap()]);
+    assert!(out.status.success(), "warnings are no errors: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: operator `flag`: `state_ttl` names `flaged`, a state its plugin never uses (it uses `declines`, `flagged`)"),
+        "{err}"
+    );
+    assert!(!err.contains("names `declines`"), "{err}");
+    assert!(
+        err.contains("warning: operator `slim`: none of the first 20 records of")
+            && err.contains("has the field `amuont`"),
+        "{err}"
+    );
+    assert!(!err.contains("field `card`"), "{err}");
+
+    let out = run(&["run", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = stderr(&out);
+    assert!(log.contains("state_ttl` names `flaged`"), "{log}");
+    assert!(
+        log.contains("no record read so far has these fields") && log.contains("`amuont`"),
+        "{log}"
+    );
 }
 
 #[test]

@@ -17,12 +17,14 @@ fn tools() -> PathBuf {
 
 /// Every world `--world` takes, and the records its project's test case
 /// expects of the sink.
-const WORLDS: [(&str, usize); 7] = [
+const WORLDS: [(&str, usize); 9] = [
     ("map", 3),
     ("filter", 3),
     ("flat-map", 6),
     ("reduce", 7),
     ("process", 3),
+    ("co-process", 4),
+    ("join", 7),
     ("window", 4),
     ("aggregate", 4),
 ];

@@ -27,7 +27,7 @@ fn run_with_swap(w: &Workdir, manifest: &str, operator: &str, next: &str, world:
     // Full load: the generator has no rate. Swap, let the new version run,
     // then drain.
     std::thread::sleep(Duration::from_millis(500));
-    control.request_swap(Arc::new(SwapPoint::new(1, operator, plugin)));
+    control.request_swap(Arc::new(SwapPoint::new(1, operator, plugin, 1)));
     std::thread::sleep(Duration::from_millis(500));
     shutdown.cancel();
     let report = running.join().unwrap().unwrap();

@@ -28,6 +28,7 @@ fn wrapper(func: &ItemFn, first: Tokens, signature: &str) -> syn::Result<(Ident,
         ));
     }
     let mut args = Vec::new();
+    let mut states = String::new();
     for input in sig.inputs.iter().skip(1) {
         let FnArg::Typed(arg) = input else {
             return Err(syn::Error::new(
@@ -48,9 +49,16 @@ fn wrapper(func: &ItemFn, first: Tokens, signature: &str) -> syn::Result<(Ident,
             ));
         }
         let elem = &r.elem;
-        let is_emit =
-            matches!(&**elem, Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Emit"));
+        let last = match &**elem {
+            Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            _ => None,
+        };
+        let is_emit = last.as_deref() == Some("Emit");
         let state_name = name.ident.to_string();
+        if !is_emit && last.as_deref() != Some("Timers") {
+            states.push_str(&state_name);
+            states.push('\n');
+        }
         args.push(if is_emit {
             quote!(__emit)
         } else {
@@ -60,6 +68,7 @@ fn wrapper(func: &ItemFn, first: Tokens, signature: &str) -> syn::Result<(Ident,
     let f = &sig.ident;
     let wrapper = format_ident!("__mailer_{}", f);
     let call = quote_spanned!(f.span()=> #f(first, #(#args),*));
+    let declared = declare_states(f, &states);
     Ok((
         wrapper.clone(),
         quote! {
@@ -68,8 +77,29 @@ fn wrapper(func: &ItemFn, first: Tokens, signature: &str) -> syn::Result<(Ident,
             fn #wrapper(first: #first, __emit: &mut ::mailer_sdk::Emit) -> ::mailer_sdk::Result<()> {
                 #call
             }
+            #declared
         },
     ))
+}
+
+/// The states function `f` uses (`names`, each ending in a newline),
+/// declared in the component's custom section `mailer-states`: the host
+/// checks the manifest's `state_ttl` names against them. The linker joins
+/// the sections of every function into one.
+fn declare_states(f: &Ident, names: &str) -> Tokens {
+    if names.is_empty() {
+        return Tokens::new();
+    }
+    let bytes = proc_macro2::Literal::byte_string(names.as_bytes());
+    let len = names.len();
+    let name = format_ident!("__MAILER_STATES_OF_{}", f.to_string().to_uppercase());
+    quote! {
+        #[cfg(target_arch = "wasm32")]
+        #[used]
+        #[unsafe(link_section = "mailer-states")]
+        #[doc(hidden)]
+        static #name: [u8; #len] = *#bytes;
+    }
 }
 
 /// `#[operator(timer)]`.

@@ -143,6 +143,7 @@ pub fn plan(
         telemetry: mailer::metrics::Telemetry::new(name, true),
         plugin_store: std::path::PathBuf::new(),
         swapped_from: Default::default(),
+        warnings: Vec::new(),
         cluster: None,
     }
 }

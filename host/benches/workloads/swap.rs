@@ -120,6 +120,7 @@ type = "blackhole"
             i as u64 + 1,
             "case",
             versions[i % 2].clone(),
+            1,
         )));
         let (at, gap) = switches
             .recv_timeout(Duration::from_secs(30))

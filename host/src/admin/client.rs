@@ -133,13 +133,13 @@ impl AdminClient {
             path: file.display().to_string(),
             source,
         })?;
-        self.upload(operator, &bytes)
+        self.upload(operator, &bytes, &file.display().to_string())
     }
 
-    /// Sends `bytes` as the new plugin of `operator`, once the pipeline
-    /// said it takes that many (a server refusing a body mid-upload would
-    /// leave only a broken connection to report).
-    fn upload(&self, operator: &str, bytes: &[u8]) -> Result<Value, ClientError> {
+    /// Sends `bytes`, the file `file`, as the new plugin of `operator`,
+    /// once the pipeline said it takes that many (a server refusing a body
+    /// mid-upload would leave only a broken connection to report).
+    fn upload(&self, operator: &str, bytes: &[u8], file: &str) -> Result<Value, ClientError> {
         let pipelines = self.pipelines()?;
         if let Some(max) = pipelines[0]["max_plugin_bytes"].as_u64()
             && bytes.len() as u64 > max
@@ -152,6 +152,7 @@ impl AdminClient {
         self.answer(
             self.agent
                 .post(format!("{}/operators/{operator}/swap", self.base))
+                .query("file", file)
                 .header("Authorization", self.bearer())
                 .header("Content-Type", "application/wasm")
                 .send(bytes),
@@ -187,7 +188,7 @@ impl AdminClient {
                 .find(|o| o["name"] == name.as_str())
                 .and_then(|o| o["plugin"]["digest"].as_str());
             if current.is_some_and(|c| c != digest) {
-                swapped.push(self.upload(&name, &bytes)?);
+                swapped.push(self.upload(&name, &bytes, &plugin.path().display().to_string())?);
             }
         }
         Ok(swapped)

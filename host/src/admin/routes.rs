@@ -6,7 +6,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -157,6 +157,7 @@ async fn history(State(state): State<AdminState>) -> impl IntoResponse {
 async fn swap(
     State(state): State<AdminState>,
     Path(name): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -171,7 +172,11 @@ async fn swap(
         );
     }
     let swaps = state.swaps.clone();
-    blocking(move || swaps.swap(&name, &body)).await
+    // `?file=<name>`: the client's file, named in a refusal.
+    let file = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(k, _)| k == "file")
+        .map(|(_, v)| v.into_owned());
+    blocking(move || swaps.swap(&name, &body, file.as_deref())).await
 }
 
 async fn rollback(State(state): State<AdminState>, Path(name): Path<String>) -> Response {

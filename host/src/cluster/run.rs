@@ -83,7 +83,7 @@ pub fn run(
 ) -> Result<RunReport, ClusterError> {
     let started = Instant::now();
     let settings = plan.cluster.clone().expect("a cluster plan");
-    let source = &settings.source;
+    let source = settings.brokers();
     let mut client = brokers_config(&settings);
     client.set(
         "session.timeout.ms",
@@ -93,21 +93,20 @@ pub fn run(
         client.set("fetch.wait.max.ms", "20");
     }
     let topics = ClusterTopics::connect(&client)?;
+    let source_topics: Vec<&String> = settings.sources.iter().flat_map(|s| &s.topics).collect();
     let mut source_partitions = Vec::new();
-    for topic in &source.topics {
+    for &topic in &source_topics {
         for p in topics.partitions(topic)? {
             source_partitions.push((topic.clone(), p));
         }
     }
-    let widest = source
-        .topics
+    let widest = source_topics
         .iter()
-        .map(|t| source_partitions.iter().filter(|(s, _)| s == t).count());
+        .map(|&t| source_partitions.iter().filter(|(s, _)| s == t).count());
     let repartition_partitions = settings
         .repartition_partitions
         .map_or_else(|| widest.max().unwrap_or(1), |n| n as usize);
-    for part in &settings.parts[1..] {
-        let by = part.repartition_by.as_deref().expect("a keyed part");
+    for (_, by) in settings.keyed_parts() {
         let topic = topic_name(&plan.name, by, TopicRole::Repartition)?;
         topics.ensure(&topic, repartition_partitions, TopicRole::Repartition)?;
     }
@@ -256,9 +255,9 @@ fn stable_members<C: ConsumerContext>(
     Some(members)
 }
 
-/// The client settings of the cluster's brokers: the source's.
+/// The client settings of the cluster's brokers: the first source's.
 pub(super) fn brokers_config(settings: &ClusterSettings) -> ClientConfig {
-    let source = &settings.source;
+    let source = settings.brokers();
     crate::connectors::kafka::client_config(
         &source.bootstrap_servers,
         source.security.as_ref(),

@@ -69,12 +69,12 @@ pub struct ClusterStatus {
 pub fn status(plan: &Plan) -> Result<ClusterStatus, ClusterError> {
     let settings = plan.cluster.as_ref().expect("a cluster plan");
     let (consumer, topics) = observer(plan)?;
-    let mut names = settings.source.topics.clone();
-    for part in settings.parts.iter().skip(1) {
-        let by = part.repartition_by.as_deref().expect("a keyed part");
+    let mut names: Vec<String> = settings.sources.iter().flat_map(|s| s.topics.clone()).collect();
+    for (_, by) in settings.keyed_parts() {
         names.push(topic_name(&plan.name, by, TopicRole::Repartition)?);
     }
-    let kafka = |what: &str| ClusterError::kafka(settings.source.bootstrap_servers.value(), what.to_owned());
+    let kafka =
+        |what: &str| ClusterError::kafka(settings.brokers().bootstrap_servers.value(), what.to_owned());
     let mut members = members_of(plan, &consumer)?;
     for m in &mut members {
         m.tasks = tasks_of(plan, m.admin);
@@ -129,7 +129,7 @@ pub fn member_admins(plan: &Plan) -> Result<Vec<(String, Option<SocketAddr>)>, C
 /// reads the group's offsets and description), and their topics' admin.
 fn observer(plan: &Plan) -> Result<(BaseConsumer, ClusterTopics), ClusterError> {
     let settings = plan.cluster.as_ref().expect("a cluster plan");
-    let source = &settings.source;
+    let source = settings.brokers();
     let mut config = super::run::brokers_config(settings);
     let topics = ClusterTopics::connect(&config)?;
     config.set("group.id", &settings.group).set(
@@ -150,7 +150,7 @@ fn members_of(plan: &Plan, consumer: &BaseConsumer) -> Result<Vec<MemberStatus>,
     let groups = consumer
         .fetch_group_list(Some(&settings.group), TIMEOUT)
         .map_err(ClusterError::kafka(
-            settings.source.bootstrap_servers.value(),
+            settings.brokers().bootstrap_servers.value(),
             "describing the group".to_owned(),
         ))?;
     let members = groups

@@ -44,21 +44,20 @@ impl PartChains {
         (task, tasks): (usize, usize),
         open_state: Option<&StateOpener<'_>>,
     ) -> Result<Self, TaskError> {
-        let mut first_op: u16 = plan.stages[..part.stages.start]
-            .iter()
-            .map(|s| s.operators.len() as u16)
-            .sum();
         let mut chains = Vec::new();
-        for stage in &plan.stages[part.stages.clone()] {
+        for &s in &part.stages {
+            let stage = &plan.stages[s];
+            // Operators are numbered across the plan's stages, in order.
+            let first_op: u16 = plan.stages[..s].iter().map(|s| s.operators.len() as u16).sum();
             let mut ops = Vec::with_capacity(stage.operators.len());
-            for node in &stage.operators {
+            for (op_index, node) in (first_op..).zip(&stage.operators) {
                 let ctx = InstanceContext {
                     dead_letter: None,
                     late_output: None,
                     state: &plan.state,
                     stage: &stage.name,
                     worker: task,
-                    op_index: first_op,
+                    op_index,
                     key_groups: plan.key_groups,
                     parallelism: tasks,
                     restore: None,
@@ -68,7 +67,6 @@ impl PartChains {
                     operator: node.name.clone(),
                     cause,
                 })?);
-                first_op += 1;
             }
             chains.push(Chain::new(ops));
         }
@@ -77,8 +75,18 @@ impl PartChains {
 
     /// Runs `batch` through every chain; what the last one produced.
     pub fn on_records(&mut self, batch: Batch) -> Result<Vec<Batch>, OperatorError> {
-        let mut carried = vec![batch];
-        for chain in &mut self.0 {
+        self.on_input(0, batch)
+    }
+
+    /// Runs `batch`, of input `input` of the first operator (a join's 0 or
+    /// 1), through every chain; what the last one produced.
+    pub fn on_input(&mut self, input: usize, batch: Batch) -> Result<Vec<Batch>, OperatorError> {
+        let mut chains = self.0.iter_mut();
+        let mut carried = match chains.next() {
+            Some(first) => vec![stream(first.on_input(input, batch)?)],
+            None => vec![batch],
+        };
+        for chain in chains {
             carried = carried
                 .into_iter()
                 .map(|b| chain.on_records(b).map(stream))
@@ -173,9 +181,34 @@ pub struct KeyedTask {
     /// The watermark last marked to the next part.
     pub marked_watermark: Option<i64>,
     /// Records read and not yet run (a poll's worth).
-    pub pending: Vec<Record>,
+    pub pending: Pending,
     /// Its counts, in the metrics (the engine registers them).
     pub stats: Arc<TaskStats>,
+}
+
+/// The records a keyed task read and has not run yet, in the order read,
+/// as runs of one input each (a join's two inputs share its partition).
+#[derive(Default)]
+pub struct Pending(Vec<(usize, Vec<Record>)>);
+
+impl Pending {
+    /// Adds `rec`, of input `input`.
+    pub fn push(&mut self, input: usize, rec: Record) {
+        match self.0.last_mut() {
+            Some((last, run)) if *last == input => run.push(rec),
+            _ => self.0.push((input, vec![rec])),
+        }
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The runs waiting, in order, leaving none.
+    pub fn take(&mut self) -> Vec<(usize, Vec<Record>)> {
+        std::mem::take(&mut self.0)
+    }
 }
 
 /// Where a keyed operator's state may start instead of empty, given its
@@ -196,7 +229,7 @@ impl KeyedTask {
     ) -> Result<Self, TaskError> {
         let opened: RefCell<Vec<Changelog>> = RefCell::new(Vec::new());
         let warm = RefCell::new(warm);
-        let stage = &plan.stages[part.stages.start].name;
+        let stage = &plan.stages[part.stages[0]].name;
         let open = |operator: &str| -> Result<Box<dyn StateBackend>, StateError> {
             let state_name = format!("{stage}-{operator}");
             let topic = topic_name(&plan.name, operator, TopicRole::Changelog)
@@ -226,7 +259,7 @@ impl KeyedTask {
             watermarks: UpstreamWatermarks::new(upstream),
             logged_watermark: None,
             marked_watermark: None,
-            pending: Vec::new(),
+            pending: Pending::default(),
             stats: Arc::default(),
         })
     }

@@ -1,7 +1,9 @@
 //! The topics cluster mode keeps its work in, made when missing: each
 //! `key_by`'s repartition topic, `<pipeline>.<operator>.repartition`, and
 //! each keyed operator's changelog, `<pipeline>.<operator>.changelog`
-//! (compacted: the newest value of every state entry stays). A topic that
+//! (compacted: the newest value of every state entry stays). A join's two
+//! inputs share its repartition topic, so both sides of a key meet in one
+//! task: a record of its second input carries [`INPUT_HEADER`]. A topic that
 //! exists with another partition count is refused, never used: its
 //! partitions would not line up with the tasks' key groups.
 
@@ -12,6 +14,12 @@ use rdkafka::types::RDKafkaErrorCode;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The header of a repartition record for an input other than the first
+/// of the operator reading it (a join's table or right side): one byte,
+/// the input's number. The keyed task removes it before the operator sees
+/// the record.
+pub const INPUT_HEADER: &str = "mailer.input";
 
 /// What a cluster topic holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -290,7 +290,7 @@ fn a_branch_that_cannot_run_is_refused_at_its_line() {
                 "\n[[operators]]\nname = \"route\"\ntype = \"branch\"\ninputs = [\"a\", \"b\"]\n\n[[operators.branches]]\nname = \"x\"\nplugin = \"missing.wasm\"\n{}",
                 sink("route.x")
             )),
-            "does not exist; build the plugins with `just plugins`",
+            "missing.wasm`) does not exist; build it first",
         ),
         (
             with(&format!(

@@ -20,6 +20,7 @@ pub use graph::{Declared, Graph, Stream, unread};
 pub use spec::*;
 pub use validate_cluster::{
     ClusterPart, ClusterProblem, NOT_KAFKA_SINK, NOT_KAFKA_SOURCE, check_cluster_settings,
+    check_cluster_source,
 };
 pub use validate_operators::condition;
 

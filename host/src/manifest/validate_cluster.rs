@@ -1,5 +1,5 @@
-//! Checks `[cluster]`: what cluster mode runs (one Kafka source, one Kafka
-//! sink on the same brokers) and what it does not (checkpoints: state lives
+//! Checks `[cluster]`: what cluster mode runs (Kafka sources and one Kafka
+//! sink, all on the same brokers) and what it does not (checkpoints: state lives
 //! in changelog topics; the parts not built yet are refused by name). The
 //! rules of the settings themselves ([`check_cluster_settings`]) are shared
 //! with pipelines built in code.
@@ -50,13 +50,6 @@ pub(super) fn check_cluster(m: &Manifest) -> Result<(), ManifestError> {
             "side outputs are not built for cluster mode yet; use `on_error = \"fail\"` or `\"skip\"`",
         );
     }
-    let sources = m.sources();
-    let [source] = sources.as_slice() else {
-        return not_here("[[sources]]", "it reads one Kafka source, `[source]`");
-    };
-    let SourceSpec::Kafka(kafka) = source.spec else {
-        return Err(m.error_at(&source.span, "type", NOT_KAFKA_SOURCE));
-    };
     let sinks = m.sinks();
     let [sink] = sinks.as_slice() else {
         return not_here("[[sinks]]", "it writes one Kafka sink, `[sink]`");
@@ -65,14 +58,67 @@ pub(super) fn check_cluster(m: &Manifest) -> Result<(), ManifestError> {
         return Err(m.error_at(&sink.span, "type", NOT_KAFKA_SINK));
     };
     let key_groups = m.spec.pipeline.get_ref().max_parallelism;
-    check_cluster_settings(c.get_ref(), key_groups, kafka, out).map_err(|p| {
-        let at = match p.at {
-            ClusterPart::Cluster => &span,
-            ClusterPart::Source => &source.span,
-            ClusterPart::Sink => &sink.span,
+    let sources = m.sources();
+    let mut first: Option<&KafkaSourceSpec> = None;
+    let mut topics = std::collections::HashSet::new();
+    for source in &sources {
+        let SourceSpec::Kafka(kafka) = source.spec else {
+            return Err(m.error_at(&source.span, "type", NOT_KAFKA_SOURCE));
         };
-        m.error_at(at, p.key, p.message)
-    })
+        if let Some(topic) = kafka.topics.iter().find(|t| !topics.insert(t.as_str())) {
+            return Err(m.error_at(
+                &source.span,
+                "topics",
+                format!("topic `{topic}` is read by another source too: in cluster mode one consumer reads each topic once, so each source reads topics of its own"),
+            ));
+        }
+        let checked = match first {
+            None => check_cluster_settings(c.get_ref(), key_groups, kafka, out),
+            Some(first) => check_cluster_source(first, kafka)
+                .and_then(|()| check_cluster_settings(c.get_ref(), key_groups, kafka, out)),
+        };
+        checked.map_err(|p| {
+            let at = match p.at {
+                ClusterPart::Cluster => &span,
+                ClusterPart::Source => &source.span,
+                ClusterPart::Sink => &sink.span,
+            };
+            m.error_at(at, p.key, p.message)
+        })?;
+        first.get_or_insert(kafka);
+    }
+    Ok(())
+}
+
+/// One consumer reads every source of a cluster, with the first source's
+/// client settings: a later `source` names the same brokers and sets no
+/// client settings of its own.
+pub fn check_cluster_source(first: &KafkaSourceSpec, source: &KafkaSourceSpec) -> Result<(), ClusterProblem> {
+    let problem = |key, message: &str| {
+        Err(ClusterProblem {
+            at: ClusterPart::Source,
+            key,
+            message: message.to_owned(),
+        })
+    };
+    if source.bootstrap_servers.value() != first.bootstrap_servers.value() {
+        return problem(
+            "bootstrap_servers",
+            "in cluster mode one consumer reads every source: it must name the first source's brokers",
+        );
+    }
+    if source.security.is_some() || !source.options.is_empty() {
+        let key = if source.security.is_some() {
+            "security"
+        } else {
+            "options"
+        };
+        return problem(
+            key,
+            "in cluster mode one consumer reads every source with the first source's `security` and `options`: set them there only",
+        );
+    }
+    Ok(())
 }
 
 /// Why a source other than Kafka cannot run in cluster mode.

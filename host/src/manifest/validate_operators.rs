@@ -495,12 +495,30 @@ pub(super) fn check_plugin_file(
             span,
             "plugin",
             format!(
-                "plugin file {} does not exist; build the plugins with `just plugins`",
-                shown(plugin, &path)
+                "plugin file {} does not exist; {}",
+                shown(plugin, &path),
+                missing_plugin_hint(&path)
             ),
         ));
     }
     Ok(path)
+}
+
+/// What to do about the missing plugin file `path`: for one of the
+/// project's own plugins (in `plugins/dist/`), build them; for the user's,
+/// build it, or fix a path that is relative to the manifest's folder.
+fn missing_plugin_hint(path: &std::path::Path) -> String {
+    let in_dist = path.parent().is_some_and(|dir| dir.ends_with("plugins/dist"));
+    if in_dist {
+        return "build the plugins with `just plugins`".into();
+    }
+    let wasm_target = path.components().any(|c| c.as_os_str() == "wasm32-wasip2");
+    let build = if wasm_target {
+        "build it first (`cargo build --release --target wasm32-wasip2` in the plugin's project)"
+    } else {
+        "build it first (`./build.sh` or `npm run build` in a Python or JavaScript plugin's project, `cargo build --release --target wasm32-wasip2` in a Rust one)"
+    };
+    format!("{build}, or correct the path (a relative path is read from the manifest's folder)")
 }
 
 /// Fuel, the output limit and the grants of a plugin.
@@ -613,4 +631,24 @@ fn check_window(m: &Manifest, w: &WindowOperatorSpec, span: &Range<usize>) -> Re
         ));
     }
     check_policy(m, w.on_error, span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_plugin_hint;
+    use std::path::Path;
+
+    #[test]
+    fn a_missing_plugin_is_explained_by_where_it_was_expected() {
+        let ours = missing_plugin_hint(Path::new("/repo/plugins/dist/count.wasm"));
+        assert_eq!(ours, "build the plugins with `just plugins`");
+        let rust = missing_plugin_hint(Path::new("/p/target/wasm32-wasip2/release/mine.wasm"));
+        assert!(
+            rust.starts_with("build it first (`cargo build --release"),
+            "{rust}"
+        );
+        assert!(rust.ends_with("read from the manifest's folder)"), "{rust}");
+        let other = missing_plugin_hint(Path::new("/p/mine.wasm"));
+        assert!(other.contains("`./build.sh` or `npm run build`"), "{other}");
+    }
 }

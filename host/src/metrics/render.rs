@@ -320,6 +320,10 @@ fn operators(f: &Families, p: &str, graph: &RunGraph) {
             "mailer_operator_late_records_total",
             "Records too late for their windows (dropped, or sent to the late output)",
         ),
+        (
+            "mailer_operator_unmatched_fields_total",
+            "Fields a project or rename names that a record lacked (one per field and record)",
+        ),
     ]
     .map(|(name, help)| f.counter(name, help, &labels));
     let worker_records = f.counter(
@@ -347,6 +351,7 @@ fn operators(f: &Families, p: &str, graph: &RunGraph) {
             op.calls.fuel_exhausted.load(Ordering::Relaxed),
             op.calls.log_dropped.load(Ordering::Relaxed),
             op.late.as_ref().map_or(0, |l| l.load(Ordering::Relaxed)),
+            s.unmatched_fields.load(Ordering::Relaxed),
         ];
         for (family, value) in counters.iter().zip(values) {
             family.with_label_values(&l).inc_by(value);

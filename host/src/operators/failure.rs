@@ -38,6 +38,11 @@ pub struct FailureStats {
     pub skipped: AtomicU64,
     /// Records sent to the dead-letter sink.
     pub dead_lettered: AtomicU64,
+    /// For a `project` or `rename`: the fields it names that a record
+    /// lacked (one per field and record).
+    pub unmatched_fields: AtomicU64,
+    /// Whether one of its workers warned of fields no record had.
+    pub warned_unmatched: std::sync::atomic::AtomicBool,
     /// Records each worker was given (plugin operators count them).
     workers: Mutex<Vec<Arc<AtomicU64>>>,
 }

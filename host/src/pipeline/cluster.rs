@@ -6,7 +6,9 @@
 use super::{Inner, Pipeline, Stream};
 use crate::connectors::kafka::{KafkaSinkSpec, KafkaSourceSpec};
 use crate::connectors::{ConnectorContext, SinkConfig, SourceConfig};
-use crate::manifest::{ClusterPart, ClusterSpec, NOT_KAFKA_SINK, NOT_KAFKA_SOURCE, check_cluster_settings};
+use crate::manifest::{
+    ClusterPart, ClusterSpec, NOT_KAFKA_SINK, NOT_KAFKA_SOURCE, check_cluster_settings, check_cluster_source,
+};
 use crate::plan::{ClusterSettings, Plan};
 use std::path::Path;
 
@@ -24,10 +26,10 @@ impl Pipeline {
     /// `[cluster]` does (docs/manifest.md): every process runs the same
     /// pipeline, consumer group `spec.group` splits the Kafka source's
     /// partitions among them, and keyed state follows its partitions
-    /// through changelog topics. The pipeline then reads one
-    /// [`kafka_source`](Self::kafka_source), writes one
-    /// [`kafka_sink`](Stream::kafka_sink) on the same brokers, is linear,
-    /// and has no checkpoints, admin API or dead-letter sink.
+    /// through changelog topics. The pipeline then reads
+    /// [`kafka_source`](Self::kafka_source)s, writes one
+    /// [`kafka_sink`](Stream::kafka_sink) on the same brokers, and has no
+    /// branch, global table, checkpoints, admin API or dead-letter sink.
     pub fn cluster(self, spec: ClusterSpec) -> Self {
         self.inner.borrow_mut().cluster.spec = Some(spec);
         self
@@ -90,20 +92,39 @@ impl ClusterParts {
         if pipeline.dead_letter.is_some() {
             problems.push("the dead-letter sink is not built for cluster mode yet".to_owned());
         }
-        match (self.sources.as_slice(), self.sinks.as_slice()) {
-            ([source], [sink]) if draft.sources.len() == 1 && draft.sinks.len() == 1 => {
-                if let Err(p) = check_cluster_settings(spec, pipeline.settings.key_groups, source, sink) {
-                    let part = match p.at {
-                        ClusterPart::Cluster => "cluster",
-                        ClusterPart::Source => "Kafka source",
-                        ClusterPart::Sink => "Kafka sink",
-                    };
-                    problems.push(format!("{part} `{}`: {}", p.key, p.message));
+        if draft.sources.len() != self.sources.len() {
+            problems.push(NOT_KAFKA_SOURCE.to_owned());
+        }
+        let ([first, ..], [sink]) = (self.sources.as_slice(), self.sinks.as_slice()) else {
+            if draft.sinks.len() != self.sinks.len() {
+                problems.push(NOT_KAFKA_SINK.to_owned());
+            } else {
+                problems.push("cluster mode reads Kafka sources and writes one Kafka sink".to_owned());
+            }
+            return problems;
+        };
+        if draft.sinks.len() != 1 {
+            problems.push("cluster mode writes one Kafka sink".to_owned());
+        }
+        for (i, source) in self.sources.iter().enumerate() {
+            let same_client = if i == 0 {
+                Ok(())
+            } else {
+                check_cluster_source(first, source)
+            };
+            let checked = same_client
+                .and_then(|()| check_cluster_settings(spec, pipeline.settings.key_groups, source, sink));
+            if let Err(p) = checked {
+                let part = match p.at {
+                    ClusterPart::Cluster => "cluster",
+                    ClusterPart::Source => "Kafka source",
+                    ClusterPart::Sink => "Kafka sink",
+                };
+                let problem = format!("{part} `{}`: {}", p.key, p.message);
+                if !problems.contains(&problem) {
+                    problems.push(problem);
                 }
             }
-            _ if draft.sources.len() != self.sources.len() => problems.push(NOT_KAFKA_SOURCE.to_owned()),
-            _ if draft.sinks.len() != self.sinks.len() => problems.push(NOT_KAFKA_SINK.to_owned()),
-            _ => problems.push("cluster mode runs one Kafka source and one Kafka sink".to_owned()),
         }
         problems
     }
@@ -111,11 +132,10 @@ impl ClusterParts {
     /// Cluster mode's settings for `plan`, when it runs in cluster mode
     /// (after [`problems`](Self::problems) found none).
     pub(super) fn settings(&self, plan: &Plan) -> Result<Option<ClusterSettings>, String> {
-        let (Some(spec), [source], [sink]) = (&self.spec, self.sources.as_slice(), self.sinks.as_slice())
-        else {
+        let (Some(spec), [sink]) = (&self.spec, self.sinks.as_slice()) else {
             return Ok(None);
         };
-        ClusterSettings::new(spec, source, sink, plan).map(Some)
+        ClusterSettings::new(spec, &self.sources, sink, plan).map(Some)
     }
 }
 

@@ -856,6 +856,7 @@ impl Inner {
             plugin_store: crate::plan::store_dir(Path::new("."), &self.name),
             swapped_from: Default::default(),
             cluster: None,
+            warnings: Vec::new(),
             name: self.name,
         };
         plan.cluster = cluster.settings(&plan).map_err(|reason| BuildError::Invalid {

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::connectors::{FileSink, GeneratorSource, SinkFormat};
-use crate::plan::Producer;
+use crate::plan::{PartInput, Producer};
 
 fn numbers(n: u64) -> GeneratorSource {
     GeneratorSource::new(Some(n), Some(5), 0, 1, None)
@@ -556,11 +556,13 @@ fn cluster_mode_in_code_is_checked_and_cut_into_parts() {
     let (plan, _) = p.build().unwrap();
     let cluster = plan.cluster.expect("cluster mode");
     assert_eq!(cluster.group, "g");
-    assert_eq!(cluster.source.topics, ["in"]);
-    let repartitions: Vec<_> = cluster
-        .parts
-        .iter()
-        .map(|p| p.repartition_by.as_deref())
-        .collect();
-    assert_eq!(repartitions, [None, Some("counts")]);
+    assert_eq!(cluster.sources[0].topics, ["in"]);
+    let repartitions: Vec<_> = cluster.parts.iter().map(|p| &p.reads).collect();
+    assert_eq!(
+        repartitions,
+        [
+            &PartInput::Source(0),
+            &PartInput::Repartition { by: "counts".into() }
+        ]
+    );
 }

@@ -87,6 +87,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
     for op in stages.iter_mut().flat_map(|s| &mut s.operators) {
         op.calls = telemetry.call_stats(&op.name);
     }
+    let warnings = super::warnings::warnings(m, &stages);
     let mut plan = Plan {
         name: p.name.clone(),
         manifest_hash: m.hash.clone(),
@@ -126,6 +127,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         plugin_store: super::store_dir(&m.dir, &p.name),
         swapped_from: Default::default(),
         cluster: None,
+        warnings,
     };
     plan.cluster = cluster_settings(m, &plan)?;
     Ok(plan)
@@ -136,13 +138,19 @@ fn cluster_settings(m: &Manifest, plan: &Plan) -> Result<Option<ClusterSettings>
     let Some(c) = &m.spec.cluster else {
         return Ok(None);
     };
-    let (Some(SourceSpec::Kafka(source)), Some(SinkSpec::Kafka(sink))) = (
-        m.spec.source.as_ref().map(|s| s.get_ref()),
-        m.spec.sink.as_ref().map(|s| s.get_ref()),
-    ) else {
-        unreachable!("validation lets cluster mode read and write Kafka only");
+    let kafka = |spec: &SourceSpec| match spec {
+        SourceSpec::Kafka(k) => k.as_ref().clone(),
+        _ => unreachable!("validation lets cluster mode read Kafka only"),
     };
-    ClusterSettings::new(c.get_ref(), source, sink, plan)
+    let sources: Vec<_> = m.sources().iter().map(|s| kafka(s.spec)).collect();
+    let sinks = m.sinks();
+    let [sink] = &sinks[..] else {
+        unreachable!("validation lets cluster mode write one sink");
+    };
+    let SinkSpec::Kafka(sink) = sink.spec else {
+        unreachable!("validation lets cluster mode write Kafka only");
+    };
+    ClusterSettings::new(c.get_ref(), &sources, sink, plan)
         .map(Some)
         .map_err(|e| m.error_at(&c.span(), "group", e))
 }

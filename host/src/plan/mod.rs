@@ -7,9 +7,10 @@ mod cluster;
 mod describe;
 mod draft;
 mod place;
+mod warnings;
 
 pub use build::build;
-pub use cluster::{ClusterSettings, Part};
+pub use cluster::{ClusterSettings, Feed, Part, PartInput};
 pub use describe::{describe, describe_dot};
 pub use draft::{Draft, Placed, Step};
 
@@ -86,6 +87,10 @@ pub struct Plan {
     pub swapped_from: std::collections::BTreeMap<String, String>,
     /// Cluster mode's settings, when the pipeline runs in it.
     pub cluster: Option<ClusterSettings>,
+    /// What the manifest may have wrong without being invalid (a
+    /// `state_ttl` name the plugin never uses, a `project` field no record
+    /// has): `validate` prints them, `run` logs them.
+    pub warnings: Vec<String>,
 }
 
 /// An operator running a plugin: its name, the plugin it starts with, and

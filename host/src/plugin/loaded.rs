@@ -29,6 +29,7 @@ pub struct LoadedPlugin {
     world: World,
     size: usize,
     declared: Option<Declared>,
+    states: Option<std::collections::BTreeSet<String>>,
     fueled: bool,
     pub(super) engine: Engine,
     pub(super) pre: WorldPre,
@@ -85,6 +86,7 @@ impl LoadedPlugin {
             world: actual,
             size: bytes.len(),
             declared: super::version::declared(&bytes),
+            states: super::version::declared_states(&bytes),
             fueled,
             engine: wasm_engine.clone(),
             pre,
@@ -119,6 +121,11 @@ impl LoadedPlugin {
     /// The name and version it declares, if any.
     pub fn declared(&self) -> Option<&Declared> {
         self.declared.as_ref()
+    }
+
+    /// The keyed states it declares it uses, if it declares them.
+    pub fn states(&self) -> Option<&std::collections::BTreeSet<String>> {
+        self.states.as_ref()
     }
 }
 

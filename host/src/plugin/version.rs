@@ -1,10 +1,15 @@
-//! The name and version a plugin declares: the custom section
-//! `mailer-plugin` holding `name@version`, which the Rust SDK's
-//! `#[operator]` writes from the plugin crate's `Cargo.toml`. Components
-//! from other toolchains may have none.
+//! What a plugin declares of itself: the custom section `mailer-plugin`
+//! holding `name@version`, which the Rust SDK's `#[operator]` writes from
+//! the plugin crate's `Cargo.toml`, and `mailer-states`, the names of the
+//! keyed states its functions take. Components from other toolchains may
+//! have neither.
 
 /// The section's name.
 const SECTION: &str = "mailer-plugin";
+
+/// The section naming the keyed states a plugin uses, one per line (the
+/// Rust SDK writes one per keyed function; the linker joins them).
+const STATES_SECTION: &str = "mailer-states";
 
 /// A plugin's declared identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +36,22 @@ pub fn declared(component: &[u8]) -> Option<Declared> {
         }
     }
     None
+}
+
+/// The keyed states `component` declares it uses; `None` when it declares
+/// none (a plugin of another toolchain, or one without keyed state).
+pub fn declared_states(component: &[u8]) -> Option<std::collections::BTreeSet<String>> {
+    let mut states = None;
+    for payload in wasmparser::Parser::new(0).parse_all(component) {
+        if let Ok(wasmparser::Payload::CustomSection(section)) = payload
+            && section.name() == STATES_SECTION
+        {
+            let names = String::from_utf8_lossy(section.data());
+            let found = states.get_or_insert_with(std::collections::BTreeSet::new);
+            found.extend(names.lines().filter(|n| !n.is_empty()).map(str::to_owned));
+        }
+    }
+    states
 }
 
 #[cfg(test)]
@@ -62,6 +83,18 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_declared_states_of_every_section() {
+        let mut m = module_with(STATES_SECTION, b"seen\n");
+        m.extend(&module_with(STATES_SECTION, b"orders\nlimits\n")[8..]);
+        let states = declared_states(&m).unwrap();
+        assert_eq!(
+            states.into_iter().collect::<Vec<_>>(),
+            ["limits", "orders", "seen"]
+        );
+        assert_eq!(declared_states(&module_with(SECTION, b"x@1")), None);
+    }
+
+    #[test]
     fn none_without_the_section_or_with_garbage() {
         assert_eq!(declared(&module_with("other", b"x@1")), None);
         assert_eq!(declared(&module_with(SECTION, b"no-version")), None);
@@ -77,5 +110,10 @@ mod tests {
         let d = declared(&bytes).expect("uppercase declares its version");
         assert_eq!(d.name, "uppercase");
         assert!(!d.version.is_empty());
+        assert_eq!(declared_states(&bytes), None, "a map has no keyed state");
+        let dist = dist.with_file_name("spend-limits.wasm");
+        let bytes = std::fs::read(&dist).unwrap();
+        let states = declared_states(&bytes).expect("a co-process declares its states");
+        assert_eq!(states.into_iter().collect::<Vec<_>>(), ["limits", "orders"]);
     }
 }

@@ -27,16 +27,37 @@ pub struct SwapPoint {
     pub plugin: Arc<LoadedPlugin>,
     /// The operator's workers that switched so far.
     pub applied: std::sync::atomic::AtomicUsize,
+    /// The operator's workers.
+    pub workers: usize,
 }
 
 impl SwapPoint {
-    /// Swap `id`: `operator` runs `plugin` from this point on.
-    pub fn new(id: u64, operator: &str, plugin: Arc<LoadedPlugin>) -> Self {
+    /// Swap `id`: `operator`, on `workers` workers, runs `plugin` from
+    /// this point on.
+    pub fn new(id: u64, operator: &str, plugin: Arc<LoadedPlugin>, workers: usize) -> Self {
         Self {
             id,
             operator: operator.to_owned(),
             plugin,
             applied: Default::default(),
+            workers,
+        }
+    }
+
+    /// `instances` more of the operator's instances switched; the first
+    /// time every worker has, the swap is logged as applied.
+    pub fn switched(&self, instances: usize) {
+        let before = self
+            .applied
+            .fetch_add(instances, std::sync::atomic::Ordering::Relaxed);
+        if before < self.workers && before + instances >= self.workers {
+            tracing::info!(
+                operator = %self.operator,
+                swap = self.id,
+                digest = %self.plugin.digest(),
+                workers = self.workers,
+                "plugin swap applied on every worker"
+            );
         }
     }
 }

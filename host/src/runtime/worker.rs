@@ -6,7 +6,6 @@ use crate::batch::Batch;
 use crate::metrics::StageStats;
 use crate::operators::{Chain, OperatorError, Produced};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// Runs every message of `input` through `chain` until `input` closes.
 pub fn run_chain(
@@ -64,7 +63,7 @@ fn step(chain: &mut Chain, msg: Message) -> Result<(Produced, Option<Message>), 
         }
         Message::Swap(ref swap) => {
             let swapped = chain.on_swap(&swap.operator, &swap.plugin)?;
-            swap.applied.fetch_add(swapped, Ordering::Relaxed);
+            swap.switched(swapped);
             Produced::Stream(Batch::Records(Vec::new()))
         }
     };

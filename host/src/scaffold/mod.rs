@@ -8,8 +8,9 @@
 //! Templates live beside this file: `<language>/<world>/` holds a world's
 //! code and test in a language, `common/<world>/` its operators, input and
 //! expected output (the keyed worlds share their input,
-//! `common/orders.jsonl`; `common/*.toml.tmpl` are the pipelines the
-//! operators go in), and `<language>/` the rest of a project.
+//! `common/orders.jsonl`, and the worlds of two inputs read
+//! `common/payments.jsonl` besides; `common/*.toml.tmpl` are the pipelines
+//! the operators go in), and `<language>/` the rest of a project.
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,14 @@ pub enum World {
     /// each key's records, reported by an event-time timer a minute after
     /// the key's first).
     Process,
+    /// `type = "co_process"` on two keyed streams: keyed state and timers
+    /// both inputs share (counts each key's orders and payments, reported
+    /// by an event-time timer a minute after the key's first record).
+    CoProcess,
+    /// `type = "interval_join"` (or `lookup_join`) with the plugin: the
+    /// output of each pair the join finds (an order and a payment of its
+    /// customer: the amount ordered and the amount paid).
+    Join,
     /// `type = "window"` with the plugin: a function of all of a window's
     /// records (counts them).
     Window,
@@ -53,12 +62,14 @@ pub enum World {
 
 impl World {
     /// Every world, in the order `--world` lists them.
-    pub const ALL: [World; 7] = [
+    pub const ALL: [World; 9] = [
         World::Map,
         World::Filter,
         World::FlatMap,
         World::Reduce,
         World::Process,
+        World::CoProcess,
+        World::Join,
         World::Window,
         World::Aggregate,
     ];
@@ -71,6 +82,8 @@ impl World {
             World::FlatMap => "flat-map",
             World::Reduce => "reduce",
             World::Process => "process",
+            World::CoProcess => "co-process",
+            World::Join => "join",
             World::Window => "window",
             World::Aggregate => "aggregate",
         }
@@ -91,8 +104,19 @@ impl World {
     pub fn keyed(self) -> bool {
         matches!(
             self,
-            World::Reduce | World::Process | World::Window | World::Aggregate
+            World::Reduce
+                | World::Process
+                | World::CoProcess
+                | World::Join
+                | World::Window
+                | World::Aggregate
         )
+    }
+
+    /// Whether it runs on two keyed streams: its pipeline reads payments
+    /// besides the orders, both keyed by customer.
+    pub fn two_inputs(self) -> bool {
+        matches!(self, World::CoProcess | World::Join)
     }
 
     /// What its example does, for the README ("A mailer plugin …: it …").
@@ -109,6 +133,12 @@ impl World {
             World::Process => {
                 "it counts the records of each key in keyed state and reports the count with an event-time timer, a minute after the key's first record"
             }
+            World::CoProcess => {
+                "it counts the orders (the left input) and the payments (the right one) of each key in keyed state both inputs share, and reports them, `{\"orders\":…,\"payments\":…}`, with an event-time timer a minute after the key's first record of either input"
+            }
+            World::Join => {
+                "it makes the output of each pair an interval join finds: an order and a payment of its customer made within 30 seconds after it give `{\"amount\":…,\"paid\":…}`, an order no payment joined `{\"amount\":…,\"paid\":null}`"
+            }
             World::Window => "it counts the records of each key's one-minute (tumbling) window",
             World::Aggregate => {
                 "it keeps the count of the orders of each key's one-minute (tumbling) window and the sum of their `amount`, and gives `{\"count\":…,\"sum\":…}` when the window closes"
@@ -116,9 +146,16 @@ impl World {
         }
     }
 
-    /// The file its pipeline reads, beside the manifest.
+    /// The files its pipeline reads, beside the manifest, as the README
+    /// names them.
     fn input(self) -> &'static str {
-        if self.keyed() { "input.jsonl" } else { "input.txt" }
+        if self.two_inputs() {
+            "`orders.jsonl` and `payments.jsonl`"
+        } else if self.keyed() {
+            "`input.jsonl`"
+        } else {
+            "`input.txt`"
+        }
     }
 }
 
@@ -150,6 +187,8 @@ macro_rules! per_world {
             World::FlatMap => include_str!(concat!($folder, "/flat-map/", $file)),
             World::Reduce => include_str!(concat!($folder, "/reduce/", $file)),
             World::Process => include_str!(concat!($folder, "/process/", $file)),
+            World::CoProcess => include_str!(concat!($folder, "/co-process/", $file)),
+            World::Join => include_str!(concat!($folder, "/join/", $file)),
             World::Window => include_str!(concat!($folder, "/window/", $file)),
             World::Aggregate => include_str!(concat!($folder, "/aggregate/", $file)),
         }
@@ -174,8 +213,16 @@ const LINES_PIPELINE: &str = include_str!("common/lines.toml.tmpl");
 /// the plugin -> stdout.
 const KEYED_PIPELINE: &str = include_str!("common/keyed.toml.tmpl");
 
+/// The pipeline of a world of two inputs: orders and payments, each keyed
+/// by customer -> the plugin -> stdout.
+const TWO_INPUTS_PIPELINE: &str = include_str!("common/two-inputs.toml.tmpl");
+
 /// The orders a keyed world's pipeline reads (and its test case too).
 const ORDERS: &str = include_str!("common/orders.jsonl");
+
+/// The payments a world of two inputs reads besides the orders (and its
+/// test case too).
+const PAYMENTS: &str = include_str!("common/payments.jsonl");
 
 /// The pipeline of `world` and its test case (`mailer test
 /// pipeline.toml`): (path, template).
@@ -198,6 +245,8 @@ fn pipeline(world: World) -> Vec<(&'static str, &'static str)> {
         ),
         World::Reduce => keyed_pipeline(include_str!("common/reduce/case-expected.jsonl")),
         World::Process => keyed_pipeline(include_str!("common/process/case-expected.jsonl")),
+        World::CoProcess => two_inputs_pipeline(include_str!("common/co-process/case-expected.jsonl")),
+        World::Join => two_inputs_pipeline(include_str!("common/join/case-expected.jsonl")),
         World::Window => keyed_pipeline(include_str!("common/window/case-expected.jsonl")),
         World::Aggregate => keyed_pipeline(include_str!("common/aggregate/case-expected.jsonl")),
     }
@@ -230,8 +279,22 @@ fn keyed_pipeline(case_expected: &'static str) -> Vec<(&'static str, &'static st
     ]
 }
 
+/// A pipeline of orders and payments, each keyed by customer; its case
+/// gives the same orders and payments and expects the records
+/// `case_expected` (key and value, in order within each key).
+fn two_inputs_pipeline(case_expected: &'static str) -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("pipeline.toml", TWO_INPUTS_PIPELINE),
+        ("orders.jsonl", ORDERS),
+        ("payments.jsonl", PAYMENTS),
+        ("tests/pipeline/sample/input/orders.jsonl", ORDERS),
+        ("tests/pipeline/sample/input/payments.jsonl", PAYMENTS),
+        ("tests/pipeline/sample/expected/sink.jsonl", case_expected),
+    ]
+}
+
 /// The `[[operators]]` running `world` in a pipeline (its own, after a
-/// `key_by` for a keyed world), shown in the README too.
+/// `key_by` for a keyed world, or one per input), shown in the README too.
 fn operators(world: World) -> &'static str {
     per_world!(world, "common", "operators.toml.tmpl")
 }
@@ -256,10 +319,12 @@ fn memory(language: Language) -> &'static str {
 
 /// What follows `mailer-sdk` in the `[dependencies]` of a Rust project of
 /// `world`: an aggregate's accumulator is (de)serialised, and its records
-/// are JSON.
+/// (and a join's) are JSON.
 fn rust_dependencies(world: World) -> &'static str {
     match world {
-        World::Aggregate => "\nserde = { version = \"1\", features = [\"derive\"] }\nserde_json = \"1\"",
+        World::Aggregate | World::Join => {
+            "\nserde = { version = \"1\", features = [\"derive\"] }\nserde_json = \"1\""
+        }
         _ => "",
     }
 }
@@ -386,13 +451,33 @@ pub fn scaffold(
     if dir.exists() {
         return Err(ScaffoldError::Exists(dir));
     }
+    let sdk = sdk_dependency(parent, name, sdk);
     for (path, template) in templates(language, world) {
-        write(&dir.join(path), &fill(template, language, world, name, sdk))?;
+        write(&dir.join(path), &fill(template, language, world, name, &sdk))?;
     }
     for (path, text) in copies(language) {
         write(&dir.join(path), text)?;
     }
     Ok(dir)
+}
+
+/// The path a Rust project `name` made in `parent` depends on the SDK
+/// `sdk` by: relative when the project is inside the SDK's source tree (so
+/// the tree can move, or be cloned elsewhere), else as given (absolute).
+fn sdk_dependency(parent: &Path, name: &str, sdk: &Path) -> PathBuf {
+    let (Ok(parent), Ok(sdk_dir)) = (parent.canonicalize(), sdk.canonicalize()) else {
+        return sdk.to_owned();
+    };
+    let project = parent.join(name);
+    let Some(tree) = sdk_dir.parent() else {
+        return sdk.to_owned();
+    };
+    let (Ok(inside), Ok(from_tree)) = (project.strip_prefix(tree), sdk_dir.strip_prefix(tree)) else {
+        return sdk.to_owned();
+    };
+    let mut relative: PathBuf = inside.components().map(|_| "..").collect();
+    relative.push(from_tree);
+    relative
 }
 
 /// The `guest-sdk` folder of the source tree this binary was built from.
@@ -440,18 +525,26 @@ mod tests {
             ],
         };
         files.extend(["README.md", "pipeline.toml"]);
-        files.extend(match world.keyed() {
-            true => [
+        let pipeline: &[&str] = match (world.two_inputs(), world.keyed()) {
+            (true, _) => &[
+                "orders.jsonl",
+                "payments.jsonl",
+                "tests/pipeline/sample/input/orders.jsonl",
+                "tests/pipeline/sample/input/payments.jsonl",
+                "tests/pipeline/sample/expected/sink.jsonl",
+            ],
+            (false, true) => &[
                 "input.jsonl",
                 "tests/pipeline/sample/input/source.jsonl",
                 "tests/pipeline/sample/expected/sink.jsonl",
             ],
-            false => [
+            (false, false) => &[
                 "input.txt",
                 "tests/pipeline/sample/input/source.txt",
                 "tests/pipeline/sample/expected/sink.txt",
             ],
-        });
+        };
+        files.extend_from_slice(pipeline);
         files
     }
 
@@ -493,10 +586,22 @@ mod tests {
         let cargo = std::fs::read_to_string(dir.path().join("my-rust-map/Cargo.toml")).unwrap();
         assert!(cargo.contains(r#"mailer-sdk = { path = "/sdk" }"#), "{cargo}");
         assert!(!cargo.contains("serde"), "{cargo}");
-        let cargo = std::fs::read_to_string(dir.path().join("my-rust-aggregate/Cargo.toml")).unwrap();
-        assert!(cargo.contains("serde_json = \"1\""), "{cargo}");
+        for world in ["aggregate", "join"] {
+            let cargo = dir.path().join(format!("my-rust-{world}/Cargo.toml"));
+            let cargo = std::fs::read_to_string(cargo).unwrap();
+            assert!(cargo.contains("serde_json = \"1\""), "{cargo}");
+        }
         let lib = std::fs::read_to_string(dir.path().join("my-rust-process/src/lib.rs")).unwrap();
         assert!(lib.contains("#[operator(process, on_timer = report)]"), "{lib}");
+        let lib = std::fs::read_to_string(dir.path().join("my-rust-co-process/src/lib.rs")).unwrap();
+        assert!(
+            lib.contains("#[operator(co_process, right = count_payment, on_timer = report)]"),
+            "{lib}"
+        );
+        let lib = std::fs::read_to_string(dir.path().join("my-rust-join/src/lib.rs")).unwrap();
+        assert!(lib.contains("#[operator(join)]"), "{lib}");
+        let readme = std::fs::read_to_string(dir.path().join("my-python-join/README.md")).unwrap();
+        assert!(readme.contains("`orders.jsonl` and `payments.jsonl`"), "{readme}");
     }
 
     #[test]
@@ -519,6 +624,34 @@ mod tests {
                 assert_eq!(memory, language != Language::Rust, "{name}:\n{text}");
             }
         }
+    }
+
+    #[test]
+    fn a_project_inside_the_sdks_tree_depends_on_it_by_a_relative_path() {
+        let tree = tempfile::tempdir().unwrap();
+        let sdk = tree.path().join("guest-sdk");
+        std::fs::create_dir_all(&sdk).unwrap();
+        std::fs::create_dir_all(tree.path().join("plugins/mine")).unwrap();
+        let inside = scaffold(
+            Language::Rust,
+            World::Map,
+            "near",
+            &tree.path().join("plugins/mine"),
+            &sdk,
+        )
+        .unwrap();
+        let cargo = std::fs::read_to_string(inside.join("Cargo.toml")).unwrap();
+        assert!(
+            cargo.contains(r#"mailer-sdk = { path = "../../../guest-sdk" }"#),
+            "{cargo}"
+        );
+        let elsewhere = tempfile::tempdir().unwrap();
+        let outside = scaffold(Language::Rust, World::Map, "far", elsewhere.path(), &sdk).unwrap();
+        let cargo = std::fs::read_to_string(outside.join("Cargo.toml")).unwrap();
+        assert!(
+            cargo.contains(&format!("mailer-sdk = {{ path = \"{}\" }}", sdk.display())),
+            "{cargo}"
+        );
     }
 
     #[test]

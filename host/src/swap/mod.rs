@@ -7,11 +7,11 @@
 
 mod views;
 
-pub use views::{OperatorView, PluginView, SwapRecord, SwapStatus};
+pub use views::{OperatorView, PluginView, PreviousView, SwapRecord, SwapStatus};
 
 use crate::operators::FailureStats;
 use crate::plan::PluginOperator;
-use crate::plugin::{LoadedPlugin, PluginEngine, World};
+use crate::plugin::{LoadedPlugin, PluginEngine, PluginError, World};
 use crate::runtime::SwapPoint;
 use crate::runtime::{Control, Shutdown};
 use sha2::{Digest, Sha256};
@@ -65,7 +65,9 @@ impl Entry {
 struct Versions {
     world: World,
     current: Arc<LoadedPlugin>,
-    previous: Vec<Arc<LoadedPlugin>>,
+    /// Earlier versions, oldest first, each with whether it was rolled
+    /// back.
+    previous: Vec<(Arc<LoadedPlugin>, bool)>,
     failures: Arc<FailureStats>,
     workers: usize,
 }
@@ -141,7 +143,15 @@ impl Swaps {
                 name: name.clone(),
                 world: v.world.to_string(),
                 plugin: PluginView::of(&v.current),
-                previous: v.previous.iter().rev().map(|p| PluginView::of(p)).collect(),
+                previous: v
+                    .previous
+                    .iter()
+                    .rev()
+                    .map(|(p, rolled_back)| PreviousView {
+                        plugin: PluginView::of(p),
+                        rolled_back: *rolled_back,
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -161,29 +171,35 @@ impl Swaps {
             .collect()
     }
 
-    /// Swaps `operator` to the component in `bytes`: stored by digest,
-    /// compiled, checked against the operator's world, then put in the
-    /// stream, and watched over its probation. Blocking (compiling takes
-    /// tens of milliseconds).
-    pub fn swap(self: &Arc<Self>, operator: &str, bytes: &[u8]) -> Result<SwapRecord, SwapError> {
+    /// Swaps `operator` to the component in `bytes` (the client's file
+    /// `file`, named in refusals): stored by digest, compiled, checked
+    /// against the operator's world, then put in the stream, and watched
+    /// over its probation. A refused component leaves the store. Blocking
+    /// (compiling takes tens of milliseconds).
+    pub fn swap(
+        self: &Arc<Self>,
+        operator: &str,
+        bytes: &[u8],
+        file: Option<&str>,
+    ) -> Result<SwapRecord, SwapError> {
         let (world, fueled) = self.kind_of(operator)?;
         let refused = |reason: String| SwapError::Refused {
             operator: operator.to_owned(),
             reason,
         };
-        let path = self
+        let shown = file.map_or_else(|| "the uploaded component".to_owned(), |f| format!("`{f}`"));
+        let (path, new) = self
             .stored(bytes)
-            .map_err(|e| refused(format!("storing the component: {e}")))?;
-        let plugin = self
-            .engine
-            .load_with(&path, world, operator, fueled)
-            .map_err(|e| refused(e.to_string()))?;
-        if plugin.world() != world {
-            return Err(refused(format!(
-                "the new version implements the {} world, the running one the {world} world",
-                plugin.world()
-            )));
-        }
+            .map_err(|e| refused(format!("storing {shown}: {e}")))?;
+        let plugin = match self.engine.load_with(&path, world, operator, fueled) {
+            Ok(plugin) => plugin,
+            Err(e) => {
+                if new && let Err(removed) = std::fs::remove_file(&path) {
+                    tracing::warn!(path = %path.display(), error = %removed, "a refused component stays in the plugin store");
+                }
+                return Err(refused(refusal(&e, &path, &shown, world)));
+            }
+        };
         let counts = self.counts(operator)?;
         let record = self.switch(operator, plugin, Change::Swap)?;
         let swaps = Arc::clone(self);
@@ -266,9 +282,9 @@ impl Swaps {
             let v = operators
                 .get_mut(operator)
                 .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-            v.previous
-                .pop()
-                .ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?
+            let newest = v.previous.iter().rposition(|(_, rolled_back)| !rolled_back);
+            let at = newest.ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?;
+            v.previous.remove(at).0
         };
         self.switch(operator, previous, change)
     }
@@ -282,19 +298,20 @@ impl Swaps {
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))
     }
 
-    /// Writes `bytes` to the store as `<digest>.wasm` (once) and returns
-    /// its path.
-    fn stored(&self, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    /// Writes `bytes` to the store as `<digest>.wasm` (once); its path, and
+    /// whether it was written now.
+    fn stored(&self, bytes: &[u8]) -> std::io::Result<(PathBuf, bool)> {
         let digest = hex::encode(Sha256::digest(bytes));
         let path = self.store.join(format!("{digest}.wasm"));
-        if !path.is_file() {
-            std::fs::create_dir_all(&self.store)?;
-            let tmp = self.store.join(format!("{digest}.tmp"));
-            std::fs::write(&tmp, bytes)?;
-            std::fs::File::open(&tmp)?.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
+        if path.is_file() {
+            return Ok((path, false));
         }
-        Ok(path)
+        std::fs::create_dir_all(&self.store)?;
+        let tmp = self.store.join(format!("{digest}.tmp"));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        Ok((path, true))
     }
 
     fn switch(
@@ -310,7 +327,7 @@ impl Swaps {
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
         let old = std::mem::replace(&mut v.current, plugin.clone());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let point = Arc::new(SwapPoint::new(id, operator, plugin.clone()));
+        let point = Arc::new(SwapPoint::new(id, operator, plugin.clone(), v.workers));
         let record = SwapRecord {
             id,
             operator: operator.to_owned(),
@@ -325,9 +342,7 @@ impl Swaps {
             applied_workers: 0,
             workers: v.workers,
         };
-        if !rollback {
-            v.previous.push(old);
-        }
+        v.previous.push((old, rollback));
         self.control.request_swap(point.clone());
         tracing::info!(
             pipeline = %self.pipeline,
@@ -342,6 +357,20 @@ impl Swaps {
             point,
         });
         Ok(record)
+    }
+}
+
+/// Why the component `shown`, stored at `path`, cannot replace a plugin of
+/// the `world` world: `error` in the client's terms — its file, not the
+/// store's, and for another world what fits a running pipeline.
+fn refusal(error: &PluginError, path: &std::path::Path, shown: &str, world: World) -> String {
+    match error {
+        PluginError::WrongWorld {
+            actual, actual_type, ..
+        } => format!(
+            "{shown} implements the {actual} world, and a swap keeps the running operator's world, {world}: build the new version as a {world} plugin; to run a {actual} plugin instead, change the operator's `type` to `{actual_type}` in the manifest and restart the pipeline"
+        ),
+        other => other.to_string().replace(&format!("`{}`", path.display()), shown),
     }
 }
 

@@ -13,8 +13,20 @@ pub struct OperatorView {
     pub world: String,
     /// The running version.
     pub plugin: PluginView,
-    /// Earlier versions, newest first (what a rollback returns to).
-    pub previous: Vec<PluginView>,
+    /// Earlier versions, newest first: a rollback returns to the newest
+    /// one not rolled back itself.
+    pub previous: Vec<PreviousView>,
+}
+
+/// A version an operator ran before.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviousView {
+    /// The version.
+    #[serde(flatten)]
+    pub plugin: PluginView,
+    /// Whether it left by a rollback (asked for, or automatic after a
+    /// failed probation): a rollback never returns to it.
+    pub rolled_back: bool,
 }
 
 /// One version of a plugin.

@@ -1,8 +1,9 @@
 //! One process's share of the cluster's work, run on the member's thread:
-//! the source partitions the group gave it (the first part's operators,
-//! stateless, shared by all of them), and one keyed task per repartition
-//! partition it holds. What a task produces goes to the next part's
-//! repartition topic (the partition of the record's key) or to the sink;
+//! the source partitions the group gave it (each source part's operators,
+//! stateless, shared by all of its partitions), and one keyed task per
+//! repartition partition it holds. What a part produces goes to the
+//! repartition topic of the part it feeds (the partition of the record's
+//! key, tagged with the input it feeds when not the first) or to the sink;
 //! every `commit_interval` the process commits its output, its tasks'
 //! state changes (to their changelogs), its watermark markers and the
 //! offsets it consumed at once (one Kafka transaction with `exactly_once`).
@@ -13,14 +14,16 @@ use super::member::{TopicPartition, position_of};
 use super::restore::WATERMARK_ENTRY;
 use super::standby::{Standbys, WarmStates};
 use super::task::{KeyedTask, PartChains, changelog_topics};
-use super::topics::{ClusterTopics, TopicRole};
+use super::topics::{ClusterTopics, INPUT_HEADER, TopicRole, topic_name};
 use super::watermarks::{IDLE, MARKER_HEADER, marker, read_marker};
 use crate::batch::Batch;
-use crate::connectors::kafka::{RecordReader, Reported, raw_record, send_record, send_waiting};
+use crate::connectors::kafka::{
+    RecordReader, Reported, raw_record, send_record, send_record_with, send_waiting,
+};
 use crate::key_group::{of_key, worker_of};
 use crate::metrics::TaskStats;
 use crate::operators::FailureHandler;
-use crate::plan::{Part, Plan};
+use crate::plan::{Feed, Part, PartInput, Plan};
 use crate::record::Record;
 use crate::runtime::SwapPoint;
 use rdkafka::ClientConfig;
@@ -36,11 +39,39 @@ mod moves;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The marker id of keyed part `k`'s task `p` (source tasks' ids count
+/// the source partitions from 0: the two never meet).
+fn keyed_task_id(k: usize, p: i32) -> u32 {
+    (1 << 31) | ((k as u32) << 20) | p as u32
+}
+
+/// Where a part's output goes: input `input` of keyed part `keyed` (an
+/// index into [`Engine::keyed`]).
+#[derive(Debug, Clone, Copy)]
+struct Route {
+    keyed: usize,
+    input: usize,
+}
+
+/// A source part: what reads one source, run for every partition of its
+/// topics this process holds (stateless: one instance for all of them).
+struct SourcePart {
+    chains: PartChains,
+    reader: RecordReader,
+    rejects: FailureHandler,
+    /// Records read and not yet run.
+    pending: Vec<Record>,
+    /// Where its output goes; `None`: to the sink.
+    route: Option<Route>,
+}
+
 /// A source partition's event time.
 #[derive(Debug)]
 struct SourceTask {
     /// Its id in the markers it writes.
     id: u32,
+    /// Its source (and source part).
+    source: usize,
     /// The largest event time read from it.
     max_time: Option<i64>,
     /// The watermark it last marked ([`IDLE`] once it marked itself idle).
@@ -56,9 +87,11 @@ struct KeyedPart {
     part: Part,
     topic: String,
     partitions: usize,
-    /// How many tasks feed each of its tasks (the previous part's).
+    /// How many tasks feed each of its tasks (the parts' feeding it).
     upstream: usize,
     tasks: BTreeMap<i32, KeyedTask>,
+    /// Where its output goes; `None`: to the sink.
+    route: Option<Route>,
 }
 
 /// What an engine is made of.
@@ -72,7 +105,7 @@ pub struct EngineParts {
     pub client: ClientConfig,
     /// The cluster topics' admin.
     pub topics: ClusterTopics,
-    /// Every partition of the source's topics, in id order.
+    /// Every partition of the sources' topics, in id order.
     pub source_partitions: Vec<TopicPartition>,
     /// Partitions of each repartition topic.
     pub repartition_partitions: usize,
@@ -92,14 +125,12 @@ pub struct Engine {
     kept: Option<KeptStates>,
     exactly_once: bool,
     brokers: String,
-    reader: RecordReader,
-    rejects: FailureHandler,
-    source_topics: HashSet<String>,
-    /// The first part's operators (stateless: one instance for all).
-    source_chains: PartChains,
+    /// Each source's part, in the sources' order.
+    source_parts: Vec<SourcePart>,
+    /// The source reading each source topic.
+    source_of: HashMap<String, usize>,
     source_ids: HashMap<TopicPartition, u32>,
     sources: HashMap<TopicPartition, SourceTask>,
-    source_pending: Vec<Record>,
     keyed: Vec<KeyedPart>,
     sink_topic: String,
     sink_partition: Option<i32>,
@@ -133,27 +164,66 @@ impl Engine {
             repartition_partitions,
             client_id,
         } = parts;
-        let settings = plan.cluster.take().expect("a cluster plan");
-        let mut parts = settings.parts.into_iter();
-        let first = parts.next().expect("the source's part");
-        let source_chains =
-            PartChains::instantiate(&plan, &first, (0, 1), None).map_err(|cause| ClusterError::Task {
-                task: "source".into(),
-                cause: Box::new(cause),
-            })?;
-        let mut upstream = source_partitions.len();
+        let mut settings = plan.cluster.take().expect("a cluster plan");
+        let sources = settings.sources.len();
+        let route = |feed: Option<Feed>| {
+            feed.map(|f| Route {
+                keyed: f.part - sources,
+                input: f.input,
+            })
+        };
+        let mut source_of = HashMap::new();
+        for (i, spec) in settings.sources.iter().enumerate() {
+            for topic in &spec.topics {
+                source_of.insert(topic.clone(), i);
+            }
+        }
+        // The tasks feeding each part's tasks.
+        let mut upstream = vec![0; settings.parts.len()];
+        for part in &settings.parts {
+            let tasks = match part.reads {
+                PartInput::Source(i) => source_partitions
+                    .iter()
+                    .filter(|(t, _)| source_of[t] == i)
+                    .count(),
+                PartInput::Repartition { .. } => repartition_partitions,
+            };
+            if let Some(feed) = part.feeds {
+                upstream[feed.part] += tasks;
+            }
+        }
+        let mut source_parts = Vec::new();
         let mut keyed = Vec::new();
-        for part in parts {
-            let by = part.repartition_by.as_deref().expect("a keyed part");
-            let topic = super::topics::topic_name(&plan.name, by, TopicRole::Repartition)?;
-            keyed.push(KeyedPart {
-                part,
-                topic,
-                partitions: repartition_partitions,
-                upstream,
-                tasks: BTreeMap::new(),
-            });
-            upstream = repartition_partitions;
+        for (k, part) in std::mem::take(&mut settings.parts).into_iter().enumerate() {
+            match &part.reads {
+                PartInput::Source(i) => {
+                    let (name, spec) = (&plan.sources[*i].name, &settings.sources[*i]);
+                    let chains = PartChains::instantiate(&plan, &part, (0, 1), None).map_err(|cause| {
+                        ClusterError::Task {
+                            task: format!("source `{name}`"),
+                            cause: Box::new(cause),
+                        }
+                    })?;
+                    source_parts.push(SourcePart {
+                        chains,
+                        reader: RecordReader::of(spec),
+                        rejects: FailureHandler::new(name, spec.on_error, None, Default::default()),
+                        pending: Vec::new(),
+                        route: route(part.feeds),
+                    });
+                }
+                PartInput::Repartition { by } => {
+                    let topic = topic_name(&plan.name, by, TopicRole::Repartition)?;
+                    keyed.push(KeyedPart {
+                        route: route(part.feeds),
+                        part,
+                        topic,
+                        partitions: repartition_partitions,
+                        upstream: upstream[k],
+                        tasks: BTreeMap::new(),
+                    });
+                }
+            }
         }
         let source_ids = source_partitions
             .iter()
@@ -174,17 +244,14 @@ impl Engine {
                     parts.push((k.topic.clone(), changelogs));
                 }
                 let warm = WarmStates::new(&client, &settings.group).map_err(ClusterError::kafka(
-                    settings.source.bootstrap_servers.value(),
+                    settings.brokers().bootstrap_servers.value(),
                     "making the standby states' consumer".to_owned(),
                 ))?;
                 Some(Standbys::new(warm, replicas, client_id, parts))
             }
         };
         Ok(Self {
-            rejects: FailureHandler::new("source", settings.source.on_error, None, Default::default()),
-            reader: RecordReader::of(&settings.source),
-            source_topics: settings.source.topics.iter().cloned().collect(),
-            brokers: settings.source.bootstrap_servers.value().to_owned(),
+            brokers: settings.brokers().bootstrap_servers.value().to_owned(),
             exactly_once: settings.sink.exactly_once,
             sink_topic: settings.sink.topic.clone(),
             sink_partition: settings.sink.partition,
@@ -200,10 +267,10 @@ impl Engine {
             client,
             topics,
             ensured: HashSet::new(),
-            source_chains,
+            source_parts,
+            source_of,
             source_ids,
             sources: HashMap::new(),
-            source_pending: Vec::new(),
             keyed,
             swapped: Vec::new(),
             standby,
@@ -213,10 +280,10 @@ impl Engine {
         })
     }
 
-    /// The topics the member subscribes to: the source's and each keyed
+    /// The topics the member subscribes to: the sources' and each keyed
     /// part's repartition topic.
     pub fn subscriptions(&self) -> Vec<String> {
-        let mut topics: Vec<String> = self.source_topics.iter().cloned().collect();
+        let mut topics: Vec<String> = self.source_of.keys().cloned().collect();
         topics.sort();
         topics.extend(self.keyed.iter().map(|k| k.topic.clone()));
         topics
@@ -241,11 +308,12 @@ impl Engine {
     /// record or marker for one of the keyed tasks.
     pub fn on_message(&mut self, msg: &BorrowedMessage<'_>) -> Result<(), ClusterError> {
         self.dirty = true;
-        if self.source_topics.contains(msg.topic()) {
-            let rec = match self.reader.read(msg) {
+        if let Some(&i) = self.source_of.get(msg.topic()) {
+            let source = &self.source_parts[i];
+            let rec = match source.reader.read(msg) {
                 Ok(rec) => rec,
                 Err((raw, reason)) => {
-                    return crate::connectors::refuse(&self.rejects, raw, &reason)
+                    return crate::connectors::refuse(&source.rejects, raw, &reason)
                         .map_err(ClusterError::Record);
                 }
             };
@@ -258,15 +326,20 @@ impl Engine {
             }
             task.stats.records.fetch_add(1, Ordering::Relaxed);
             self.counts.0 += 1;
-            self.source_pending.push(rec);
+            self.source_parts[i].pending.push(rec);
             return Ok(());
         }
         let Some(k) = self.keyed.iter().position(|k| k.topic == msg.topic()) else {
             return Ok(());
         };
-        let is_marker = msg
-            .headers()
-            .is_some_and(|h| h.iter().any(|h| h.key == MARKER_HEADER));
+        let (mut is_marker, mut input) = (false, 0);
+        for h in msg.headers().iter().flat_map(|h| h.iter()) {
+            if h.key == MARKER_HEADER {
+                is_marker = true;
+            } else if h.key == INPUT_HEADER {
+                input = h.value.and_then(|v| v.first()).map_or(0, |n| usize::from(*n));
+            }
+        }
         if is_marker {
             let mark = read_marker(msg.key().unwrap_or_default(), msg.payload().unwrap_or_default());
             if let Some((upstream, watermark)) = mark {
@@ -277,18 +350,24 @@ impl Engine {
         let Some(task) = self.keyed[k].tasks.get_mut(&msg.partition()) else {
             return Ok(());
         };
-        task.pending.push(raw_record(msg));
+        let mut rec = raw_record(msg);
+        if input != 0 {
+            rec.headers.retain(|(name, _)| name != INPUT_HEADER);
+        }
+        task.pending.push(input, rec);
         Ok(())
     }
 
     /// The task of source partition `at`, made when it has none.
     fn source_task(&mut self, at: TopicPartition) -> &mut SourceTask {
         let id = self.source_ids.get(&at).copied().unwrap_or(u32::MAX);
+        let source = self.source_of[&at.0];
         let telemetry = &self.plan.telemetry;
         self.sources
             .entry(at)
             .or_insert_with_key(|(topic, p)| SourceTask {
                 id,
+                source,
                 max_time: None,
                 marked: None,
                 last_record: Instant::now(),
@@ -300,7 +379,7 @@ impl Engine {
     /// them is a source task (from now on, for its idle timeout).
     fn assigned_sources(&mut self, partitions: &[TopicPartition]) {
         for at in partitions {
-            if self.source_topics.contains(&at.0) {
+            if self.source_of.contains_key(&at.0) {
                 self.source_task(at.clone());
             }
         }
@@ -332,17 +411,20 @@ impl Engine {
         };
         if let Some(now) = task.watermarks.observe(upstream, watermark) {
             let fired = task.chains.on_watermark(now)?;
-            self.route(k + 1, &fired)?;
+            self.route(self.keyed[k].route, &fired)?;
         }
         Ok(())
     }
 
     /// Runs what every task read and has not run yet.
     pub fn flush(&mut self) -> Result<(), ClusterError> {
-        if !self.source_pending.is_empty() {
-            let batch = Batch::Records(std::mem::take(&mut self.source_pending));
-            let out = self.source_chains.on_records(batch)?;
-            self.route(0, &out)?;
+        for i in 0..self.source_parts.len() {
+            let source = &mut self.source_parts[i];
+            if !source.pending.is_empty() {
+                let batch = Batch::Records(std::mem::take(&mut source.pending));
+                let (out, route) = (source.chains.on_records(batch)?, source.route);
+                self.route(route, &out)?;
+            }
         }
         for k in 0..self.keyed.len() {
             let partitions: Vec<i32> = self.keyed[k].tasks.keys().copied().collect();
@@ -360,28 +442,32 @@ impl Engine {
         if task.pending.is_empty() {
             return Ok(());
         }
-        let batch = Batch::Records(std::mem::take(&mut task.pending));
-        task.stats
-            .records
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let out = task.chains.on_records(batch)?;
-        self.route(k + 1, &out)
+        let mut out = Vec::new();
+        for (input, run) in task.pending.take() {
+            task.stats.records.fetch_add(run.len() as u64, Ordering::Relaxed);
+            out.extend(task.chains.on_input(input, Batch::Records(run))?);
+        }
+        self.route(self.keyed[k].route, &out)
     }
 
-    /// Sends what part `part` produced on: to the next part's repartition
-    /// topic, at its key's partition, or (after the last part) to the sink.
-    fn route(&mut self, part: usize, batches: &[Batch]) -> Result<(), ClusterError> {
+    /// Sends what a part produced on, as `route` says: to the repartition
+    /// topic of the part it feeds, at its key's partition, or to the sink.
+    fn route(&mut self, route: Option<Route>, batches: &[Batch]) -> Result<(), ClusterError> {
         let producer = &self.producer;
         // Made only on a failure: a record's send must not allocate.
         let failed = |topic: &str| ClusterError::kafka(&self.brokers, format!("writing to topic `{topic}`"));
-        match self.keyed.get(part) {
-            Some(next) => {
+        match route {
+            Some(Route { keyed, input }) => {
+                let next = &self.keyed[keyed];
                 let key_groups = self.plan.key_groups;
+                let number = [input as u8];
+                let tag = (input != 0).then_some((INPUT_HEADER, &number[..]));
                 for batch in batches {
                     batch.try_for_each(|rec| {
                         let group = of_key(rec.key_bytes(), key_groups);
                         let p = worker_of(group, key_groups, next.partitions) as i32;
-                        send_record(producer, &next.topic, Some(p), rec).map_err(|e| failed(&next.topic)(e))
+                        send_record_with(producer, (&next.topic, Some(p)), rec, tag)
+                            .map_err(|e| failed(&next.topic)(e))
                     })?;
                 }
             }
@@ -410,7 +496,7 @@ impl Engine {
                 if !fired.is_empty() {
                     self.dirty = true;
                 }
-                self.route(k + 1, &fired)?;
+                self.route(self.keyed[k].route, &fired)?;
             }
         }
         Ok(())
@@ -470,7 +556,7 @@ impl Engine {
         let Some(delay) = self.delay else {
             return Ok(());
         };
-        let mut marks: Vec<(usize, u32, i64)> = Vec::new();
+        let mut marks: Vec<(Option<Route>, u32, i64)> = Vec::new();
         let idle: Vec<TopicPartition> = self
             .sources
             .iter()
@@ -480,7 +566,7 @@ impl Engine {
         for at in idle {
             let task = self.sources.get_mut(&at).expect("listed");
             task.marked = Some(IDLE);
-            marks.push((0, task.id, IDLE));
+            marks.push((self.source_parts[task.source].route, task.id, IDLE));
         }
         for task in self.sources.values_mut() {
             let Some(max) = task.max_time.filter(|_| task.marked != Some(IDLE)) else {
@@ -490,7 +576,7 @@ impl Engine {
             let watermark = max.saturating_sub(delay).saturating_sub(1);
             if task.marked < Some(watermark) {
                 task.marked = Some(watermark);
-                marks.push((0, task.id, watermark));
+                marks.push((self.source_parts[task.source].route, task.id, watermark));
             }
         }
         for (k, part) in self.keyed.iter_mut().enumerate() {
@@ -499,12 +585,12 @@ impl Engine {
                     && task.marked_watermark < Some(now)
                 {
                     task.marked_watermark = Some(now);
-                    marks.push((k + 1, p as u32, now));
+                    marks.push((part.route, keyed_task_id(k, p), now));
                 }
             }
         }
-        for (part, id, watermark) in marks {
-            let Some(next) = self.keyed.get(part) else {
+        for (route, id, watermark) in marks {
+            let Some(next) = route.map(|r| &self.keyed[r.keyed]) else {
                 continue;
             };
             let (key, value) = marker(id, watermark);
@@ -588,7 +674,9 @@ impl Engine {
                 .map_err(kafka("beginning a transaction"))?;
         }
         self.sources.clear();
-        self.source_pending.clear();
+        for source in &mut self.source_parts {
+            source.pending.clear();
+        }
         for part in &mut self.keyed {
             part.tasks.clear();
         }

@@ -53,7 +53,7 @@ impl Engine {
             })?;
             for swap in &self.swapped {
                 let switched = task.chains.on_swap(&swap.operator, &swap.plugin)?;
-                swap.applied.fetch_add(switched, Ordering::Relaxed);
+                swap.switched(switched);
             }
             task.stats = self.plan.telemetry.task_started(task_name.clone());
             task.stats.restoring.store(true, Ordering::Relaxed);
@@ -115,18 +115,21 @@ impl Engine {
     }
 
     /// Runs the plugins of `swaps` from now on (just after a commit: the
-    /// transaction boundary) in the source part and every task, keeping
+    /// transaction boundary) in the source parts and every task, keeping
     /// their state, and in the tasks assigned later.
     pub fn swap_plugins(&mut self, swaps: Vec<Arc<SwapPoint>>) -> Result<(), ClusterError> {
         for swap in swaps {
             let (operator, plugin) = (&swap.operator, &swap.plugin);
-            let mut switched = self.source_chains.on_swap(operator, plugin)?;
+            let mut switched = 0;
+            for source in &mut self.source_parts {
+                switched += source.chains.on_swap(operator, plugin)?;
+            }
             for part in &mut self.keyed {
                 for task in part.tasks.values_mut() {
                     switched += task.chains.on_swap(operator, plugin)?;
                 }
             }
-            swap.applied.fetch_add(switched, Ordering::Relaxed);
+            swap.switched(switched);
             tracing::info!(%operator, digest = %plugin.digest(), instances = switched, "plugin swapped at a commit");
             self.swapped.retain(|s| &s.operator != operator);
             self.swapped.push(swap);

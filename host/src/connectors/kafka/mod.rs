@@ -223,11 +223,27 @@ pub fn send_record<C: ProducerContext<DeliveryOpaque = ()>>(
     partition: Option<i32>,
     rec: &crate::record::Record,
 ) -> Result<(), KafkaError> {
-    let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
+    send_record_with(producer, (topic, partition), rec, None)
+}
+
+/// As [`send_record`], with the header `extra` after the record's own.
+pub fn send_record_with<C: ProducerContext<DeliveryOpaque = ()>>(
+    producer: &BaseProducer<C>,
+    (topic, partition): (&str, Option<i32>),
+    rec: &crate::record::Record,
+    extra: Option<(&str, &[u8])>,
+) -> Result<(), KafkaError> {
+    let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len() + usize::from(extra.is_some()));
     for (name, value) in &rec.headers {
         headers = headers.insert(Header {
             key: name,
             value: Some(&value[..]),
+        });
+    }
+    if let Some((key, value)) = extra {
+        headers = headers.insert(Header {
+            key,
+            value: Some(value),
         });
     }
     let mut record = BaseRecord::to(topic)

@@ -5,9 +5,11 @@ use crate::batch::Batch;
 use crate::json::field;
 use crate::operators::NativeFactory;
 use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::record::Record;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// What a reshape does to each JSON value (paths are dotted).
 #[derive(Debug, Clone, PartialEq)]
@@ -20,11 +22,20 @@ pub enum ReshapeKind {
     Set(Vec<(String, Value)>),
 }
 
+/// Records a `project` or `rename` reads before it warns of the fields
+/// none of them had.
+const WARN_AFTER_RECORDS: u64 = 1000;
+
 /// Reshapes JSON values.
 pub struct Reshape {
     name: String,
     kind: ReshapeKind,
     failure: FailureHandler,
+    /// For each field a `project` or `rename` names: whether a record had
+    /// it.
+    matched: Vec<bool>,
+    /// Records read.
+    seen: u64,
 }
 
 /// Removes the value at a dotted path.
@@ -66,31 +77,50 @@ impl Reshape {
     /// A reshape named `name`; records that are not JSON objects go to
     /// `failure`.
     pub fn new(name: &str, kind: ReshapeKind, failure: FailureHandler) -> Self {
+        let named = match &kind {
+            ReshapeKind::Project(fields) => fields.len(),
+            ReshapeKind::Rename(pairs) => pairs.len(),
+            ReshapeKind::Set(_) => 0,
+        };
         Self {
             name: name.to_owned(),
             kind,
             failure,
+            matched: vec![false; named],
+            seen: 0,
         }
     }
 
-    fn apply(&self, mut doc: Value) -> Result<Value, String> {
+    fn apply(&mut self, mut doc: Value) -> Result<Value, String> {
         if !doc.is_object() {
             return Err("value is not a JSON object".to_owned());
         }
         match &self.kind {
             ReshapeKind::Project(fields) => {
                 let mut out = Value::Object(Map::new());
-                for f in fields {
-                    if let Some(v) = field(&doc, f) {
-                        put(&mut out, f, v.clone())?;
+                for (f, matched) in fields.iter().zip(&mut self.matched) {
+                    match field(&doc, f) {
+                        Some(v) => {
+                            *matched = true;
+                            put(&mut out, f, v.clone())?;
+                        }
+                        None => {
+                            self.failure.stats().unmatched_fields.fetch_add(1, Relaxed);
+                        }
                     }
                 }
                 Ok(out)
             }
             ReshapeKind::Rename(pairs) => {
-                for (old, new) in pairs {
-                    if let Some(v) = take(&mut doc, old) {
-                        put(&mut doc, new, v)?;
+                for ((old, new), matched) in pairs.iter().zip(&mut self.matched) {
+                    match take(&mut doc, old) {
+                        Some(v) => {
+                            *matched = true;
+                            put(&mut doc, new, v)?;
+                        }
+                        None => {
+                            self.failure.stats().unmatched_fields.fetch_add(1, Relaxed);
+                        }
                     }
                 }
                 Ok(doc)
@@ -105,12 +135,59 @@ impl Reshape {
     }
 }
 
+impl Reshape {
+    /// The fields named that no record had so far.
+    fn unmatched(&self) -> Vec<&str> {
+        let names: Vec<&str> = match &self.kind {
+            ReshapeKind::Project(fields) => fields.iter().map(String::as_str).collect(),
+            ReshapeKind::Rename(pairs) => pairs.iter().map(|(old, _)| old.as_str()).collect(),
+            ReshapeKind::Set(_) => Vec::new(),
+        };
+        names
+            .into_iter()
+            .zip(&self.matched)
+            .filter(|(_, matched)| !**matched)
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// Once `WARN_AFTER_RECORDS` records were read (or, at `end`, any),
+    /// warns once per operator of the fields none of them had: most often
+    /// a typo, which the operator would otherwise drop silently.
+    fn warn_unmatched(&self, end: bool) {
+        if self.seen == 0 || (!end && self.seen < WARN_AFTER_RECORDS) {
+            return;
+        }
+        let unmatched = self.unmatched();
+        if unmatched.is_empty() || self.failure.stats().warned_unmatched.swap(true, Relaxed) {
+            return;
+        }
+        let fields = unmatched
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::warn!(
+            operator = %self.name,
+            records = self.seen,
+            fields = %fields,
+            "no record read so far has these fields (a typo?): the operator skips a field it cannot find; mailer_operator_unmatched_fields_total counts them"
+        );
+    }
+}
+
 impl Operator for Reshape {
     fn name(&self) -> &str {
         &self.name
     }
 
+    fn on_end(&mut self, _out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        self.warn_unmatched(true);
+        Ok(())
+    }
+
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        self.seen += input.len() as u64;
         let mut out = Vec::with_capacity(input.len());
         for mut rec in input.into_records() {
             match json_of(&rec).and_then(|doc| self.apply(doc)) {
@@ -121,6 +198,7 @@ impl Operator for Reshape {
                 Err(reason) => self.failure.fail(rec, &reason)?,
             }
         }
+        self.warn_unmatched(false);
         Ok(Batch::Records(out))
     }
 }
@@ -129,7 +207,6 @@ impl Operator for Reshape {
 mod tests {
     use super::*;
     use crate::operators::FailurePolicy;
-    use crate::record::Record;
     use serde_json::json;
 
     fn reshape(kind: ReshapeKind, doc: &str) -> String {
@@ -141,6 +218,35 @@ mod tests {
         out.into_records()
             .first()
             .map_or(String::new(), |r| String::from_utf8(r.value.to_vec()).unwrap())
+    }
+
+    #[test]
+    fn fields_no_record_has_are_counted_and_warned_of_once() {
+        let failure = FailureHandler::new("r", FailurePolicy::Skip, None, Default::default());
+        let stats = failure.stats().clone();
+        let mut r = Reshape::new(
+            "r",
+            ReshapeKind::Project(vec!["a".into(), "typo".into()]),
+            failure,
+        );
+        let batch = |n: usize| Batch::Records((0..n).map(|_| Record::new(None, r#"{"a":1}"#, 0)).collect());
+        r.process(batch(10)).unwrap();
+        assert_eq!(
+            stats.unmatched_fields.load(Relaxed),
+            10,
+            "one per record lacking `typo`"
+        );
+        assert_eq!(r.unmatched(), ["typo"]);
+        assert!(!stats.warned_unmatched.load(Relaxed), "not before 1000 records");
+        r.on_end(&mut Vec::new()).unwrap();
+        assert!(stats.warned_unmatched.load(Relaxed), "at the end of the input");
+        let mut renamed = Reshape::new(
+            "n",
+            ReshapeKind::Rename(vec![("a".into(), "b".into())]),
+            FailureHandler::new("n", FailurePolicy::Skip, None, Default::default()),
+        );
+        renamed.process(batch(1)).unwrap();
+        assert!(renamed.unmatched().is_empty());
     }
 
     #[test]
