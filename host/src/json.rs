@@ -9,6 +9,15 @@ pub fn field<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(doc, |v, part| v.get(part))
 }
 
+/// Puts `bytes` into `line` as `field` (text), or as `<field>_hex` when
+/// they are not UTF-8: every byte kept, text readable.
+pub fn put_bytes(line: &mut serde_json::Map<String, Value>, field: &str, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => line.insert(field.to_owned(), text.into()),
+        Err(_) => line.insert(format!("{field}_hex"), hex::encode(bytes).into()),
+    };
+}
+
 /// A TOML value as JSON.
 pub fn from_toml(v: &toml::Value) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or(serde_json::Value::Null)

@@ -27,6 +27,7 @@ pub mod plan;
 pub mod plugin;
 pub mod progress;
 pub mod record;
+pub mod replay;
 pub mod runtime;
 pub mod scaffold;
 pub mod state;

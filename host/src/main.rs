@@ -157,6 +157,25 @@ enum Command {
         #[arg(long)]
         update: bool,
     },
+    /// Feeds the dead letters of an operator (a file the dead-letter sink
+    /// wrote with `format = "json"`) back into it — once the manifest
+    /// names the fixed plugin — and through what follows it to the sinks,
+    /// in a run of its own; what fails again goes to a new dead-letter file.
+    Replay {
+        /// The pipeline manifest (TOML).
+        manifest: PathBuf,
+        /// The dead letters: a JSON-lines file of the dead-letter sink.
+        #[arg(long, value_name = "FILE")]
+        dead_letters: PathBuf,
+        /// The operator whose dead letters to replay (the others' are
+        /// passed over); needed when the dead letters name several.
+        #[arg(long)]
+        operator: Option<String>,
+        /// Where the records that fail again go (default: beside the dead
+        /// letters, `<name>.failed-again.jsonl`).
+        #[arg(long, value_name = "FILE")]
+        failed_again: Option<PathBuf>,
+    },
     /// Reads a keyed operator's state in the running pipeline, through its
     /// admin API (each worker reads its own between two batches).
     State {
@@ -317,6 +336,30 @@ fn run(command: Command) -> Result<()> {
             update,
         } => test_command(&manifest, cases, update),
         Command::State { command } => state_command(&command),
+        Command::Replay {
+            manifest,
+            dead_letters,
+            operator,
+            failed_again,
+        } => {
+            let failed_again = failed_again.unwrap_or_else(|| {
+                let stem = dead_letters.file_stem().unwrap_or_default().to_string_lossy();
+                dead_letters.with_file_name(format!("{stem}.failed-again.jsonl"))
+            });
+            // Relative to the current folder, not the manifest's.
+            let failed_again = std::path::absolute(&failed_again).unwrap_or(failed_again);
+            let r = mailer::replay::replay(&manifest, &dead_letters, operator.as_deref(), &failed_again)?;
+            println!(
+                "replayed {} dead letter(s) into operator `{}`: {} record(s) written to the sinks, {} failed again (in {}); {} dead letter(s) of other operators passed over",
+                r.replayed,
+                r.operator,
+                r.written,
+                r.failed,
+                r.failed_again.display(),
+                r.passed_over
+            );
+            Ok(())
+        }
         Command::Tap {
             manifest,
             point,

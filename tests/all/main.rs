@@ -25,6 +25,7 @@ mod postgres;
 mod process;
 mod quickstart;
 mod recovery;
+mod replay;
 mod s3_checkpoints;
 mod sandbox;
 mod sandbox_raw;

@@ -1,5 +1,6 @@
 //! How sinks that write text render a record.
 
+use crate::json::put_bytes;
 use crate::record::Record;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
@@ -15,7 +16,8 @@ pub enum SinkFormat {
     /// Only the value per line, as lossy UTF-8.
     Value,
     /// One JSON object per line: `key` (or null), `value`, `timestamp`,
-    /// `headers` (name to value), bytes as lossy UTF-8.
+    /// `headers` (name to value); a key or value that is not UTF-8 as
+    /// `key_hex` or `value_hex`, header values as lossy UTF-8.
     Json,
 }
 
@@ -36,12 +38,16 @@ impl SinkFormat {
                     .iter()
                     .map(|(n, v)| (n.clone(), lossy(v).into()))
                     .collect();
-                let doc = serde_json::json!({
-                    "key": r.key.as_deref().map(lossy),
-                    "value": lossy(&r.value),
-                    "timestamp": r.timestamp,
-                    "headers": headers,
-                });
+                let mut doc = serde_json::Map::new();
+                match &r.key {
+                    Some(key) => put_bytes(&mut doc, "key", key),
+                    None => {
+                        doc.insert("key".into(), serde_json::Value::Null);
+                    }
+                }
+                put_bytes(&mut doc, "value", &r.value);
+                doc.insert("timestamp".into(), r.timestamp.into());
+                doc.insert("headers".into(), headers.into());
                 serde_json::to_writer(&mut *out, &doc)?;
             }
         }
@@ -73,5 +79,16 @@ mod tests {
         assert_eq!(doc["key"], serde_json::Value::Null);
         assert_eq!(doc["headers"]["mailer.error"], "boom");
         assert_eq!(doc["timestamp"], 3);
+    }
+
+    #[test]
+    fn json_keeps_bytes_that_are_not_text_as_hex() {
+        let mut out = Vec::new();
+        let r = Record::new(Some(Bytes::from_static(b"k")), Bytes::from_static(b"\xff\x00"), 0);
+        SinkFormat::Json.write(&mut out, &r).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(doc["key"], "k");
+        assert_eq!(doc["value_hex"], "ff00");
+        assert!(doc.get("value").is_none());
     }
 }

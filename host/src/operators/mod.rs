@@ -19,7 +19,7 @@ pub mod window;
 pub use chain::{Chain, Produced};
 pub use event_time::EventTime;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity, StateOpener};
-pub use failure::{FailureHandler, FailurePolicy, FailureStats, preview};
+pub use failure::{FailureHandler, FailurePolicy, FailureStats, OPERATOR_HEADER, REASON_HEADER, preview};
 pub use late::{LatePolicy, LateRecords};
 pub use side_output::{SideMessage, SideOutput};
 

@@ -15,7 +15,7 @@
 
 mod diff;
 mod ends;
-mod records_file;
+pub(crate) mod records_file;
 
 pub use diff::Order;
 pub use records_file::{CaseFileError, CaseFormat, CaseRecord};
@@ -25,7 +25,6 @@ use crate::connectors::{Endpoint, OpenSink, SourceSpec};
 use crate::manifest::{Manifest, ManifestError};
 use crate::plugin::{PluginEngine, PluginError};
 use crate::runtime::{RunError, Shutdown};
-use crate::state::BackendKind;
 use ends::{CaseSource, Collected, CollectingSink};
 use std::path::{Path, PathBuf};
 
@@ -153,11 +152,7 @@ pub fn run_case(manifest: &Path, case: &Path, expectations: Expectations) -> Res
     // Its ticker times the plugins' deadlines: it lives as long as the run.
     let engine = PluginEngine::new()?;
     let mut plan = crate::plan::build(&m, &engine)?;
-    plan.checkpoint = None;
-    plan.admin = None;
-    plan.cluster = None;
-    plan.committed_checkpoint = None;
-    plan.state = BackendKind::Memory;
+    plan.detach();
 
     let missing = |what: String| TestError::Case {
         case: case.to_owned(),

@@ -1,8 +1,8 @@
 //! The files of a test case: records as text lines (values only) or as
 //! JSON lines (`{"key", "value", "timestamp", "headers"}`).
 
+use crate::json::put_bytes;
 use crate::record::Record;
-use crate::tap::put_bytes;
 use bytes::Bytes;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -136,7 +136,7 @@ pub fn read(path: &Path, format: CaseFormat) -> Result<Vec<CaseRecord>, CaseFile
 
 /// One JSON line: `value` (a string as it is, any other JSON as its text),
 /// `key` (a string), `timestamp` (ms), `headers` (an object of strings).
-fn parse_line(line: &str) -> Result<CaseRecord, String> {
+pub(crate) fn parse_line(line: &str) -> Result<CaseRecord, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     let Value::Object(fields) = v else {
         return Err("a record is a JSON object: {\"key\": …, \"value\": …, \"timestamp\": …}".into());

@@ -166,6 +166,17 @@ impl Plan {
             .collect()
     }
 
+    /// Makes the plan a run of its own beside the pipeline's (a test case,
+    /// a replay): no checkpoint to take or resume from, no admin API, no
+    /// cluster, state in memory.
+    pub fn detach(&mut self) {
+        self.checkpoint = None;
+        self.committed_checkpoint = None;
+        self.admin = None;
+        self.cluster = None;
+        self.state = BackendKind::Memory;
+    }
+
     /// Opens the checkpoint store the settings describe, unless it is open
     /// already (or the pipeline takes no checkpoints).
     pub fn open_checkpoint_store(&mut self) -> Result<(), StoreError> {

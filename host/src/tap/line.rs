@@ -4,6 +4,7 @@
 //! values and header values that are not UTF-8 come as hex in `key_hex`,
 //! `value_hex` and `[name, null, hex]`.
 
+use crate::json::put_bytes;
 use crate::record::Record;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -28,14 +29,6 @@ pub fn record_line(r: &Record) -> Value {
         line.insert("headers".into(), Value::Array(headers));
     }
     Value::Object(line)
-}
-
-/// `field` as text, or `<field>_hex` when the bytes are not UTF-8.
-pub fn put_bytes(line: &mut serde_json::Map<String, Value>, field: &str, bytes: &[u8]) {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => line.insert(field.to_owned(), text.into()),
-        Err(_) => line.insert(format!("{field}_hex"), hex::encode(bytes).into()),
-    };
 }
 
 /// One line of a tap's stream, as a client reads it.

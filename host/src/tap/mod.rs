@@ -9,7 +9,7 @@
 
 mod line;
 
-pub use line::{TapLine, put_bytes, record_line};
+pub use line::{TapLine, record_line};
 
 use crate::batch::Batch;
 use crate::record::Record;
