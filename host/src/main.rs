@@ -164,9 +164,11 @@ enum Command {
     Replay {
         /// The pipeline manifest (TOML).
         manifest: PathBuf,
-        /// The dead letters: a JSON-lines file of the dead-letter sink.
-        #[arg(long, value_name = "FILE")]
-        dead_letters: PathBuf,
+        /// The dead letters: a file the dead-letter sink wrote with
+        /// `format = "json"`, or `kafka:<topic>` on the brokers of the
+        /// manifest's Kafka `[dead_letter]` (then `--operator` is needed).
+        #[arg(long, value_name = "FILE|kafka:TOPIC")]
+        dead_letters: String,
         /// The operator whose dead letters to replay (the others' are
         /// passed over); needed when the dead letters name several.
         #[arg(long)]
@@ -342,9 +344,15 @@ fn run(command: Command) -> Result<()> {
             operator,
             failed_again,
         } => {
-            let failed_again = failed_again.unwrap_or_else(|| {
-                let stem = dead_letters.file_stem().unwrap_or_default().to_string_lossy();
-                dead_letters.with_file_name(format!("{stem}.failed-again.jsonl"))
+            let dead_letters = mailer::replay::DeadLetters::parse(&dead_letters);
+            let failed_again = failed_again.unwrap_or_else(|| match &dead_letters {
+                mailer::replay::DeadLetters::File(path) => {
+                    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+                    path.with_file_name(format!("{stem}.failed-again.jsonl"))
+                }
+                mailer::replay::DeadLetters::Kafka(topic) => {
+                    PathBuf::from(format!("{topic}.failed-again.jsonl"))
+                }
             });
             // Relative to the current folder, not the manifest's.
             let failed_again = std::path::absolute(&failed_again).unwrap_or(failed_again);

@@ -15,8 +15,15 @@ fn input() -> Vec<String> {
 }
 
 /// The pipeline: the lines -> map `check` running `check` (dead-lettering
-/// what it fails on) -> map `shout` (upper case) -> `out.txt`.
+/// what it fails on) -> map `shout` (upper case) -> `out.txt`; the dead
+/// letters in `dead-letters.jsonl`.
 fn pipeline(w: &Workdir, check: &str) -> std::path::PathBuf {
+    let file = "type = \"file\"\npath = \"dead-letters.jsonl\"\nformat = \"json\"";
+    pipeline_with(w, check, file)
+}
+
+/// The pipeline with `dead_letter` as its `[dead_letter]` table's body.
+fn pipeline_with(w: &Workdir, check: &str, dead_letter: &str) -> std::path::PathBuf {
     w.manifest(&format!(
         r#"
 [pipeline]
@@ -44,9 +51,7 @@ path = "out.txt"
 format = "value"
 
 [dead_letter]
-type = "file"
-path = "dead-letters.jsonl"
-format = "json"
+{dead_letter}
 "#
     ))
 }
@@ -111,6 +116,39 @@ fn replayed_dead_letters_give_exactly_the_missing_outputs() {
         expected_sorted,
         "every line once: none missing, none twice"
     );
+}
+
+#[test]
+fn dead_letters_in_a_kafka_topic_replay_too() {
+    let w = Workdir::new();
+    w.write("in.txt", &(input().join("\n") + "\n"));
+    let topic = crate::kafka::unique_topic("replay-dead-letters");
+    crate::kafka::create_topic(&topic, 2);
+    let kafka =
+        format!("type = \"kafka\"\nbootstrap_servers = \"${{KAFKA_BOOTSTRAP}}\"\ntopic = \"{topic}\"");
+    let m = pipeline_with(&w, "test-error", &kafka);
+    run_to_end(&m, &[]);
+    assert_eq!(crate::kafka::consume_all(&topic, 2).len(), 12);
+    pipeline_with(&w, "lowercase", &kafka);
+    let replay = |args: &[&str]| {
+        let dead_letters = format!("kafka:{topic}");
+        let mut all = vec!["replay", m.to_str().unwrap(), "--dead-letters", &dead_letters];
+        all.extend(args);
+        mailer().current_dir(w.dir.path()).args(&all).output().unwrap()
+    };
+    let out = replay(&[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("with --operator"), "{}", stderr(&out));
+    let out = replay(&["--operator", "check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("replayed 12 dead letter(s) into operator `check`: 12 record(s) written to the sinks, 0 failed again"),
+        "{}",
+        stdout(&out)
+    );
+    let mut expected: Vec<String> = input().iter().map(|l| l.to_uppercase()).collect();
+    expected.sort();
+    assert_eq!(sorted_lines(&w.read("out.txt")), expected);
 }
 
 #[test]

@@ -14,10 +14,11 @@
 mod plan;
 mod source;
 
-pub use source::{DeadLetterCounts, DeadLetterSource, operators_in};
+pub use source::{DeadLetterCounts, DeadLetterFile, DeadLetterSource, operators_in};
 
 use crate::config_string::ConfigString;
-use crate::connectors::{Endpoint, FileSinkSpec, OpenSource, SinkFormat, SinkSpec};
+use crate::connectors::kafka::KafkaSourceSpec;
+use crate::connectors::{Endpoint, FileSinkSpec, OpenSource, SinkFormat, SinkSpec, Source, SourceConfig};
 use crate::manifest::{Manifest, ManifestError, OperatorSpec};
 use crate::plugin::PluginEngine;
 use crate::runtime::Shutdown;
@@ -70,21 +71,54 @@ pub struct ReplayReport {
     pub failed_again: PathBuf,
 }
 
-/// Replays the dead letters in `dead_letters` (a file the dead-letter sink
-/// wrote with `format = "json"`) into `operator` (the one the dead letters
-/// name when `None`) of the pipeline `manifest`; what fails again goes to
-/// `failed_again`.
+/// Where the dead letters are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadLetters {
+    /// A file the dead-letter sink wrote with `format = "json"`.
+    File(PathBuf),
+    /// A topic on the brokers of the manifest's Kafka dead-letter sink.
+    Kafka(String),
+}
+
+impl DeadLetters {
+    /// `kafka:<topic>`, else a file's path.
+    pub fn parse(text: &str) -> Self {
+        match text.strip_prefix("kafka:") {
+            Some(topic) => DeadLetters::Kafka(topic.to_owned()),
+            None => DeadLetters::File(PathBuf::from(text)),
+        }
+    }
+}
+
+impl std::fmt::Display for DeadLetters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeadLetters::File(path) => write!(f, "{}", path.display()),
+            DeadLetters::Kafka(topic) => write!(f, "topic `{topic}`"),
+        }
+    }
+}
+
+/// Replays `dead_letters` into `operator` (for a file, the one its dead
+/// letters name when `None`) of the pipeline `manifest`; what fails again
+/// goes to `failed_again`.
 pub fn replay(
     manifest: &Path,
-    dead_letters: &Path,
+    dead_letters: &DeadLetters,
     operator: Option<&str>,
     failed_again: &Path,
 ) -> Result<ReplayReport, ReplayError> {
-    let operator = match operator {
-        Some(o) => o.to_owned(),
-        None => the_operator(dead_letters)?,
+    let operator = match (operator, dead_letters) {
+        (Some(o), _) => o.to_owned(),
+        (None, DeadLetters::File(path)) => the_operator(path)?,
+        (None, DeadLetters::Kafka(topic)) => {
+            return Err(ReplayError::WhichOperator(format!(
+                "name the operator whose dead letters in topic `{topic}` to replay with --operator"
+            )));
+        }
     };
     let mut m = Manifest::load(manifest)?;
+    let read = reader(&m, dead_letters)?;
     for_a_run_of_its_own(&mut m);
     let engine = PluginEngine::new()?;
     let mut plan = crate::plan::build(&m, &engine)?;
@@ -92,11 +126,14 @@ pub fn replay(
 
     let counts = Arc::new(DeadLetterCounts::default());
     let source: Endpoint<OpenSource> = {
-        let (path, operator, counts) = (dead_letters.to_owned(), operator.clone(), counts.clone());
+        let (operator, counts) = (operator.clone(), counts.clone());
         Endpoint {
             name: "dead-letters".into(),
-            description: format!("the dead letters of {}", dead_letters.display()),
-            open: Box::new(move |_| Ok(Box::new(DeadLetterSource::open(&path, &operator, counts)?) as _)),
+            description: format!("the dead letters of {dead_letters}"),
+            open: Box::new(move |side| {
+                let inner = read(side)?;
+                Ok(Box::new(DeadLetterSource::new(inner, &operator, counts)) as _)
+            }),
         }
     };
     let stateful: Vec<&str> = m
@@ -129,6 +166,36 @@ pub fn replay(
         failed: report.dead_lettered,
         failed_again: failed_again.to_owned(),
     })
+}
+
+/// What reads `dead_letters` as they are: the file, or the topic (to its
+/// end when the replay starts) on the brokers of `m`'s Kafka dead-letter
+/// sink, with its security settings.
+fn reader(m: &Manifest, dead_letters: &DeadLetters) -> Result<OpenSource, ReplayError> {
+    match dead_letters {
+        DeadLetters::File(path) => {
+            let path = path.clone();
+            Ok(Box::new(move |_| {
+                Ok(Box::new(DeadLetterFile::open(&path)?) as Box<dyn Source>)
+            }))
+        }
+        DeadLetters::Kafka(topic) => {
+            let Some(SinkSpec::Kafka(sink)) = m.spec.dead_letter.as_ref().map(|d| d.get_ref()) else {
+                return Err(ReplayError::WhichOperator(format!(
+                    "dead letters in topic `{topic}` are read from the brokers of the manifest's `[dead_letter]`, which is not a Kafka sink: give a file instead"
+                )));
+            };
+            let name = &m.spec.pipeline.get_ref().name;
+            let mut spec = KafkaSourceSpec::new(
+                sink.bootstrap_servers.value(),
+                &[topic],
+                &format!("mailer-replay-{name}"),
+            );
+            spec.bounded = true;
+            spec.security = sink.security.clone();
+            Ok(spec.endpoint(&m.connector_context(), "dead-letters").open)
+        }
+    }
 }
 
 /// The one operator the dead letters in `path` name.

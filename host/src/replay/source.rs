@@ -1,7 +1,7 @@
 //! The source of a replay: the dead letters of one operator, read from a
-//! file the dead-letter sink wrote (`format = "json"`), as the records the
-//! operator failed on — their `mailer.error` and `mailer.operator`
-//! headers removed.
+//! file the dead-letter sink wrote (`format = "json"`) or from its Kafka
+//! topic, as the records the operator failed on — their `mailer.error`
+//! and `mailer.operator` headers removed.
 
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Poll, Source};
@@ -23,31 +23,27 @@ pub struct DeadLetterCounts {
     pub passed_over: AtomicU64,
 }
 
-/// The dead letters of `operator` in a file, line by line.
-pub struct DeadLetterSource {
+/// The dead letters of a file the dead-letter sink wrote (`format =
+/// "json"`), line by line, as they are.
+pub struct DeadLetterFile {
     path: PathBuf,
     lines: std::io::Lines<std::io::BufReader<std::fs::File>>,
     line: usize,
-    operator: String,
-    counts: Arc<DeadLetterCounts>,
 }
 
-impl DeadLetterSource {
-    /// Reads `path`, keeping the dead letters of `operator`, counted in
-    /// `counts`.
-    pub fn open(path: &Path, operator: &str, counts: Arc<DeadLetterCounts>) -> Result<Self, ConnectorError> {
+impl DeadLetterFile {
+    /// Reads `path`.
+    pub fn open(path: &Path) -> Result<Self, ConnectorError> {
         let file = std::fs::File::open(path).map_err(|e| read_error(path, e))?;
         Ok(Self {
             path: path.to_owned(),
             lines: std::io::BufReader::new(file).lines(),
             line: 0,
-            operator: operator.to_owned(),
-            counts,
         })
     }
 }
 
-impl Source for DeadLetterSource {
+impl Source for DeadLetterFile {
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         let mut batch = Vec::new();
         while batch.len() < max.max(1) {
@@ -59,8 +55,45 @@ impl Source for DeadLetterSource {
             if line.trim().is_empty() {
                 continue;
             }
-            let at = |message: String| bad_line(&self.path, self.line, message);
-            let mut record = parse_line(&line).map_err(at)?.record;
+            let record = parse_line(&line).map_err(|message| bad_line(&self.path, self.line, message))?;
+            batch.push(record.record);
+        }
+        Ok(match batch.is_empty() {
+            true => Poll::End,
+            false => Poll::Records(Batch::Records(batch)),
+        })
+    }
+}
+
+/// The dead letters of `operator` among those `inner` reads (a file, a
+/// Kafka topic), without their `mailer.error` and `mailer.operator`
+/// headers; the others passed over.
+pub struct DeadLetterSource {
+    inner: Box<dyn Source>,
+    operator: String,
+    counts: Arc<DeadLetterCounts>,
+}
+
+impl DeadLetterSource {
+    /// The dead letters of `operator` that `inner` reads, counted in
+    /// `counts`.
+    pub fn new(inner: Box<dyn Source>, operator: &str, counts: Arc<DeadLetterCounts>) -> Self {
+        Self {
+            inner,
+            operator: operator.to_owned(),
+            counts,
+        }
+    }
+}
+
+impl Source for DeadLetterSource {
+    fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
+        let batch = match self.inner.poll(max)? {
+            Poll::Records(batch) => batch,
+            other => return Ok(other),
+        };
+        let mut kept = Vec::with_capacity(batch.len());
+        for mut record in batch.into_records() {
             let mine = operator_of(&record).map(|o| o == self.operator.as_bytes());
             match mine {
                 Some(true) => {
@@ -68,18 +101,25 @@ impl Source for DeadLetterSource {
                         .headers
                         .retain(|(name, _)| name != OPERATOR_HEADER && name != REASON_HEADER);
                     self.counts.replayed.fetch_add(1, Ordering::Relaxed);
-                    batch.push(record);
+                    kept.push(record);
                 }
                 Some(false) => {
                     self.counts.passed_over.fetch_add(1, Ordering::Relaxed);
                 }
-                None => return Err(at("not a dead letter: it has no `mailer.operator` header".into())),
+                None => {
+                    return Err(ConnectorError::Unsupported(format!(
+                        "a dead letter without a `mailer.operator` header ({}): dead letters name the operator that failed them",
+                        crate::operators::preview(&record)
+                    )));
+                }
             }
         }
-        Ok(match batch.is_empty() {
-            true => Poll::End,
-            false => Poll::Records(Batch::Records(batch)),
-        })
+        // An empty batch is no end: the inner source may have more.
+        Ok(Poll::Records(Batch::Records(kept)))
+    }
+
+    fn close(&mut self) -> Result<(), ConnectorError> {
+        self.inner.close()
     }
 }
 
@@ -134,6 +174,18 @@ fn bad_line(path: &Path, line: usize, message: String) -> ConnectorError {
 mod tests {
     use super::*;
 
+    /// Every record `source` gives until its end.
+    fn drain(source: &mut dyn Source) -> Result<Vec<Record>, ConnectorError> {
+        let mut all = Vec::new();
+        loop {
+            match source.poll(10)? {
+                Poll::Records(batch) => all.extend(batch.into_records()),
+                Poll::Idle => {}
+                Poll::End => return Ok(all),
+            }
+        }
+    }
+
     #[test]
     fn keeps_the_operators_dead_letters_without_their_headers() {
         let dir = tempfile::tempdir().unwrap();
@@ -150,11 +202,8 @@ mod tests {
             [("check".into(), 2), ("other".into(), 1)]
         );
         let counts = Arc::new(DeadLetterCounts::default());
-        let mut source = DeadLetterSource::open(&path, "check", counts.clone()).unwrap();
-        let Poll::Records(batch) = source.poll(10).unwrap() else {
-            panic!("records expected");
-        };
-        let records = batch.into_records();
+        let file = Box::new(DeadLetterFile::open(&path).unwrap());
+        let records = drain(&mut DeadLetterSource::new(file, "check", counts.clone())).unwrap();
         assert_eq!(records.len(), 2);
         assert_eq!(records[0].key.as_deref(), Some(&b"k"[..]));
         assert_eq!(&records[0].value[..], b"bad-1");
@@ -164,21 +213,27 @@ mod tests {
             [("h".to_owned(), bytes::Bytes::from_static(b"x"))]
         );
         assert!(records[1].headers.is_empty());
-        assert!(matches!(source.poll(10).unwrap(), Poll::End));
         assert_eq!(counts.replayed.load(Ordering::Relaxed), 2);
         assert_eq!(counts.passed_over.load(Ordering::Relaxed), 1);
     }
 
     #[test]
-    fn a_line_that_is_no_dead_letter_is_named() {
+    fn a_record_that_is_no_dead_letter_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("dl.jsonl");
         std::fs::write(&path, "{\"value\":\"x\"}\n").unwrap();
-        let mut source = DeadLetterSource::open(&path, "check", Arc::default()).unwrap();
-        let err = source.poll(10).err().unwrap().to_string();
+        let file = Box::new(DeadLetterFile::open(&path).unwrap());
+        let err = drain(&mut DeadLetterSource::new(file, "check", Arc::default()))
+            .unwrap_err()
+            .to_string();
         assert!(
-            err.ends_with("line 1: not a dead letter: it has no `mailer.operator` header"),
+            err.contains("a dead letter without a `mailer.operator` header"),
             "{err}"
         );
+        std::fs::write(&path, "{\"value\":\"x\"}\nnot json\n").unwrap();
+        let err = drain(&mut DeadLetterFile::open(&path).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2: not JSON"), "{err}");
     }
 }
