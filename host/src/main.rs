@@ -37,7 +37,9 @@ enum PluginCommand {
         manifest: PathBuf,
     },
     /// Swaps an operator's plugin for the component in a file (in cluster
-    /// mode, on every process of the group).
+    /// mode, on every process of the group); with `--shadow`, runs it
+    /// beside the current version instead, comparing their outputs, until
+    /// `mailer plugin promote` or `abort`.
     Swap {
         /// The running pipeline's manifest.
         manifest: PathBuf,
@@ -45,6 +47,34 @@ enum PluginCommand {
         operator: String,
         /// The new version (`.wasm`).
         plugin: PathBuf,
+        /// Run it as a shadow: on the same records as the current version,
+        /// its outputs compared (`GET /api/swaps/{id}`) and thrown away.
+        #[arg(long)]
+        shadow: bool,
+        /// The share of records the shadow runs on (above 0, at most 1).
+        #[arg(long, default_value_t = 1.0, requires = "shadow")]
+        shadow_share: f64,
+    },
+    /// Swaps an operator's shadow in as its version (on probation).
+    Promote {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+        /// The operator's name.
+        operator: String,
+    },
+    /// Ends an operator's shadow run without swapping it in.
+    Abort {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+        /// The operator's name.
+        operator: String,
+    },
+    /// Prints one swap (a shadow's: what it compared so far), as JSON.
+    Show {
+        /// The running pipeline's manifest.
+        manifest: PathBuf,
+        /// The swap's id (from `list` or `swap`).
+        id: u64,
     },
     /// Swaps an operator back to the version before its running one.
     Rollback {
@@ -627,6 +657,9 @@ fn plugin_command(command: PluginCommand) -> Result<()> {
         PluginCommand::List { manifest }
         | PluginCommand::Swap { manifest, .. }
         | PluginCommand::Rollback { manifest, .. }
+        | PluginCommand::Promote { manifest, .. }
+        | PluginCommand::Abort { manifest, .. }
+        | PluginCommand::Show { manifest, .. }
         | PluginCommand::Reload { manifest } => manifest,
     };
     let (plan, _engine) = plan_of(manifest)?;
@@ -671,8 +704,18 @@ fn plugin_answer(
             "pipelines": client.pipelines()?,
             "swaps": client.swaps()?,
         }),
+        PluginCommand::Swap {
+            operator,
+            plugin,
+            shadow: true,
+            shadow_share,
+            ..
+        } => client.shadow(operator, plugin, *shadow_share)?,
         PluginCommand::Swap { operator, plugin, .. } => client.swap(operator, plugin)?,
         PluginCommand::Rollback { operator, .. } => client.rollback(operator)?,
+        PluginCommand::Promote { operator, .. } => client.end_shadow(operator, "promote")?,
+        PluginCommand::Abort { operator, .. } => client.end_shadow(operator, "abort")?,
+        PluginCommand::Show { id, .. } => client.swap_record(*id)?,
         PluginCommand::Reload { .. } => serde_json::Value::Array(client.reload(plan)?),
     })
 }

@@ -426,6 +426,113 @@ fn the_cli_lists_swaps_rolls_back_and_reloads() {
     assert_eq!(runs, [true, false, true, false]);
 }
 
+/// `GET /api/swaps/{id}` through the CLI, once the shadow compared at
+/// least `compared` records.
+fn shadow_after(m: &str, id: u64, compared: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let swap = cli(&["plugin", "show", m, &id.to_string()]);
+        if swap["shadow"]["compared"].as_u64().unwrap_or(0) >= compared {
+            return swap;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the shadow compares too little: {swap}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_shadow_reports_exactly_the_records_its_version_gets_wrong_and_is_promoted_on_request() {
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = start(&w, Some(&addr));
+    wait_for(&addr);
+    let m = w.path("pipeline.toml");
+    let m = m.to_str().unwrap();
+    let buggy = plugin("uppercase-mangled");
+    let buggy = buggy.to_str().unwrap();
+
+    // A version that mangles one record in a hundred, as a shadow.
+    let started = cli(&["plugin", "swap", "--shadow", m, "case", buggy]);
+    let id = started["id"].as_u64().unwrap();
+    assert_eq!(started["shadow"]["state"], "running", "{started}");
+    let swap = shadow_after(m, id, 3000);
+    let shadow = &swap["shadow"];
+    let (compared, mismatches) = (
+        shadow["compared"].as_u64().unwrap(),
+        shadow["mismatches"].as_u64().unwrap(),
+    );
+    assert_eq!(shadow["failures"], 0, "{shadow}");
+    // The records compared are consecutive: those ending in a multiple of
+    // 100 in any run of `compared` of them.
+    assert!(
+        mismatches == compared / 100 || mismatches == compared / 100 + 1,
+        "{mismatches} mismatches of {compared}: {shadow}"
+    );
+    let first = shadow["first_mismatches"].as_array().unwrap();
+    assert_eq!(first.len(), 20.min(mismatches as usize));
+    let base: u64 = first[0]["input"]["value"].as_str().unwrap()["Order".len()..]
+        .parse()
+        .unwrap();
+    for (i, triple) in first.iter().enumerate() {
+        let n = base + 100 * i as u64;
+        assert_eq!(n % 100, 0);
+        assert_eq!(triple["input"]["value"], format!("Order{n}"), "{triple}");
+        assert_eq!(triple["current"]["value"], format!("ORDER{n}"), "{triple}");
+        let reversed: String = format!("ORDER{n}").chars().rev().collect();
+        assert_eq!(triple["shadow"]["value"], reversed, "{triple}");
+    }
+    assert!(shadow["shadow_us_per_record"].as_f64().unwrap() > 0.0);
+
+    // Aborted: it stops comparing; another shadow may start.
+    let aborted = cli(&["plugin", "abort", m, "case"]);
+    assert_eq!(aborted["shadow"]["state"], "aborted", "{aborted}");
+    std::thread::sleep(Duration::from_millis(300));
+    let after = cli(&["plugin", "show", m, &id.to_string()])["shadow"]["compared"].clone();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        cli(&["plugin", "show", m, &id.to_string()])["shadow"]["compared"],
+        after
+    );
+
+    // Promoted: the shadow's version becomes the operator's.
+    let second = cli(&[
+        "plugin",
+        "swap",
+        "--shadow",
+        "--shadow-share",
+        "0.5",
+        m,
+        "case",
+        buggy,
+    ]);
+    let second_id = second["id"].as_u64().unwrap();
+    assert_eq!(second["shadow"]["share"], 0.5);
+    shadow_after(m, second_id, 500);
+    let promoted = cli(&["plugin", "promote", m, "case"]);
+    assert_eq!(promoted["rollback"], false, "{promoted}");
+    assert_eq!(promoted["to"], second["to"], "{promoted}");
+    let show = cli(&["plugin", "show", m, &second_id.to_string()]);
+    assert_eq!(show["shadow"]["state"], "promoted", "{show}");
+    std::thread::sleep(Duration::from_millis(500));
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+
+    // The pipeline's output was the current version's until the promote:
+    // every record once, none mangled before it, some after.
+    let lines: Vec<String> = w.read("out.txt").lines().map(str::to_owned).collect();
+    let switch = lines
+        .iter()
+        .position(|l| !l.starts_with("ORDER"))
+        .expect("mangled records after the promote");
+    for (n, line) in lines[..switch].iter().enumerate() {
+        assert_eq!(line, &format!("ORDER{n}"));
+    }
+    assert!(switch as u64 > base + compared, "nothing mangled while shadowing");
+}
+
 #[test]
 fn a_new_version_failing_its_probation_is_rolled_back_automatically() {
     let w = Workdir::new();

@@ -140,6 +140,12 @@ impl AdminClient {
     /// once the pipeline said it takes that many (a server refusing a body
     /// mid-upload would leave only a broken connection to report).
     fn upload(&self, operator: &str, bytes: &[u8], file: &str) -> Result<Value, ClientError> {
+        self.upload_to(&format!("operators/{operator}/swap"), &[("file", file)], bytes)
+    }
+
+    /// Sends `bytes` to `POST /api/<path>?<query>` (a swap or a shadow),
+    /// once the pipeline said it takes that many.
+    fn upload_to(&self, path: &str, query: &[(&str, &str)], bytes: &[u8]) -> Result<Value, ClientError> {
         let pipelines = self.pipelines()?;
         if let Some(max) = pipelines[0]["max_plugin_bytes"].as_u64()
             && bytes.len() as u64 > max
@@ -151,12 +157,41 @@ impl AdminClient {
         }
         self.answer(
             self.agent
-                .post(format!("{}/operators/{operator}/swap", self.base))
-                .query("file", file)
+                .post(format!("{}/{path}", self.base))
+                .query_pairs(query.iter().copied())
                 .header("Authorization", self.bearer())
                 .header("Content-Type", "application/wasm")
                 .send(bytes),
         )
+    }
+
+    /// Runs `file` as a shadow of `operator` on `share` of the records.
+    pub fn shadow(&self, operator: &str, file: &std::path::Path, share: f64) -> Result<Value, ClientError> {
+        let bytes = std::fs::read(file).map_err(|source| ClientError::Read {
+            path: file.display().to_string(),
+            source,
+        })?;
+        let (file, share) = (file.display().to_string(), share.to_string());
+        self.upload_to(
+            &format!("operators/{operator}/shadow"),
+            &[("file", &file), ("share", &share)],
+            &bytes,
+        )
+    }
+
+    /// Swaps the shadow of `operator` in (`promote`) or ends it (`abort`).
+    pub fn end_shadow(&self, operator: &str, how: &str) -> Result<Value, ClientError> {
+        self.answer(
+            self.agent
+                .post(format!("{}/operators/{operator}/{how}", self.base))
+                .header("Authorization", self.bearer())
+                .send_empty(),
+        )
+    }
+
+    /// `GET /api/swaps/{id}`.
+    pub fn swap_record(&self, id: u64) -> Result<Value, ClientError> {
+        self.get(&format!("swaps/{id}"))
     }
 
     /// Swaps `operator` back to its previous version.

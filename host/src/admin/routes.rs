@@ -40,7 +40,10 @@ pub struct AdminState {
 /// The API: `GET /api/pipelines`, `GET /api/operators`, `POST
 /// /api/operators/{name}/swap` (the component's bytes as
 /// `application/wasm`, at most `max_plugin_bytes`), `POST
-/// /api/operators/{name}/rollback`, `GET /api/swaps`, `GET /api/tasks` (a
+/// /api/operators/{name}/rollback`, `POST /api/operators/{name}/shadow`
+/// (a component to run beside the current version, `?share=`), `POST
+/// /api/operators/{name}/promote` and `…/abort` (end the shadow, swapping
+/// it in or not), `GET /api/swaps`, `GET /api/swaps/{id}`, `GET /api/tasks` (a
 /// cluster-mode process's tasks), `GET /api/tap/{point}` (the records
 /// leaving a source or operator, see [`super::tap`]), `GET
 /// /api/state/{operator}` (a keyed operator's state, see
@@ -58,8 +61,15 @@ pub fn router(state: AdminState) -> Router {
             "/api/operators/{name}/swap",
             post(swap).layer(DefaultBodyLimit::max(state.max_plugin_bytes)),
         )
+        .route(
+            "/api/operators/{name}/shadow",
+            post(shadow).layer(DefaultBodyLimit::max(state.max_plugin_bytes)),
+        )
         .route("/api/operators/{name}/rollback", post(rollback))
+        .route("/api/operators/{name}/promote", post(promote))
+        .route("/api/operators/{name}/abort", post(abort))
         .route("/api/swaps", get(history))
+        .route("/api/swaps/{id}", get(one_swap))
         .route("/api/tasks", get(tasks))
         .route("/api/tap/{point}", get(super::tap::tap))
         .route("/api/state/{operator}", get(super::state::state))
@@ -161,22 +171,83 @@ async fn swap(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    // Only the bytes: a path would let the API read files of the host.
+    if let Some(refused) = component(&headers) {
+        return refused;
+    }
+    let file = query_value(query.as_deref(), "file");
+    let swaps = state.swaps.clone();
+    blocking(move || swaps.swap(&name, &body, file.as_deref())).await
+}
+
+/// `POST /api/operators/{name}/shadow?share=S&file=F`: the component runs
+/// beside the current version on `share` of the records (all by default).
+async fn shadow(
+    State(state): State<AdminState>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = component(&headers) {
+        return refused;
+    }
+    if state.cluster {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "shadow runs are not built for cluster mode: swap the plugin on probation instead".into(),
+        );
+    }
+    let file = query_value(query.as_deref(), "file");
+    let share = match query_value(query.as_deref(), "share").map(|s| s.parse::<f64>()) {
+        None => 1.0,
+        Some(Ok(share)) => share,
+        Some(Err(_)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "`share` is a number above 0 and at most 1".into(),
+            );
+        }
+    };
+    let swaps = state.swaps.clone();
+    blocking(move || swaps.shadow(&name, &body, file.as_deref(), share)).await
+}
+
+/// The refusal of a body that is not a component's bytes (a path would let
+/// the API read files of the host); none when it is one.
+fn component(headers: &HeaderMap) -> Option<Response> {
     let wasm = headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/wasm"));
-    if !wasm {
-        return error(
+    (!wasm).then(|| {
+        error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "send the component's bytes as `Content-Type: application/wasm`".into(),
-        );
-    }
+        )
+    })
+}
+
+/// The value of `name` in a query string, if given.
+fn query_value(query: Option<&str>, name: &str) -> Option<String> {
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+async fn promote(State(state): State<AdminState>, Path(name): Path<String>) -> Response {
     let swaps = state.swaps.clone();
-    // `?file=<name>`: the client's file, named in a refusal.
-    let file = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .find(|(k, _)| k == "file")
-        .map(|(_, v)| v.into_owned());
-    blocking(move || swaps.swap(&name, &body, file.as_deref())).await
+    blocking(move || swaps.promote(&name)).await
+}
+
+async fn abort(State(state): State<AdminState>, Path(name): Path<String>) -> Response {
+    let swaps = state.swaps.clone();
+    blocking(move || swaps.abort(&name)).await
+}
+
+async fn one_swap(State(state): State<AdminState>, Path(id): Path<u64>) -> Response {
+    match state.swaps.swap_record(id) {
+        Ok(record) => Json(record).into_response(),
+        Err(e) => error(StatusCode::NOT_FOUND, e.to_string()),
+    }
 }
 
 async fn rollback(State(state): State<AdminState>, Path(name): Path<String>) -> Response {
@@ -190,7 +261,9 @@ async fn blocking(
 ) -> Response {
     match tokio::task::spawn_blocking(f).await {
         Ok(Ok(record)) => (StatusCode::ACCEPTED, Json(record)).into_response(),
-        Ok(Err(e @ SwapError::NoOperator(_))) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Ok(Err(e @ (SwapError::NoOperator(_) | SwapError::NoSwap(_)))) => {
+            error(StatusCode::NOT_FOUND, e.to_string())
+        }
         Ok(Err(e)) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }

@@ -149,6 +149,22 @@ impl Chain {
         Ok(swapped)
     }
 
+    /// Runs `plugin` as a shadow of the operators named `operator`,
+    /// comparing into `stats`; returns how many there were.
+    pub fn on_shadow(
+        &mut self,
+        operator: &str,
+        plugin: &Arc<LoadedPlugin>,
+        stats: &Arc<crate::operators::ShadowStats>,
+    ) -> Result<usize, OperatorError> {
+        let mut shadowed = 0;
+        for op in self.ops.iter_mut().filter(|op| op.name() == operator) {
+            op.shadow_plugin(plugin, stats)?;
+            shadowed += 1;
+        }
+        Ok(shadowed)
+    }
+
     /// Answers `query` from the state of the operators it names.
     pub fn on_query(&mut self, query: &StateQuery) {
         for op in self.ops.iter_mut().filter(|op| op.name() == query.operator) {

@@ -12,6 +12,7 @@ mod factory;
 mod failure;
 pub mod join;
 mod late;
+mod shadow;
 mod side_output;
 pub mod wasm;
 pub mod window;
@@ -21,6 +22,7 @@ pub use event_time::EventTime;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity, StateOpener};
 pub use failure::{FailureHandler, FailurePolicy, FailureStats, OPERATOR_HEADER, REASON_HEADER, preview};
 pub use late::{LatePolicy, LateRecords};
+pub use shadow::{MISMATCHES_KEPT, Mismatch, ShadowState, ShadowStats, ShadowView};
 pub use side_output::{SideMessage, SideOutput};
 
 use crate::batch::Batch;
@@ -78,6 +80,22 @@ pub trait Operator: Send {
         Err(OperatorError::Swap {
             operator: self.name().to_owned(),
             reason: format!("it runs no plugin to replace with {}", plugin.path().display()),
+        })
+    }
+
+    /// A shadow point passed: run `plugin` (of the operator's world) beside
+    /// the current version on the records `stats` picks, comparing their
+    /// outputs into `stats`, until it ends. Only map, filter and flat-map
+    /// operators shadow (the swaps refuse the others before any point).
+    fn shadow_plugin(
+        &mut self,
+        plugin: &Arc<LoadedPlugin>,
+        stats: &Arc<ShadowStats>,
+    ) -> Result<(), OperatorError> {
+        let _ = stats;
+        Err(OperatorError::Swap {
+            operator: self.name().to_owned(),
+            reason: format!("it cannot run {} as a shadow", plugin.path().display()),
         })
     }
 

@@ -175,20 +175,33 @@ impl PluginInstance {
         &self.plugin
     }
 
+    /// A new instance of `plugin` (of the same world) beside this one: the
+    /// same limits and sandbox, its calls counted apart (a shadow run's).
+    pub fn sibling(&self, plugin: Arc<LoadedPlugin>) -> Result<Self, PluginError> {
+        self.same_world(&plugin)?;
+        Self::sandboxed(plugin, self.limits, self.sandbox.clone())
+    }
+
+    /// Whether `plugin` implements this instance's world.
+    fn same_world(&self, plugin: &LoadedPlugin) -> Result<(), PluginError> {
+        if plugin.world() == self.plugin.world() {
+            return Ok(());
+        }
+        Err(PluginError::Instantiate {
+            path: plugin.path().display().to_string(),
+            reason: format!(
+                "it implements the {} world, the running version the {} world",
+                plugin.world(),
+                self.plugin.world()
+            ),
+        })
+    }
+
     /// Runs `plugin` (of the same world) from now on, with the same limits
     /// and the same keyed state; the previous plugin when it worked. On
     /// failure nothing changed.
     pub fn swap(&mut self, plugin: Arc<LoadedPlugin>) -> Result<Arc<LoadedPlugin>, PluginError> {
-        if plugin.world() != self.plugin.world() {
-            return Err(PluginError::Instantiate {
-                path: plugin.path().display().to_string(),
-                reason: format!(
-                    "it implements the {} world, the running version the {} world",
-                    plugin.world(),
-                    self.plugin.world()
-                ),
-            });
-        }
+        self.same_world(&plugin)?;
         let old = std::mem::replace(&mut self.plugin, plugin);
         let parked = self.parked.take();
         match self.instantiate() {

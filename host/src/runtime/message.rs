@@ -29,6 +29,9 @@ pub struct SwapPoint {
     pub applied: std::sync::atomic::AtomicUsize,
     /// The operator's workers.
     pub workers: usize,
+    /// For a shadow point: the plugin runs beside the current version,
+    /// compared into these stats, instead of replacing it.
+    pub shadow: Option<Arc<crate::operators::ShadowStats>>,
 }
 
 impl SwapPoint {
@@ -41,6 +44,23 @@ impl SwapPoint {
             plugin,
             applied: Default::default(),
             workers,
+            shadow: None,
+        }
+    }
+
+    /// Shadow point `id`: `operator`, on `workers` workers, runs `plugin`
+    /// beside its current version from this point on, comparing into
+    /// `stats`.
+    pub fn shadowing(
+        id: u64,
+        operator: &str,
+        plugin: Arc<LoadedPlugin>,
+        workers: usize,
+        stats: Arc<crate::operators::ShadowStats>,
+    ) -> Self {
+        Self {
+            shadow: Some(stats),
+            ..Self::new(id, operator, plugin, workers)
         }
     }
 
@@ -51,13 +71,16 @@ impl SwapPoint {
             .applied
             .fetch_add(instances, std::sync::atomic::Ordering::Relaxed);
         if before < self.workers && before + instances >= self.workers {
-            tracing::info!(
-                operator = %self.operator,
-                swap = self.id,
-                digest = %self.plugin.digest(),
-                workers = self.workers,
-                "plugin swap applied on every worker"
-            );
+            let (operator, swap, digest, workers) =
+                (&self.operator, self.id, self.plugin.digest(), self.workers);
+            match self.shadow {
+                Some(_) => {
+                    tracing::info!(%operator, swap, %digest, workers, "plugin shadow running on every worker")
+                }
+                None => {
+                    tracing::info!(%operator, swap, %digest, workers, "plugin swap applied on every worker")
+                }
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ mod views;
 
 pub use views::{OperatorView, PluginView, PreviousView, SwapRecord, SwapStatus};
 
-use crate::operators::FailureStats;
+use crate::operators::{FailureStats, ShadowState, ShadowStats};
 use crate::plan::PluginOperator;
 use crate::plugin::{LoadedPlugin, PluginEngine, PluginError, World};
 use crate::runtime::SwapPoint;
@@ -38,6 +38,12 @@ pub enum SwapError {
     /// A rollback with no earlier version.
     #[error("operator `{0}` runs its first version: there is nothing to roll back to")]
     NothingToRollBack(String),
+    /// A promote or abort with no shadow running.
+    #[error("operator `{0}` runs no shadow: start one with `mailer plugin swap --shadow`")]
+    NoShadow(String),
+    /// No swap of that id.
+    #[error("no swap {0} in this run (see GET /api/swaps)")]
+    NoSwap(u64),
 }
 
 /// A swap of the history with its point in the stream.
@@ -57,10 +63,14 @@ impl Entry {
                 SwapStatus::Pending
             },
             applied_workers: applied,
+            shadow: self.point.shadow.as_ref().map(|s| s.view()),
             ..self.record.clone()
         }
     }
 }
+
+/// A shadow run: its swap's id, its plugin and what it compared.
+type Shadow = (u64, Arc<LoadedPlugin>, Arc<ShadowStats>);
 
 struct Versions {
     world: World,
@@ -70,6 +80,8 @@ struct Versions {
     previous: Vec<(Arc<LoadedPlugin>, bool)>,
     failures: Arc<FailureStats>,
     workers: usize,
+    /// The shadow running beside `current`, if any.
+    shadow: Option<Shadow>,
 }
 
 /// How a swapped-in version is watched: over its first `records`, more
@@ -117,6 +129,7 @@ impl Swaps {
                         previous: Vec::new(),
                         failures: op.failures,
                         workers: op.workers,
+                        shadow: None,
                     },
                 )
             })
@@ -161,6 +174,16 @@ impl Swaps {
         &self.pipeline
     }
 
+    /// Swap `id`, as of now.
+    pub fn swap_record(&self, id: u64) -> Result<SwapRecord, SwapError> {
+        let history = self.history.lock().expect("history lock");
+        history
+            .iter()
+            .find(|e| e.record.id == id)
+            .map(Entry::now)
+            .ok_or(SwapError::NoSwap(id))
+    }
+
     /// Every swap so far, oldest first.
     pub fn history(&self) -> Vec<SwapRecord> {
         self.history
@@ -182,6 +205,103 @@ impl Swaps {
         bytes: &[u8],
         file: Option<&str>,
     ) -> Result<SwapRecord, SwapError> {
+        let plugin = self.upload(operator, bytes, file)?;
+        self.swap_to(operator, plugin)
+    }
+
+    /// Runs the component in `bytes` (the client's file `file`) as a shadow
+    /// of `operator`, a map, filter or flat-map: beside the current version
+    /// on `share` of the records (0 < share ≤ 1), its outputs compared and
+    /// thrown away (see [`ShadowStats`]), until [`promote`](Self::promote)
+    /// or [`abort`](Self::abort).
+    pub fn shadow(
+        self: &Arc<Self>,
+        operator: &str,
+        bytes: &[u8],
+        file: Option<&str>,
+        share: f64,
+    ) -> Result<SwapRecord, SwapError> {
+        let refused = |reason: String| SwapError::Refused {
+            operator: operator.to_owned(),
+            reason,
+        };
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(refused(format!(
+                "the shadow's share is {share}: give one above 0 and at most 1 (1: every record)"
+            )));
+        }
+        let (world, _) = self.kind_of(operator)?;
+        if !matches!(world, World::Map | World::Filter | World::FlatMap) {
+            return Err(refused(format!(
+                "a shadow run compares map, filter and flat-map operators, and this one is a {world} operator: swap it, on probation, instead"
+            )));
+        }
+        if let Some((id, plugin, _)) = self.shadow_of(operator)? {
+            return Err(refused(format!(
+                "shadow {id} ({}) runs already: promote or abort it first",
+                plugin.digest()
+            )));
+        }
+        let plugin = self.upload(operator, bytes, file)?;
+        let stats = Arc::new(ShadowStats::new(share));
+        let mut operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get_mut(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let point = SwapPoint::shadowing(id, operator, plugin.clone(), v.workers, stats.clone());
+        let record = self.record(id, operator, (&v.current, &plugin), Change::Shadow, v.workers);
+        v.shadow = Some((id, plugin, stats));
+        drop(operators);
+        self.publish(record, point)
+    }
+
+    /// Swaps the shadow of `operator` in as its version (a swap, on
+    /// probation), ending the shadow run.
+    pub fn promote(self: &Arc<Self>, operator: &str) -> Result<SwapRecord, SwapError> {
+        let (_, plugin, stats) = self.take_shadow(operator)?;
+        stats.end(ShadowState::Promoted);
+        tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow promoted");
+        self.swap_to(operator, plugin)
+    }
+
+    /// Ends the shadow run of `operator`; the current version goes on.
+    /// Returns the shadow's swap, as of now.
+    pub fn abort(&self, operator: &str) -> Result<SwapRecord, SwapError> {
+        let (id, plugin, stats) = self.take_shadow(operator)?;
+        stats.end(ShadowState::Aborted);
+        tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow aborted");
+        self.swap_record(id)
+    }
+
+    /// The shadow running beside `operator`, if any.
+    fn shadow_of(&self, operator: &str) -> Result<Option<Shadow>, SwapError> {
+        let operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        Ok(v.shadow.clone())
+    }
+
+    fn take_shadow(&self, operator: &str) -> Result<Shadow, SwapError> {
+        let mut operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get_mut(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        v.shadow
+            .take()
+            .ok_or_else(|| SwapError::NoShadow(operator.to_owned()))
+    }
+
+    /// The component in `bytes` (the client's file `file`, named in
+    /// refusals), stored by digest, compiled and checked against
+    /// `operator`'s world. A refused component leaves the store.
+    fn upload(
+        &self,
+        operator: &str,
+        bytes: &[u8],
+        file: Option<&str>,
+    ) -> Result<Arc<LoadedPlugin>, SwapError> {
         let (world, fueled) = self.kind_of(operator)?;
         let refused = |reason: String| SwapError::Refused {
             operator: operator.to_owned(),
@@ -191,23 +311,27 @@ impl Swaps {
         let (path, new) = self
             .stored(bytes)
             .map_err(|e| refused(format!("storing {shown}: {e}")))?;
-        let plugin = match self.engine.load_with(&path, world, operator, fueled) {
-            Ok(plugin) => plugin,
-            Err(e) => {
-                if new && let Err(removed) = std::fs::remove_file(&path) {
-                    tracing::warn!(path = %path.display(), error = %removed, "a refused component stays in the plugin store");
-                }
-                return Err(refused(refusal(&e, &path, &shown, world)));
+        self.engine.load_with(&path, world, operator, fueled).map_err(|e| {
+            if new && let Err(removed) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %removed, "a refused component stays in the plugin store");
             }
-        };
+            refused(refusal(&e, &path, &shown, world))
+        })
+    }
+
+    /// Swaps `operator` to `plugin` and watches it over its probation.
+    fn swap_to(self: &Arc<Self>, operator: &str, plugin: Arc<LoadedPlugin>) -> Result<SwapRecord, SwapError> {
         let counts = self.counts(operator)?;
         let record = self.switch(operator, plugin, Change::Swap)?;
         let swaps = Arc::clone(self);
-        let (operator, id) = (operator.to_owned(), record.id);
+        let (watched, id) = (operator.to_owned(), record.id);
         std::thread::Builder::new()
             .name("swap-probation".into())
-            .spawn(move || swaps.watch(&operator, id, counts))
-            .map_err(|e| refused(format!("cannot watch the new version: {e}")))?;
+            .spawn(move || swaps.watch(&watched, id, counts))
+            .map_err(|e| SwapError::Refused {
+                operator: operator.to_owned(),
+                reason: format!("cannot watch the new version: {e}"),
+            })?;
         Ok(record)
     }
 
@@ -320,43 +444,63 @@ impl Swaps {
         plugin: Arc<LoadedPlugin>,
         change: Change,
     ) -> Result<SwapRecord, SwapError> {
-        let rollback = change != Change::Swap;
         let mut operators = self.operators.lock().expect("operators lock");
         let v = operators
             .get_mut(operator)
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-        let old = std::mem::replace(&mut v.current, plugin.clone());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let point = Arc::new(SwapPoint::new(id, operator, plugin.clone(), v.workers));
-        let record = SwapRecord {
+        let record = self.record(id, operator, (&v.current, &plugin), change, v.workers);
+        let point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
+        let old = std::mem::replace(&mut v.current, plugin);
+        v.previous.push((old, record.rollback));
+        drop(operators);
+        self.publish(record, point)
+    }
+
+    /// The record of swap `id` of `operator`, on `workers` workers, from
+    /// and to the plugins of `from_to`.
+    fn record(
+        &self,
+        id: u64,
+        operator: &str,
+        (from, to): (&LoadedPlugin, &LoadedPlugin),
+        change: Change,
+        workers: usize,
+    ) -> SwapRecord {
+        SwapRecord {
             id,
             operator: operator.to_owned(),
-            from: old.digest().to_owned(),
-            to: plugin.digest().to_owned(),
-            rollback,
+            from: from.digest().to_owned(),
+            to: to.digest().to_owned(),
+            rollback: matches!(change, Change::Rollback | Change::AutomaticRollback),
             automatic: change == Change::AutomaticRollback,
             requested_at_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
             status: SwapStatus::Pending,
             applied_workers: 0,
-            workers: v.workers,
-        };
-        v.previous.push((old, rollback));
+            workers,
+            shadow: None,
+        }
+    }
+
+    /// Puts `point` in the stream and `record` in the history.
+    fn publish(&self, record: SwapRecord, point: SwapPoint) -> Result<SwapRecord, SwapError> {
+        let point = Arc::new(point);
         self.control.request_swap(point.clone());
         tracing::info!(
             pipeline = %self.pipeline,
-            operator,
+            operator = %record.operator,
             from = %record.from,
             to = %record.to,
-            rollback,
+            rollback = record.rollback,
+            shadow = point.shadow.is_some(),
             "plugin swap requested"
         );
-        self.history.lock().expect("history lock").push(Entry {
-            record: record.clone(),
-            point,
-        });
-        Ok(record)
+        let entry = Entry { record, point };
+        let now = entry.now();
+        self.history.lock().expect("history lock").push(entry);
+        Ok(now)
     }
 }
 
@@ -380,4 +524,5 @@ enum Change {
     Swap,
     Rollback,
     AutomaticRollback,
+    Shadow,
 }

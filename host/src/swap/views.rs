@@ -84,6 +84,9 @@ pub struct SwapRecord {
     pub applied_workers: usize,
     /// The operator's workers.
     pub workers: usize,
+    /// For a shadow run: what it compared, and where it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<crate::operators::ShadowView>,
 }
 
 /// Where a swap is.

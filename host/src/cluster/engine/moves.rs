@@ -120,6 +120,11 @@ impl Engine {
     pub fn swap_plugins(&mut self, swaps: Vec<Arc<SwapPoint>>) -> Result<(), ClusterError> {
         for swap in swaps {
             let (operator, plugin) = (&swap.operator, &swap.plugin);
+            if swap.shadow.is_some() {
+                // The admin API refuses shadows in cluster mode.
+                tracing::warn!(%operator, "shadow runs are not built for cluster mode: ignored");
+                continue;
+            }
             let mut switched = 0;
             for source in &mut self.source_parts {
                 switched += source.chains.on_swap(operator, plugin)?;

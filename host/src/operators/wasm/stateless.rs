@@ -3,19 +3,32 @@
 use super::retry::{self, PluginCalls, fatal};
 use crate::batch::Batch;
 use crate::operators::branch::Predicate;
-use crate::operators::{FailureHandler, Operator, OperatorError};
-use crate::plugin::{CallMode, PluginInstance, World};
+use crate::operators::{FailureHandler, Operator, OperatorError, ShadowStats};
+use crate::plugin::{CallMode, LoadedPlugin, PluginInstance, World};
 use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A stateless operator whose logic is a plugin of the map, filter or
 /// flat-map world. In batch mode its output stays encoded, so the next
-/// plugin of the chain takes it without a decode.
+/// plugin of the chain takes it without a decode. During a shadow run, a
+/// second instance runs the shadow's plugin on the records it picks, and
+/// the two outputs of each are compared.
 pub struct WasmStateless {
     name: String,
     instance: PluginInstance,
     mode: CallMode,
     failure: FailureHandler,
+    shadow: Option<ShadowRun>,
+}
+
+/// A shadow run's instance in one worker.
+struct ShadowRun {
+    instance: PluginInstance,
+    stats: Arc<ShadowStats>,
+    /// Records this worker ran since the shadow started.
+    seen: u64,
 }
 
 impl WasmStateless {
@@ -26,6 +39,46 @@ impl WasmStateless {
             instance,
             mode,
             failure,
+            shadow: None,
+        }
+    }
+
+    /// Runs the shadow, if one runs, on the records of `input` it picks,
+    /// and compares its outputs with `current`'s (the current version's
+    /// outcome of record `i`, whose call took `took` for the whole input).
+    fn shadow(&mut self, input: &Batch, current: &dyn Fn(usize) -> RecordOutcome, took: Duration) {
+        let Some(shadow) = &mut self.shadow else {
+            return;
+        };
+        if shadow.stats.ended() {
+            self.shadow = None;
+            return;
+        }
+        let picks: Vec<usize> = (0..input.len())
+            .filter(|_| {
+                shadow.seen += 1;
+                shadow.stats.picks(shadow.seen - 1)
+            })
+            .collect();
+        let started = Instant::now();
+        let picked = Batch::Records(picks.iter().map(|&i| input.record(i)).collect());
+        let outcomes: Vec<RecordOutcome> = match shadow.instance.batch_outcomes(&picked.encode(), picks.len())
+        {
+            Ok(Ok(outcomes)) if !picks.is_empty() => (0..picks.len()).map(|j| outcomes.owned(j)).collect(),
+            // A failed call: one call per record, as for the current version.
+            _ => picked
+                .clone()
+                .into_records()
+                .iter()
+                .map(|rec| {
+                    one_outcome(&self.name, &mut shadow.instance, self.mode, rec)
+                        .unwrap_or_else(|e| Err(e.to_string()))
+                })
+                .collect(),
+        };
+        shadow.stats.timed(input.len(), took, started.elapsed());
+        for ((&i, rec), outcome) in picks.iter().zip(picked.into_records()).zip(&outcomes) {
+            shadow.stats.compare(&rec, &current(i), outcome);
         }
     }
 
@@ -177,15 +230,24 @@ impl PluginCalls for WasmStateless {
     }
 
     fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
+        let started = Instant::now();
         match self.instance.batch_outcomes(&input.encode(), input.len()) {
             Err(e) => Err(fatal(&self.name, e)),
-            Ok(Ok(outcomes)) => self.apply_all(input, &outcomes).map(Ok),
+            Ok(Ok(outcomes)) => {
+                self.shadow(&input, &|i| outcomes.owned(i), started.elapsed());
+                self.apply_all(input, &outcomes).map(Ok)
+            }
             Ok(Err(reason)) => Ok(Err((reason, input))),
         }
     }
 
     fn single(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+        let started = Instant::now();
         let outcome = self.one(&rec)?;
+        if self.shadow.is_some() {
+            let alone = Batch::Records(vec![rec.clone()]);
+            self.shadow(&alone, &|_| outcome.clone(), started.elapsed());
+        }
         self.apply_one(rec, outcome, out)
     }
 }
@@ -195,11 +257,29 @@ impl Operator for WasmStateless {
         &self.name
     }
 
-    fn swap_plugin(
-        &mut self,
-        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
-    ) -> Result<(), OperatorError> {
+    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
         super::swap_instance(&self.name, &mut self.instance, plugin)
+    }
+
+    fn shadow_plugin(
+        &mut self,
+        plugin: &Arc<LoadedPlugin>,
+        stats: &Arc<ShadowStats>,
+    ) -> Result<(), OperatorError> {
+        // A shadow that cannot start compares nothing; the pipeline goes on.
+        match self.instance.sibling(plugin.clone()) {
+            Ok(instance) => {
+                self.shadow = Some(ShadowRun {
+                    instance,
+                    stats: stats.clone(),
+                    seen: 0,
+                });
+            }
+            Err(e) => {
+                tracing::warn!(operator = %self.name, error = %e, "the shadow cannot start in this worker")
+            }
+        }
+        Ok(())
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
