@@ -3,6 +3,11 @@
 //! (uppercase <-> lowercase). Per swap: the output gap at the switch (the
 //! time between the last batch of the old version and the first of the
 //! new) and the time from the request to the switch; p50 and p99 of each.
+//!
+//! `shadow`: the same pipeline for 2 s as it is, 2 s with `lowercase` as a
+//! shadow of every record (two calls per record), then the shadow
+//! promoted: the throughput of each phase, their ratio, and the output gap
+//! at the promotion.
 
 use crate::common::peak_rss_kib;
 use mailer::batch::Batch;
@@ -20,7 +25,10 @@ use std::time::{Duration, Instant};
 const SWAPS: usize = 20;
 
 pub fn variants() -> Vec<(String, Box<dyn Fn()>)> {
-    vec![("hot-swap".to_owned(), Box::new(hot_swap) as Box<dyn Fn()>)]
+    vec![
+        ("hot-swap".to_owned(), Box::new(hot_swap) as Box<dyn Fn()>),
+        ("shadow".to_owned(), Box::new(shadow) as Box<dyn Fn()>),
+    ]
 }
 
 /// Notes each switch of version (by the case of a batch's first value):
@@ -52,10 +60,23 @@ impl Sink for SwitchSink {
     }
 }
 
-fn hot_swap() {
-    let dir = tempfile::tempdir().unwrap();
+/// The pipeline running, its versions of `case` ([lowercase, uppercase]),
+/// the records its sink got, and the switches of version it saw.
+struct Running {
+    control: Control,
+    shutdown: Shutdown,
+    run: std::thread::JoinHandle<()>,
+    versions: [Arc<mailer::plugin::LoadedPlugin>; 2],
+    records: Arc<AtomicU64>,
+    switches: flume::Receiver<(Instant, Duration)>,
+    /// The engine, which times the plugins' deadlines while it lives.
+    _engine: PluginEngine,
+}
+
+/// Starts the generator -> `uppercase` map -> switch sink pipeline.
+fn start_case_pipeline(dir: &Path) -> Running {
     let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/dist");
-    let manifest = dir.path().join("pipeline.toml");
+    let manifest = dir.join("pipeline.toml");
     std::fs::write(
         &manifest,
         format!(
@@ -107,32 +128,101 @@ type = "blackhole"
         };
     }
     let (shutdown, control) = (Shutdown::new(), Control::new());
-    let started = Instant::now();
-    let running = {
+    let run = {
         let (shutdown, control) = (shutdown.clone(), control.clone());
-        std::thread::spawn(move || run_with(plan, &shutdown, &control).unwrap())
+        std::thread::spawn(move || {
+            run_with(plan, &shutdown, &control).unwrap();
+        })
     };
+    Running {
+        control,
+        shutdown,
+        run,
+        versions,
+        records,
+        switches,
+        _engine: engine,
+    }
+}
+
+/// The sink's records per second over the next `secs`.
+fn rate(records: &AtomicU64, secs: f64) -> f64 {
+    let before = records.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    (records.load(Ordering::Relaxed) - before) as f64 / secs
+}
+
+fn shadow() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let r = start_case_pipeline(dir.path());
+    std::thread::sleep(Duration::from_millis(500));
+    let plain = rate(&r.records, 2.0);
+    let stats = Arc::new(mailer::operators::ShadowStats::new(1.0));
+    let lower = r.versions[0].clone();
+    r.control.request_swap(Arc::new(SwapPoint::shadowing(
+        1,
+        "case",
+        lower.clone(),
+        1,
+        stats.clone(),
+    )));
+    std::thread::sleep(Duration::from_millis(300));
+    let shadowed = rate(&r.records, 2.0);
+    stats.end(mailer::operators::ShadowState::Promoted);
+    let requested = Instant::now();
+    r.control
+        .request_swap(Arc::new(SwapPoint::new(2, "case", lower, 1)));
+    let (at, gap) = r
+        .switches
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the promotion");
+    r.shutdown.cancel();
+    r.run.join().unwrap();
+    let view = stats.view();
+    let n = r.records.load(Ordering::Relaxed);
+    println!(
+        "bench shadow records={n} secs={:.3} rec_per_s={shadowed:.0} plain_rec_per_s={plain:.0} ratio={:.3} \
+         compared={} mismatches={} current_us_per_record={:.3} shadow_us_per_record={:.3} \
+         promotion_gap_ms={:.3} promotion_ms={:.3} peak_rss_kib={}",
+        started.elapsed().as_secs_f64(),
+        shadowed / plain,
+        view.compared,
+        view.mismatches,
+        view.current_us_per_record,
+        view.shadow_us_per_record,
+        gap.as_secs_f64() * 1000.0,
+        (at - requested).as_secs_f64() * 1000.0,
+        peak_rss_kib(),
+    );
+}
+
+fn hot_swap() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let r = start_case_pipeline(dir.path());
     std::thread::sleep(Duration::from_millis(500));
     let (mut gaps, mut delays) = (Vec::new(), Vec::new());
     for i in 0..SWAPS {
         let requested = Instant::now();
-        control.request_swap(Arc::new(SwapPoint::new(
+        r.control.request_swap(Arc::new(SwapPoint::new(
             i as u64 + 1,
             "case",
-            versions[i % 2].clone(),
+            r.versions[i % 2].clone(),
             1,
         )));
-        let (at, gap) = switches
+        let (at, gap) = r
+            .switches
             .recv_timeout(Duration::from_secs(30))
             .expect("the switch");
         gaps.push(gap);
         delays.push(at - requested);
         std::thread::sleep(Duration::from_millis(200));
     }
-    shutdown.cancel();
-    running.join().unwrap();
+    r.shutdown.cancel();
+    r.run.join().unwrap();
     let secs = started.elapsed().as_secs_f64();
-    let n = records.load(Ordering::Relaxed);
+    let n = r.records.load(Ordering::Relaxed);
     let ms = |mut v: Vec<Duration>, q: f64| {
         v.sort_unstable();
         v[((v.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0

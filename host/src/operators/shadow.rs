@@ -126,7 +126,10 @@ impl ShadowStats {
         if current == shadow {
             return;
         }
-        self.mismatches.fetch_add(1, Relaxed);
+        // Only the first ones are kept: past them, no lock.
+        if self.mismatches.fetch_add(1, Relaxed) >= MISMATCHES_KEPT as u64 {
+            return;
+        }
         let mut first = self.first.lock().expect("mismatches lock");
         if first.len() < MISMATCHES_KEPT {
             first.push(Mismatch {
