@@ -60,11 +60,15 @@ impl WasmStateless {
                 shadow.stats.picks(shadow.seen - 1)
             })
             .collect();
+        if picks.is_empty() {
+            shadow.stats.timed(input.len(), took, Duration::ZERO);
+            return;
+        }
         let started = Instant::now();
         let picked = Batch::Records(picks.iter().map(|&i| input.record(i)).collect());
         let outcomes: Vec<RecordOutcome> = match shadow.instance.batch_outcomes(&picked.encode(), picks.len())
         {
-            Ok(Ok(outcomes)) if !picks.is_empty() => (0..picks.len()).map(|j| outcomes.owned(j)).collect(),
+            Ok(Ok(outcomes)) => (0..picks.len()).map(|j| outcomes.owned(j)).collect(),
             // A failed call: one call per record, as for the current version.
             _ => picked
                 .clone()
