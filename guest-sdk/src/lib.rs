@@ -112,13 +112,27 @@ pub mod __private {
 
     /// Puts the plugin crate's `name@version` into the component as the
     /// custom section `mailer-plugin`, where the host reads the version it
-    /// shows (in the admin API and the metrics).
+    /// shows (in the admin API and the metrics); with a state version, a
+    /// second line `state_version=<n>` (see `#[operator(process,
+    /// state_version = n)]`).
     #[macro_export]
     #[doc(hidden)]
     macro_rules! __plugin_version {
         () => {
+            $crate::__plugin_version!(@section concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION")));
+        };
+        ($state_version:literal) => {
+            $crate::__plugin_version!(@section concat!(
+                env!("CARGO_PKG_NAME"),
+                "@",
+                env!("CARGO_PKG_VERSION"),
+                "\nstate_version=",
+                $state_version
+            ));
+        };
+        (@section $id:expr) => {
             const _: () = {
-                const ID: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
+                const ID: &str = $id;
                 #[cfg(target_arch = "wasm32")]
                 #[used]
                 #[unsafe(link_section = "mailer-plugin")]

@@ -99,4 +99,17 @@ macro_rules! time_domain {
     )*};
 }
 
-time_domain!(process, co_process);
+world!(
+    migrating_process,
+    "migrating-process",
+    "mailer_sdk::__private::migrating_process",
+    "export_migrating_process"
+);
+world!(
+    migrating_co_process,
+    "migrating-co-process",
+    "mailer_sdk::__private::migrating_co_process",
+    "export_migrating_co_process"
+);
+
+time_domain!(process, co_process, migrating_process, migrating_co_process);

@@ -54,6 +54,16 @@ enum PluginCommand {
         /// The share of records the shadow runs on (above 0, at most 1).
         #[arg(long, default_value_t = 1.0, requires = "shadow")]
         shadow_share: f64,
+        /// Run it as a canary on this share of the key groups (`10%` or
+        /// `0.1`): it handles their keys, the current version the rest,
+        /// until it passes its probation (promoted for every key) or fails
+        /// too often (rolled back).
+        #[arg(long, value_name = "SHARE", value_parser = parse_share, conflicts_with = "shadow")]
+        canary: Option<f64>,
+        /// Swap in a version declaring a lower state version than the
+        /// running one's (it will read state of a shape it may not know).
+        #[arg(long, conflicts_with_all = ["shadow", "canary"])]
+        force: bool,
     },
     /// Swaps an operator's shadow in as its version (on probation).
     Promote {
@@ -82,6 +92,10 @@ enum PluginCommand {
         manifest: PathBuf,
         /// The operator's name.
         operator: String,
+        /// Roll back to a version declaring a lower state version than the
+        /// running one's (it will read state of a shape it may not know).
+        #[arg(long)]
+        force: bool,
     },
     /// Re-reads the plugin files the manifest names and swaps each
     /// operator whose file changed.
@@ -129,6 +143,11 @@ enum Command {
         /// choose knowingly where to resume).
         #[arg(long, value_name = "ID")]
         from_checkpoint: Option<u64>,
+        /// Resume state even where a plugin declares an older state version
+        /// than the state's (a downgrade: the plugin reads state that a
+        /// newer version migrated and it may not understand).
+        #[arg(long)]
+        force: bool,
     },
     /// Asks the running pipeline of a manifest for a savepoint: a
     /// checkpoint kept until you remove it; prints its folder.
@@ -492,8 +511,10 @@ fn run(command: Command) -> Result<()> {
             fresh,
             from_savepoint,
             from_checkpoint,
+            force,
         } => {
-            let (plan, engine) = plan_of(&manifest)?;
+            let (mut plan, engine) = plan_of(&manifest)?;
+            plan.allow_state_downgrade = force;
             for warning in &plan.warnings {
                 tracing::warn!(pipeline = %plan.name, "{warning}");
             }
@@ -710,14 +731,34 @@ fn plugin_answer(
             shadow: true,
             shadow_share,
             ..
-        } => client.shadow(operator, plugin, *shadow_share)?,
-        PluginCommand::Swap { operator, plugin, .. } => client.swap(operator, plugin)?,
-        PluginCommand::Rollback { operator, .. } => client.rollback(operator)?,
+        } => client.trial("shadow", operator, plugin, *shadow_share)?,
+        PluginCommand::Swap {
+            operator,
+            plugin,
+            canary: Some(share),
+            ..
+        } => client.trial("canary", operator, plugin, *share)?,
+        PluginCommand::Swap {
+            operator,
+            plugin,
+            force,
+            ..
+        } => client.swap(operator, plugin, *force)?,
+        PluginCommand::Rollback { operator, force, .. } => client.rollback(operator, *force)?,
         PluginCommand::Promote { operator, .. } => client.end_shadow(operator, "promote")?,
         PluginCommand::Abort { operator, .. } => client.end_shadow(operator, "abort")?,
         PluginCommand::Show { id, .. } => client.swap_record(*id)?,
         PluginCommand::Reload { .. } => serde_json::Value::Array(client.reload(plan)?),
     })
+}
+
+/// A share as `25%` or `0.25`.
+fn parse_share(text: &str) -> Result<f64, String> {
+    let share = match text.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().map(|p| p / 100.0),
+        None => text.trim().parse::<f64>(),
+    };
+    share.map_err(|_| format!("`{text}` is not a share: give a percentage (`10%`) or a fraction (`0.1`)"))
 }
 
 /// The first SIGINT or SIGTERM drains the pipeline (C3); a second one

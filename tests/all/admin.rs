@@ -206,17 +206,6 @@ token = "${{MAILER_ADMIN_TOKEN}}"
     (m, addr)
 }
 
-fn spawn_with_token(m: &std::path::Path) -> std::process::Child {
-    mailer()
-        .env("MAILER_ADMIN_TOKEN", TOKEN)
-        .arg("run")
-        .arg(m)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 fn latest(w: &Workdir) -> Option<String> {
     std::fs::read_to_string(w.path("checkpoints/LATEST")).ok()
 }
@@ -241,7 +230,7 @@ fn next_checkpoint(w: &Workdir, before: Option<String>) -> Option<String> {
 fn swap_then_kill(checkpointed: bool) -> (Vec<u64>, u64, u64) {
     let w = Workdir::new();
     let (m, addr) = counting(&w, if checkpointed { "200ms" } else { "3s" });
-    let mut child = spawn_with_token(&m);
+    let mut child = spawn_with_token(&m, &[]);
     wait_for(&addr);
     let first = next_checkpoint(&w, None);
     let bytes = std::fs::read(plugin("count-by-ten")).unwrap();
@@ -267,7 +256,7 @@ fn swap_then_kill(checkpointed: bool) -> (Vec<u64>, u64, u64) {
     child.wait().unwrap();
     let before_restart = w.read("out.txt").lines().count();
     let (m, _) = counting(&w, "200ms");
-    let out = spawn_with_token(&m).wait_with_output().unwrap();
+    let out = spawn_with_token(&m, &[]).wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("resuming from a checkpoint"),

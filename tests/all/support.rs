@@ -264,3 +264,30 @@ pub fn get_text(url: &str, token: Option<&str>) -> (u16, String) {
         res.body_mut().read_to_string().unwrap_or_default(),
     )
 }
+
+/// `mailer run <m> <args>` with the admin token in the environment,
+/// its log piped.
+pub fn spawn_with_token(m: &Path, args: &[&str]) -> std::process::Child {
+    mailer()
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .arg("run")
+        .arg(m)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `mailer plugin <args>` against the running pipeline of `m` (the
+/// subcommand first, then the manifest, then the rest of `args`).
+pub fn mailer_plugin(m: &Path, args: &[&str]) -> std::process::Output {
+    mailer()
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .arg("plugin")
+        .arg(args[0])
+        .arg(m)
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}

@@ -143,6 +143,7 @@ fn named_wrapper(value: &Expr, what: &str) -> syn::Result<Tokens> {
 pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn, co: bool) -> syn::Result<Tokens> {
     let mut on_timer = quote!(::mailer_sdk::__private::no_timer);
     let mut on_right = None;
+    let mut migrate = None;
     for arg in args.iter().skip(1) {
         match arg {
             Meta::NameValue(nv) if nv.path.is_ident("on_timer") => {
@@ -151,16 +152,36 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn, co: bool) -> s
             Meta::NameValue(nv) if co && nv.path.is_ident("right") => {
                 on_right = Some(named_wrapper(&nv.value, "right")?);
             }
+            Meta::NameValue(nv) if nv.path.is_ident("migrate") => match &nv.value {
+                Expr::Path(p) => migrate = Some(p.path.clone()),
+                other => {
+                    return Err(syn::Error::new(
+                        other.span(),
+                        "names the migration function: fn(from_version: u32, state: &str, value: Vec<u8>) -> Result<Vec<u8>>",
+                    ));
+                }
+            },
+            Meta::NameValue(nv) if nv.path.is_ident("state_version") => {
+                state_version(args)?;
+            }
             other => {
                 let expected = match co {
                     true => {
-                        "expected `right = <the #[operator(right)] function>` or `on_timer = <the #[operator(timer)] function>`"
+                        "expected `right = <the #[operator(right)] function>`, `on_timer = <the #[operator(timer)] function>`, `state_version = <n>` or `migrate = <function>`"
                     }
-                    false => "expected `on_timer = <the #[operator(timer)] function>`",
+                    false => {
+                        "expected `on_timer = <the #[operator(timer)] function>`, `state_version = <n>` or `migrate = <function>`"
+                    }
                 };
                 return Err(syn::Error::new(other.span(), expected));
             }
         }
+    }
+    if migrate.is_some() && state_version(args)?.is_none_or(|v| v < 2) {
+        return Err(syn::Error::new(
+            args.span(),
+            "a `migrate` function brings state written by older versions to this one's: declare this version's `state_version = <n>`, 2 or more",
+        ));
     }
     if co && on_right.is_none() {
         return Err(syn::Error::new(
@@ -177,12 +198,20 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn, co: bool) -> s
     let f = &func.sig.ident;
     let operator_fn = format_ident!("{}_operator", f);
     let p = quote!(::mailer_sdk::__private);
-    let (module, doc) = match co {
-        true => (
+    let (module, doc) = match (co, migrate.is_some()) {
+        (true, true) => (
+            quote!(migrating_co_process),
+            format!("The `{f}` co-process operator, for `mailer_sdk::testing::Harness::co_process`."),
+        ),
+        (false, true) => (
+            quote!(migrating_process),
+            format!("The `{f}` process operator, for `mailer_sdk::testing::Harness`."),
+        ),
+        (true, false) => (
             quote!(co_process),
             format!("The `{f}` co-process operator, for `mailer_sdk::testing::Harness::co_process`."),
         ),
-        false => (
+        (false, false) => (
             quote!(process),
             format!("The `{f}` process operator, for `mailer_sdk::testing::Harness`."),
         ),
@@ -216,9 +245,25 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn, co: bool) -> s
             },
         ),
     };
-    let export = match co {
-        true => quote!(#p::co_process::export_co_process!(__MailerOperator);),
-        false => quote!(#p::process::export_process!(__MailerOperator);),
+    let export = format_ident!("export_{}", module.to_string());
+    let export = quote!(#p::#module::#export!(__MailerOperator););
+    let (migrate_export, migrate_checked) = match &migrate {
+        None => (Tokens::new(), Tokens::new()),
+        Some(m) => (
+            quote! {
+                fn migrate(
+                    from_version: u32,
+                    name: ::std::string::String,
+                    value: ::std::vec::Vec<u8>,
+                ) -> ::core::result::Result<::std::vec::Vec<u8>, #t::Error> {
+                    #m(from_version, &name, value).map_err(::core::convert::Into::into)
+                }
+            },
+            quote_spanned! {m.span()=>
+                #[cfg(not(target_arch = "wasm32"))]
+                const _: fn(u32, &str, ::std::vec::Vec<u8>) -> ::mailer_sdk::Result<::std::vec::Vec<u8>> = #m;
+            },
+        ),
     };
     let operator_ty = match co {
         true => quote!(::mailer_sdk::CoProcessOperator),
@@ -254,6 +299,7 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn, co: bool) -> s
             }
             impl #p::#module::Guest for __MailerOperator {
                 #exports
+                #migrate_export
                 fn on_timer(
                     key: ::core::option::Option<::std::vec::Vec<u8>>,
                     domain: #domain,
@@ -267,7 +313,37 @@ pub fn process(args: &Punctuated<Meta, Token![,]>, func: &ItemFn, co: bool) -> s
             }
             #export
         };
+        #migrate_checked
     })
+}
+
+/// The `state_version = <n>` of a process or co-process operator's
+/// attribute, if it gives one.
+pub fn state_version(args: &Punctuated<Meta, Token![,]>) -> syn::Result<Option<u32>> {
+    for arg in args.iter().skip(1) {
+        if let Meta::NameValue(nv) = arg
+            && nv.path.is_ident("state_version")
+        {
+            let invalid = || {
+                syn::Error::new(
+                    nv.value.span(),
+                    "`state_version` is a whole number, 1 or more (the version of the shape of the state this plugin writes)",
+                )
+            };
+            let Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(n),
+                ..
+            }) = &nv.value
+            else {
+                return Err(invalid());
+            };
+            return match n.base10_parse::<u32>() {
+                Ok(v) if v >= 1 => Ok(Some(v)),
+                _ => Err(invalid()),
+            };
+        }
+    }
+    Ok(None)
 }
 
 /// `#[operator(join)]`: `fn(Option<Record>, Option<Record>) -> Result<Vec<Record>>`.

@@ -44,7 +44,8 @@ const KINDS: [Kind; 4] = [
 
 /// Makes this function the plugin's operator: `#[operator(map)]`,
 /// `#[operator(filter)]`, `#[operator(flat_map)]`, `#[operator(reduce)]`,
-/// `#[operator(process)]` (optionally `#[operator(process, on_timer = f)]`),
+/// `#[operator(process)]` (optionally `#[operator(process, on_timer = f)]`,
+/// and `state_version = n, migrate = m` for a state whose shape changed),
 /// `#[operator(timer)]` (the timer function of a process operator),
 /// `#[operator(co_process, right = g)]` with `#[operator(right)]` on `g`
 /// (a keyed process function of two inputs), `#[operator(join)]`,
@@ -82,7 +83,14 @@ pub fn operator(attr: TokenStream, item: TokenStream) -> TokenStream {
     // A timer or right function belongs to a process operator, which names
     // the version once.
     let is_timer = matches!(args.first(), Some(Meta::Path(p)) if p.is_ident("timer") || p.is_ident("right"));
-    let version = (!is_timer).then(|| quote!(::mailer_sdk::__plugin_version!();));
+    let version = match keyed::state_version(&args) {
+        _ if is_timer => None,
+        Ok(Some(v)) => {
+            let v = proc_macro2::Literal::u32_unsuffixed(v);
+            Some(quote!(::mailer_sdk::__plugin_version!(#v);))
+        }
+        _ => Some(quote!(::mailer_sdk::__plugin_version!();)),
+    };
     match expanded {
         Ok(exports) => quote!(#func #exports #version).into(),
         Err(e) => {

@@ -143,6 +143,7 @@ pub fn plan(
         telemetry: mailer::metrics::Telemetry::new(name, true),
         plugin_store: std::path::PathBuf::new(),
         swapped_from: Default::default(),
+        allow_state_downgrade: false,
         warnings: Vec::new(),
         cluster: None,
     }

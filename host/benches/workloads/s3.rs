@@ -60,6 +60,7 @@ fn take(store: &CheckpointStore, state: &mut dyn StateBackend, kind: &BackendKin
             path: SNAPSHOT.into(),
             files: file_sizes(&tmp.join(SNAPSHOT)).unwrap(),
             digests: Default::default(),
+            state_versions: None,
         }],
         ..Metadata::new(id, "bench", "", 128)
     };

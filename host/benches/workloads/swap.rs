@@ -160,13 +160,10 @@ fn shadow() {
     let plain = rate(&r.records, 2.0);
     let stats = Arc::new(mailer::operators::ShadowStats::new(1.0));
     let lower = r.versions[0].clone();
-    r.control.request_swap(Arc::new(SwapPoint::shadowing(
-        1,
-        "case",
-        lower.clone(),
-        1,
-        stats.clone(),
-    )));
+    r.control.request_swap(Arc::new(
+        SwapPoint::new(1, "case", lower.clone(), 1)
+            .with_kind(mailer::operators::SwapKind::Shadow(stats.clone())),
+    ));
     std::thread::sleep(Duration::from_millis(300));
     let shadowed = rate(&r.records, 2.0);
     stats.end(mailer::operators::ShadowState::Promoted);

@@ -127,20 +127,26 @@ impl AdminClient {
         )
     }
 
-    /// Uploads `file` as the new plugin of `operator`.
-    pub fn swap(&self, operator: &str, file: &std::path::Path) -> Result<Value, ClientError> {
+    /// Uploads `file` as the new plugin of `operator` (of a lower state
+    /// version only when `force`).
+    pub fn swap(&self, operator: &str, file: &std::path::Path, force: bool) -> Result<Value, ClientError> {
         let bytes = std::fs::read(file).map_err(|source| ClientError::Read {
             path: file.display().to_string(),
             source,
         })?;
-        self.upload(operator, &bytes, &file.display().to_string())
+        self.upload(operator, &bytes, &file.display().to_string(), force)
     }
 
     /// Sends `bytes`, the file `file`, as the new plugin of `operator`,
     /// once the pipeline said it takes that many (a server refusing a body
     /// mid-upload would leave only a broken connection to report).
-    fn upload(&self, operator: &str, bytes: &[u8], file: &str) -> Result<Value, ClientError> {
-        self.upload_to(&format!("operators/{operator}/swap"), &[("file", file)], bytes)
+    fn upload(&self, operator: &str, bytes: &[u8], file: &str, force: bool) -> Result<Value, ClientError> {
+        let force = force.to_string();
+        self.upload_to(
+            &format!("operators/{operator}/swap"),
+            &[("file", file), ("force", &force)],
+            bytes,
+        )
     }
 
     /// Sends `bytes` to `POST /api/<path>?<query>` (a swap or a shadow),
@@ -165,15 +171,22 @@ impl AdminClient {
         )
     }
 
-    /// Runs `file` as a shadow of `operator` on `share` of the records.
-    pub fn shadow(&self, operator: &str, file: &std::path::Path, share: f64) -> Result<Value, ClientError> {
+    /// Runs `file` as a `trial` (`shadow` or `canary`) of `operator` on
+    /// `share` of the records (a shadow) or of the key groups (a canary).
+    pub fn trial(
+        &self,
+        trial: &str,
+        operator: &str,
+        file: &std::path::Path,
+        share: f64,
+    ) -> Result<Value, ClientError> {
         let bytes = std::fs::read(file).map_err(|source| ClientError::Read {
             path: file.display().to_string(),
             source,
         })?;
         let (file, share) = (file.display().to_string(), share.to_string());
         self.upload_to(
-            &format!("operators/{operator}/shadow"),
+            &format!("operators/{operator}/{trial}"),
             &[("file", &file), ("share", &share)],
             &bytes,
         )
@@ -194,11 +207,13 @@ impl AdminClient {
         self.get(&format!("swaps/{id}"))
     }
 
-    /// Swaps `operator` back to its previous version.
-    pub fn rollback(&self, operator: &str) -> Result<Value, ClientError> {
+    /// Swaps `operator` back to its previous version (of a lower state
+    /// version only when `force`).
+    pub fn rollback(&self, operator: &str, force: bool) -> Result<Value, ClientError> {
         self.answer(
             self.agent
                 .post(format!("{}/operators/{operator}/rollback", self.base))
+                .query("force", force.to_string())
                 .header("Authorization", self.bearer())
                 .send_empty(),
         )
@@ -223,7 +238,7 @@ impl AdminClient {
                 .find(|o| o["name"] == name.as_str())
                 .and_then(|o| o["plugin"]["digest"].as_str());
             if current.is_some_and(|c| c != digest) {
-                swapped.push(self.upload(&name, &bytes, &plugin.path().display().to_string())?);
+                swapped.push(self.upload(&name, &bytes, &plugin.path().display().to_string(), false)?);
             }
         }
         Ok(swapped)

@@ -39,9 +39,12 @@ pub struct AdminState {
 
 /// The API: `GET /api/pipelines`, `GET /api/operators`, `POST
 /// /api/operators/{name}/swap` (the component's bytes as
-/// `application/wasm`, at most `max_plugin_bytes`), `POST
-/// /api/operators/{name}/rollback`, `POST /api/operators/{name}/shadow`
+/// `application/wasm`, at most `max_plugin_bytes`; `?force=true` takes a
+/// lower state version), `POST /api/operators/{name}/rollback` (also
+/// `?force=true`), `POST /api/operators/{name}/shadow`
 /// (a component to run beside the current version, `?share=`), `POST
+/// /api/operators/{name}/canary` (a component to handle a share of the key
+/// groups, `?share=`), `POST
 /// /api/operators/{name}/promote` and `…/abort` (end the shadow, swapping
 /// it in or not), `GET /api/swaps`, `GET /api/swaps/{id}`, `GET /api/tasks` (a
 /// cluster-mode process's tasks), `GET /api/tap/{point}` (the records
@@ -64,6 +67,10 @@ pub fn router(state: AdminState) -> Router {
         .route(
             "/api/operators/{name}/shadow",
             post(shadow).layer(DefaultBodyLimit::max(state.max_plugin_bytes)),
+        )
+        .route(
+            "/api/operators/{name}/canary",
+            post(canary).layer(DefaultBodyLimit::max(state.max_plugin_bytes)),
         )
         .route("/api/operators/{name}/rollback", post(rollback))
         .route("/api/operators/{name}/promote", post(promote))
@@ -104,6 +111,7 @@ fn plugins(swaps: &Swaps) -> Vec<PluginInfo> {
             version: o.plugin.version,
             digest: o.plugin.digest,
             world: o.world,
+            canary: o.canary.and_then(|c| serde_json::to_value(c).ok()),
         })
         .collect()
 }
@@ -175,8 +183,9 @@ async fn swap(
         return refused;
     }
     let file = query_value(query.as_deref(), "file");
+    let force = query_value(query.as_deref(), "force").is_some_and(|f| f == "true");
     let swaps = state.swaps.clone();
-    blocking(move || swaps.swap(&name, &body, file.as_deref())).await
+    blocking(move || swaps.swap(&name, &body, file.as_deref(), force)).await
 }
 
 /// `POST /api/operators/{name}/shadow?share=S&file=F`: the component runs
@@ -188,28 +197,70 @@ async fn shadow(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = component(&headers) {
-        return refused;
-    }
-    if state.cluster {
-        return error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "shadow runs are not built for cluster mode: swap the plugin on probation instead".into(),
-        );
-    }
-    let file = query_value(query.as_deref(), "file");
-    let share = match query_value(query.as_deref(), "share").map(|s| s.parse::<f64>()) {
-        None => 1.0,
-        Some(Ok(share)) => share,
-        Some(Err(_)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "`share` is a number above 0 and at most 1".into(),
-            );
-        }
+    let trial = match trial(&state, query.as_deref(), &headers, "shadow runs", Some(1.0)) {
+        Ok(trial) => trial,
+        Err(refused) => return *refused,
     };
     let swaps = state.swaps.clone();
-    blocking(move || swaps.shadow(&name, &body, file.as_deref(), share)).await
+    blocking(move || swaps.shadow(&name, &body, trial.file.as_deref(), trial.share)).await
+}
+
+/// `POST /api/operators/{name}/canary?share=S&file=F`: the component
+/// handles the key groups of `share` (needed).
+async fn canary(
+    State(state): State<AdminState>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let trial = match trial(&state, query.as_deref(), &headers, "canaries", None) {
+        Ok(trial) => trial,
+        Err(refused) => return *refused,
+    };
+    let swaps = state.swaps.clone();
+    blocking(move || swaps.canary(&name, &body, trial.file.as_deref(), trial.share)).await
+}
+
+/// A shadow's or canary's request: the client's file and the share.
+struct Trial {
+    file: Option<String>,
+    share: f64,
+}
+
+/// The trial `query` asks for (`share` defaulting to `default`), or the
+/// refusal of a body that is no component, of cluster mode (where `what`
+/// is not built), or of a share that is no number.
+fn trial(
+    state: &AdminState,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    what: &str,
+    default: Option<f64>,
+) -> Result<Trial, Box<Response>> {
+    if let Some(refused) = component(headers) {
+        return Err(Box::new(refused));
+    }
+    if state.cluster {
+        return Err(Box::new(error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("{what} are not built for cluster mode: swap the plugin on probation instead"),
+        )));
+    }
+    let share = match (query_value(query, "share").map(|s| s.parse::<f64>()), default) {
+        (None, Some(default)) => default,
+        (Some(Ok(share)), _) => share,
+        _ => {
+            return Err(Box::new(error(
+                StatusCode::BAD_REQUEST,
+                "`share` is a number above 0 and at most 1".into(),
+            )));
+        }
+    };
+    Ok(Trial {
+        file: query_value(query, "file"),
+        share,
+    })
 }
 
 /// The refusal of a body that is not a component's bytes (a path would let
@@ -250,9 +301,14 @@ async fn one_swap(State(state): State<AdminState>, Path(id): Path<u64>) -> Respo
     }
 }
 
-async fn rollback(State(state): State<AdminState>, Path(name): Path<String>) -> Response {
+async fn rollback(
+    State(state): State<AdminState>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let force = query_value(query.as_deref(), "force").is_some_and(|f| f == "true");
     let swaps = state.swaps.clone();
-    blocking(move || swaps.rollback(&name)).await
+    blocking(move || swaps.rollback(&name, force)).await
 }
 
 /// Runs a swap off the server's thread (compiling takes a while).

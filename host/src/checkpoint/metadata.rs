@@ -84,6 +84,10 @@ pub struct SnapshotMeta {
     /// object's name there, and what a download is checked against.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub digests: std::collections::BTreeMap<String, String>,
+    /// The state versions of a process operator's state (absent: 1, as
+    /// before plugins declared them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_versions: Option<crate::state::StateVersions>,
 }
 
 /// The files under `dir` (paths relative to it, `/`-separated) with their
@@ -167,6 +171,19 @@ impl Metadata {
             ));
         }
         Ok(sources.iter().map(|s| self.sources[*s].clone()).collect())
+    }
+
+    /// The state versions of operator `name`'s state over all its
+    /// snapshots: the highest any key is at, and the lowest of the keys
+    /// without a mark (1 for a snapshot that records none).
+    pub fn state_versions_of(&self, name: &str) -> Option<crate::state::StateVersions> {
+        let versions = self
+            .of_operator(name)
+            .map(|s| s.state_versions.unwrap_or(crate::state::StateVersions::at(1)));
+        versions.reduce(|a, b| crate::state::StateVersions {
+            current: a.current.max(b.current),
+            unmarked: a.unmarked.min(b.unmarked),
+        })
     }
 
     /// The snapshots of operator `name`.

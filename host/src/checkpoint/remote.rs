@@ -620,6 +620,7 @@ mod tests {
                 path: "op-w0".into(),
                 files: crate::checkpoint::file_sizes(&folder.join("op-w0")).unwrap(),
                 digests: Default::default(),
+                state_versions: None,
             }],
             ..Metadata::new(id, "p", "h", 128)
         };

@@ -100,7 +100,7 @@ impl PartChains {
     pub fn on_swap(&mut self, operator: &str, plugin: &Arc<LoadedPlugin>) -> Result<usize, OperatorError> {
         let mut swapped = 0;
         for chain in &mut self.0 {
-            swapped += chain.on_swap(operator, plugin)?;
+            swapped += chain.on_swap(operator, plugin, &crate::operators::SwapKind::Replace)?;
         }
         Ok(swapped)
     }

@@ -20,6 +20,10 @@ pub struct PluginInfo {
     pub digest: String,
     /// Its world.
     pub world: String,
+    /// The canary running on some of its key groups, if any, as `GET
+    /// /api/operators` shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<serde_json::Value>,
 }
 
 /// Everything the dashboard shows, at one instant.

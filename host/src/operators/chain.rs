@@ -1,7 +1,7 @@
 //! A chain of operators run as direct calls inside one worker: no channel
 //! between them.
 
-use super::{Operator, OperatorError, SideOutput};
+use super::{Operator, OperatorError, SideOutput, SwapKind};
 use crate::batch::Batch;
 use crate::checkpoint::{CheckpointEvent, SnapshotMeta, WorkerCheckpoints, file_sizes, pending_dir};
 use crate::plugin::LoadedPlugin;
@@ -87,6 +87,7 @@ impl Chain {
                     path,
                     files,
                     digests: Default::default(),
+                    state_versions: op.state_versions(),
                 }),
                 Ok(None) => {}
                 Err(e) => {
@@ -138,31 +139,25 @@ impl Chain {
         self.each_op(|op, out| op.on_end(out))
     }
 
-    /// Switches the operators named `operator` to `plugin`; returns how
-    /// many there were.
-    pub fn on_swap(&mut self, operator: &str, plugin: &Arc<LoadedPlugin>) -> Result<usize, OperatorError> {
-        let mut swapped = 0;
-        for op in self.ops.iter_mut().filter(|op| op.name() == operator) {
-            op.swap_plugin(plugin)?;
-            swapped += 1;
-        }
-        Ok(swapped)
-    }
-
-    /// Runs `plugin` as a shadow of the operators named `operator`,
-    /// comparing into `stats`; returns how many there were.
-    pub fn on_shadow(
+    /// Applies `swap` to the operators it names (switching them to its
+    /// plugin, or starting it as their shadow or canary); returns how many
+    /// there were.
+    pub fn on_swap(
         &mut self,
         operator: &str,
         plugin: &Arc<LoadedPlugin>,
-        stats: &Arc<crate::operators::ShadowStats>,
+        kind: &SwapKind,
     ) -> Result<usize, OperatorError> {
-        let mut shadowed = 0;
+        let mut swapped = 0;
         for op in self.ops.iter_mut().filter(|op| op.name() == operator) {
-            op.shadow_plugin(plugin, stats)?;
-            shadowed += 1;
+            match kind {
+                SwapKind::Replace => op.swap_plugin(plugin)?,
+                SwapKind::Shadow(stats) => op.shadow_plugin(plugin, stats)?,
+                SwapKind::Canary(stats) => op.canary_plugin(plugin, stats)?,
+            }
+            swapped += 1;
         }
-        Ok(shadowed)
+        Ok(swapped)
     }
 
     /// Answers `query` from the state of the operators it names.

@@ -73,6 +73,19 @@ pub struct FailureHandler {
     stats: Arc<FailureStats>,
     /// The worker's own count of records given.
     worker_records: Option<Arc<AtomicU64>>,
+    /// The failures this handler saw (one worker's): what a canary's
+    /// share of them is told apart by.
+    failed_here: OwnCount,
+}
+
+/// A count of one handler's own: a clone starts from it and counts apart.
+#[derive(Debug, Default)]
+struct OwnCount(AtomicU64);
+
+impl Clone for OwnCount {
+    fn clone(&self) -> Self {
+        Self(AtomicU64::new(self.0.load(Ordering::Relaxed)))
+    }
 }
 
 impl FailureHandler {
@@ -89,6 +102,7 @@ impl FailureHandler {
             dead_letter,
             stats,
             worker_records: None,
+            failed_here: OwnCount::default(),
         }
     }
 
@@ -111,9 +125,15 @@ impl FailureHandler {
         }
     }
 
+    /// The failures this handler (one worker's) saw so far.
+    pub fn failed_here(&self) -> u64 {
+        self.failed_here.0.load(Ordering::Relaxed)
+    }
+
     /// Handles one failed record.
     pub fn fail(&self, mut record: Record, reason: &str) -> Result<(), OperatorError> {
         self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        self.failed_here.0.fetch_add(1, Ordering::Relaxed);
         match (self.policy, &self.dead_letter) {
             (FailurePolicy::Fail, _) => Err(OperatorError::RecordFailed {
                 operator: self.operator.to_string(),

@@ -6,6 +6,7 @@
 
 pub mod branch;
 pub mod builtin;
+mod canary;
 mod chain;
 mod event_time;
 mod factory;
@@ -14,9 +15,11 @@ pub mod join;
 mod late;
 mod shadow;
 mod side_output;
+mod swap_kind;
 pub mod wasm;
 pub mod window;
 
+pub use canary::{CanaryState, CanaryStats, CanaryView};
 pub use chain::{Chain, Produced};
 pub use event_time::EventTime;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity, StateOpener};
@@ -24,6 +27,7 @@ pub use failure::{FailureHandler, FailurePolicy, FailureStats, OPERATOR_HEADER, 
 pub use late::{LatePolicy, LateRecords};
 pub use shadow::{MISMATCHES_KEPT, Mismatch, ShadowState, ShadowStats, ShadowView};
 pub use side_output::{SideMessage, SideOutput};
+pub use swap_kind::SwapKind;
 
 use crate::batch::Batch;
 use crate::plugin::LoadedPlugin;
@@ -99,12 +103,35 @@ pub trait Operator: Send {
         })
     }
 
+    /// A canary point passed: hand the records of the key groups `stats`
+    /// takes to `plugin` (of the operator's world), the current version
+    /// keeping the rest, until the canary is promoted (a swap point) or
+    /// rolled back. Map, filter, flat-map, process and co-process
+    /// operators run canaries (the swaps refuse the others).
+    fn canary_plugin(
+        &mut self,
+        plugin: &Arc<LoadedPlugin>,
+        stats: &Arc<CanaryStats>,
+    ) -> Result<(), OperatorError> {
+        let _ = stats;
+        Err(OperatorError::Swap {
+            operator: self.name().to_owned(),
+            reason: format!("it cannot run {} as a canary", plugin.path().display()),
+        })
+    }
+
     /// A state query passed: what this worker's keyed state holds for
     /// `request`, shown as JSON (`None`: it keeps no keyed state).
     fn query_state(
         &mut self,
         _request: &crate::state::StateRequest,
     ) -> Option<Result<crate::state::Answer, OperatorError>> {
+        None
+    }
+
+    /// The state versions of a keyed operator running a plugin, as its
+    /// snapshots record them (`None`: no plugin-shaped state).
+    fn state_versions(&self) -> Option<crate::state::StateVersions> {
         None
     }
 

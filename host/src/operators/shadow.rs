@@ -107,6 +107,13 @@ impl ShadowStats {
         n.is_multiple_of(self.every)
     }
 
+    /// Whether a worker's records `n..n + count`, compared together or
+    /// not at all (a key's records in a process operator), are: when one
+    /// of them would be alone.
+    pub fn picks_among(&self, n: u64, count: u64) -> bool {
+        n.div_ceil(self.every) * self.every < n + count
+    }
+
     /// The current version ran `records` records in `took`; the shadow ran
     /// the compared ones among them in `shadow_took`.
     pub fn timed(&self, records: usize, took: Duration, shadow_took: Duration) {
@@ -114,6 +121,15 @@ impl ShadowStats {
         self.current_nanos.fetch_add(took.as_nanos() as u64, Relaxed);
         self.shadow_nanos
             .fetch_add(shadow_took.as_nanos() as u64, Relaxed);
+    }
+
+    /// A compared record whose two outcomes are the same (`failed`: both
+    /// failed alike).
+    pub fn matched(&self, failed: bool) {
+        self.compared.fetch_add(1, Relaxed);
+        if failed {
+            self.failures.fetch_add(1, Relaxed);
+        }
     }
 
     /// Compares the outputs of `input`: the current version's and the

@@ -28,6 +28,9 @@ pub enum LaunchError {
     /// A plugin swapped in before the checkpoint cannot be loaded.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// A plugin cannot resume the state's state version.
+    #[error(transparent)]
+    StateVersion(#[from] crate::plan::StateVersionError),
     /// The admin API cannot listen.
     #[error("starting the admin API on {listen}: {cause}")]
     Admin {
@@ -87,6 +90,7 @@ pub fn launch(
     plan.open_checkpoint_store().map_err(RestoreError::Store)?;
     plan.restore = Restore::resolve(&plan.restore_target(), start)?;
     plan.use_swapped_plugins(&engine)?;
+    plan.check_state_versions()?;
     let _admin = start_admin(&plan, &engine, shutdown, control)?;
     tracing::info!(pipeline = %pipeline, "pipeline started");
     crate::runtime::run_with(plan, shutdown, control).map_err(|cause| LaunchError::Run {
@@ -110,14 +114,18 @@ fn start_admin(
         records: admin.probation_records,
         share: admin.rollback_failure_share,
     };
-    let swaps = Swaps::new(
+    let mut swaps = Swaps::new(
         &plan.name,
         engine.clone(),
         (shutdown.clone(), control.clone()),
         plan.plugin_store.clone(),
         probation,
+        plan.key_groups,
         plan.plugin_operators(),
     );
+    if plan.cluster.is_some() {
+        swaps = swaps.with_fixed_state_versions();
+    }
     let state = AdminState {
         token: Arc::from(admin.token.as_str()),
         swaps: Arc::new(swaps),

@@ -855,6 +855,7 @@ impl Inner {
             telemetry,
             plugin_store: crate::plan::store_dir(Path::new("."), &self.name),
             swapped_from: Default::default(),
+            allow_state_downgrade: false,
             cluster: None,
             warnings: Vec::new(),
             name: self.name,

@@ -126,6 +126,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         telemetry,
         plugin_store: super::store_dir(&m.dir, &p.name),
         swapped_from: Default::default(),
+        allow_state_downgrade: false,
         cluster: None,
         warnings,
     };

@@ -85,6 +85,9 @@ pub struct Plan {
     /// Operators resuming with a swapped-in plugin: the digest of the
     /// manifest's plugin each replaces.
     pub swapped_from: std::collections::BTreeMap<String, String>,
+    /// Whether a plugin may resume state of a higher state version than it
+    /// declares (`mailer run --force`).
+    pub allow_state_downgrade: bool,
     /// Cluster mode's settings, when the pipeline runs in it.
     pub cluster: Option<ClusterSettings>,
     /// What the manifest may have wrong without being invalid (a
@@ -260,6 +263,86 @@ impl Plan {
             *plugin = engine.load_with(&path, plugin.world(), &name, plugin.fueled())?;
             self.swapped_from.insert(name.clone(), original.clone());
             tracing::info!(operator = %name, %digest, "resuming with the plugin swapped in before the checkpoint");
+        }
+        Ok(())
+    }
+}
+
+/// Why a plugin cannot resume the state a checkpoint holds (see
+/// [`Plan::check_state_versions`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StateVersionError {
+    /// The plugin declares an older state version than the state's.
+    #[error(
+        "operator `{operator}`: checkpoint {checkpoint} holds state at state version {state}, and its plugin `{plugin}` declares state version {declared}: an older version cannot read state a newer one migrated. Run a version of state version {state} or higher, or start anyway with `mailer run --force` (the plugin then reads state it may not understand)"
+    )]
+    Downgrade {
+        /// The operator.
+        operator: String,
+        /// The checkpoint resumed.
+        checkpoint: u64,
+        /// The highest state version its state is at.
+        state: u32,
+        /// The plugin's file.
+        plugin: String,
+        /// The plugin's state version.
+        declared: u32,
+    },
+    /// The plugin declares a newer state version and cannot migrate.
+    #[error(
+        "operator `{operator}`: checkpoint {checkpoint} holds state at state version {state}, and its plugin `{plugin}` declares state version {declared} but exports no `migrate` to bring the state to it: give it one (`#[operator(process, state_version = {declared}, migrate = f)]`)"
+    )]
+    NoMigration {
+        /// The operator.
+        operator: String,
+        /// The checkpoint resumed.
+        checkpoint: u64,
+        /// The lowest state version its state is at.
+        state: u32,
+        /// The plugin's file.
+        plugin: String,
+        /// The plugin's state version.
+        declared: u32,
+    },
+}
+
+impl Plan {
+    /// Refuses to resume state with a plugin of a lower state version than
+    /// a plugin that wrote it (unless the run allows it), or of a higher
+    /// one that cannot migrate it.
+    pub fn check_state_versions(&self) -> Result<(), StateVersionError> {
+        let Some(restore) = &self.restore else {
+            return Ok(());
+        };
+        for op in self.stages.iter().flat_map(|s| &s.operators) {
+            let (Some(plugin), Some(versions)) = (op.plugin(), restore.metadata.state_versions_of(&op.name))
+            else {
+                continue;
+            };
+            let (operator, checkpoint) = (op.name.clone(), restore.metadata.id);
+            let (path, declared) = (plugin.path().display().to_string(), plugin.state_version());
+            if versions.unmarked < declared && !plugin.migrates() {
+                return Err(StateVersionError::NoMigration {
+                    operator,
+                    checkpoint,
+                    state: versions.unmarked,
+                    plugin: path,
+                    declared,
+                });
+            }
+            if versions.current > declared {
+                let downgrade = StateVersionError::Downgrade {
+                    operator,
+                    checkpoint,
+                    state: versions.current,
+                    plugin: path,
+                    declared,
+                };
+                if !self.allow_state_downgrade {
+                    return Err(downgrade);
+                }
+                tracing::warn!("{downgrade} (forced)");
+            }
         }
         Ok(())
     }

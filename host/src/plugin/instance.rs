@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Func, ResourceTable};
 use wasmtime::{Store, Trap};
 
 /// How the host crosses into the plugin.
@@ -91,11 +91,13 @@ enum Bindings {
     Filter(filter::Filter),
     FlatMap(flat_map::FlatMap),
     Reduce(reduce::Reduce),
-    Process(process::Process),
+    /// With the `migrate` export of a migrating plugin.
+    Process(process::Process, Option<Func>),
     Window(window::Window),
     Aggregate(aggregate::Aggregate),
     Join(join::Join),
-    CoProcess(co_process::CoProcess),
+    /// With the `migrate` export of a migrating plugin.
+    CoProcess(co_process::CoProcess, Option<Func>),
 }
 
 /// A live instance of a plugin.
@@ -149,6 +151,23 @@ impl PluginInstance {
             None => self.parked = Some(keyed),
         }
         self
+    }
+
+    /// Takes the keyed state from behind the imports (to hand it to
+    /// another instance of the operator: a canary's).
+    pub fn take_keyed(&mut self) -> Option<KeyedContext> {
+        match &mut self.live {
+            Some((store, _)) => store.data_mut().keyed.take(),
+            None => self.parked.take(),
+        }
+    }
+
+    /// Puts `keyed` behind the imports.
+    pub fn set_keyed(&mut self, keyed: KeyedContext) {
+        match &mut self.live {
+            Some((store, _)) => store.data_mut().keyed = Some(keyed),
+            None => self.parked = Some(keyed),
+        }
     }
 
     /// The same instance counting its calls into `calls`.
@@ -252,11 +271,25 @@ impl PluginInstance {
             WorldPre::Filter(p) => Bindings::Filter(p.instantiate(&mut store).map_err(err)?),
             WorldPre::FlatMap(p) => Bindings::FlatMap(p.instantiate(&mut store).map_err(err)?),
             WorldPre::Reduce(p) => Bindings::Reduce(p.instantiate(&mut store).map_err(err)?),
-            WorldPre::Process(p) => Bindings::Process(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::Process(p) => {
+                let instance = p.instance_pre().instantiate(&mut store).map_err(err)?;
+                let migrate = instance.get_func(&mut store, super::loaded::MIGRATE);
+                Bindings::Process(
+                    process::Process::new(&mut store, &instance).map_err(err)?,
+                    migrate,
+                )
+            }
             WorldPre::Window(p) => Bindings::Window(p.instantiate(&mut store).map_err(err)?),
             WorldPre::Aggregate(p) => Bindings::Aggregate(p.instantiate(&mut store).map_err(err)?),
             WorldPre::Join(p) => Bindings::Join(p.instantiate(&mut store).map_err(err)?),
-            WorldPre::CoProcess(p) => Bindings::CoProcess(p.instantiate(&mut store).map_err(err)?),
+            WorldPre::CoProcess(p) => {
+                let instance = p.instance_pre().instantiate(&mut store).map_err(err)?;
+                let migrate = instance.get_func(&mut store, super::loaded::MIGRATE);
+                Bindings::CoProcess(
+                    co_process::CoProcess::new(&mut store, &instance).map_err(err)?,
+                    migrate,
+                )
+            }
         };
         Ok((store, bindings))
     }
@@ -348,11 +381,11 @@ impl PluginInstance {
             Bindings::Filter(b) => b.call_filter_batch(store, input),
             Bindings::FlatMap(b) => b.call_flat_map_batch(store, input),
             Bindings::Reduce(b) => b.call_reduce_batch(store, input),
-            Bindings::Process(b) => b.call_process_batch(store, input),
+            Bindings::Process(b, _) => b.call_process_batch(store, input),
             Bindings::Window(b) => b.call_window_batch(store, input),
             Bindings::Aggregate(b) => b.call_add_batch(store, input),
             Bindings::Join(b) => b.call_join_batch(store, input),
-            Bindings::CoProcess(b) => b.call_co_process_batch(store, input),
+            Bindings::CoProcess(b, _) => b.call_co_process_batch(store, input),
         })
     }
 
@@ -392,7 +425,7 @@ impl PluginInstance {
     /// through its typed `on-left` or `on-right` export.
     pub fn one_input_outcome(&mut self, input: usize, rec: &Record) -> Result<RecordOutcome, PluginError> {
         let called = self.call(|store, b| {
-            let Bindings::CoProcess(b) = b else {
+            let Bindings::CoProcess(b, _) = b else {
                 return Err(wasmtime::Error::msg("only co-process plugins have two inputs"));
             };
             let result = match input {
@@ -470,11 +503,14 @@ impl PluginInstance {
                     .call_reduce(store, accumulator, &to_wit(rec))?
                     .map(|acc| Outcome::Accumulator(Bytes::from(acc)))
                     .map_err(|e| e.message),
-                Bindings::Process(b) => b
+                Bindings::Process(b, _) => b
                     .call_on_record(store, &to_wit(rec))?
                     .map(|v| Outcome::Records(v.into_iter().map(from_wit).collect()))
                     .map_err(|e| e.message),
-                Bindings::Window(_) | Bindings::Aggregate(_) | Bindings::Join(_) | Bindings::CoProcess(_) => {
+                Bindings::Window(_)
+                | Bindings::Aggregate(_)
+                | Bindings::Join(_)
+                | Bindings::CoProcess(..) => {
                     return Err(wasmtime::Error::msg(
                         "window, join and co-process plugins have no single-record export",
                     ));
@@ -522,8 +558,8 @@ impl PluginInstance {
         let max = self.limits.max_outputs_per_record;
         self.call(|store, b| {
             let result = match b {
-                Bindings::Process(b) => b.call_on_timer(store, key, domain, at)?,
-                Bindings::CoProcess(b) => b.call_on_timer(store, key, domain, at)?,
+                Bindings::Process(b, _) => b.call_on_timer(store, key, domain, at)?,
+                Bindings::CoProcess(b, _) => b.call_on_timer(store, key, domain, at)?,
                 _ => {
                     return Err(wasmtime::Error::msg(
                         "only process and co-process plugins have timers",
@@ -537,6 +573,27 @@ impl PluginInstance {
                 }
                 Ok(v.into_iter().map(from_wit).collect())
             }))
+        })
+    }
+}
+
+impl PluginInstance {
+    /// Calls a migrating plugin's `migrate`: `value` of state `name`,
+    /// written under state version `from`, in the plugin's shape.
+    pub fn call_migrate(
+        &mut self,
+        from: u32,
+        name: &str,
+        value: &[u8],
+    ) -> Result<Result<Vec<u8>, String>, CallError> {
+        type Migrated = (Result<Vec<u8>, super::generated::process::mailer::plugin::types::Error>,);
+        self.call(|store, b| {
+            let (Bindings::Process(_, Some(migrate)) | Bindings::CoProcess(_, Some(migrate))) = b else {
+                return Err(wasmtime::Error::msg("the plugin exports no `migrate`"));
+            };
+            let migrate = migrate.typed::<(u32, &str, &[u8]), Migrated>(&*store)?;
+            let (result,) = migrate.call(store, (from, name, value))?;
+            Ok(result.map_err(|e| e.message))
         })
     }
 }

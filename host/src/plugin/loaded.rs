@@ -30,6 +30,7 @@ pub struct LoadedPlugin {
     size: usize,
     declared: Option<Declared>,
     states: Option<std::collections::BTreeSet<String>>,
+    migrates: bool,
     fueled: bool,
     pub(super) engine: Engine,
     pub(super) pre: WorldPre,
@@ -55,6 +56,10 @@ impl LoadedPlugin {
             reason: format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" "),
         })?;
         let actual = detect_world(wasm_engine, &component, &shown)?;
+        let migrates = component
+            .component_type()
+            .exports(wasm_engine)
+            .any(|(name, _)| name == MIGRATE);
         if !expected.accepts(actual) {
             return Err(PluginError::WrongWorld {
                 path: shown,
@@ -87,6 +92,7 @@ impl LoadedPlugin {
             size: bytes.len(),
             declared: super::version::declared(&bytes),
             states: super::version::declared_states(&bytes),
+            migrates,
             fueled,
             engine: wasm_engine.clone(),
             pre,
@@ -123,11 +129,27 @@ impl LoadedPlugin {
         self.declared.as_ref()
     }
 
+    /// The version of the shape of the keyed state it writes: what it
+    /// declares, 1 when it declares none.
+    pub fn state_version(&self) -> u32 {
+        self.declared.as_ref().and_then(|d| d.state_version).unwrap_or(1)
+    }
+
+    /// Whether it exports `migrate` (the migrating process and co-process
+    /// worlds): it can bring state of an older state version to its own.
+    pub fn migrates(&self) -> bool {
+        self.migrates
+    }
+
     /// The keyed states it declares it uses, if it declares them.
     pub fn states(&self) -> Option<&std::collections::BTreeSet<String>> {
         self.states.as_ref()
     }
 }
+
+/// The export of the migrating worlds that brings a state value to the
+/// plugin's state version.
+pub(super) const MIGRATE: &str = "migrate";
 
 /// The world a component implements, told by its batch export.
 fn detect_world(engine: &Engine, component: &Component, path: &str) -> Result<World, PluginError> {

@@ -159,6 +159,33 @@ impl Outcomes {
         EncodedRecords::new(self.buf.clone(), spans)
     }
 
+    /// Whether record `i`'s outcome here and record `j`'s in `other` are
+    /// the same, compared as encoded (nothing decoded).
+    pub fn same(&self, i: usize, other: &Outcomes, j: usize) -> bool {
+        let mine = |(s, e): Span| &self.buf[s as usize..e as usize];
+        let theirs = |(s, e): Span| &other.buf[s as usize..e as usize];
+        match (self.items[i], other.items[j]) {
+            (Raw::Record(a), Raw::Record(b))
+            | (Raw::Accumulator(a), Raw::Accumulator(b))
+            | (Raw::Failed(a), Raw::Failed(b)) => mine(a) == theirs(b),
+            (Raw::Keep(a), Raw::Keep(b)) => a == b,
+            (Raw::Records { first: f, count: c }, Raw::Records { first: g, count: d }) => {
+                c == d
+                    && self
+                        .nested(f, c)
+                        .iter()
+                        .zip(other.nested(g, d))
+                        .all(|(&a, &b)| mine(a) == theirs(b))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether record `i` failed.
+    pub fn failed(&self, i: usize) -> bool {
+        matches!(self.items[i], Raw::Failed(_))
+    }
+
     /// The outcome of record `i`, owned.
     pub fn owned(&self, i: usize) -> RecordOutcome {
         match self.items[i] {

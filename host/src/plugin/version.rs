@@ -1,8 +1,9 @@
 //! What a plugin declares of itself: the custom section `mailer-plugin`
-//! holding `name@version`, which the Rust SDK's `#[operator]` writes from
-//! the plugin crate's `Cargo.toml`, and `mailer-states`, the names of the
-//! keyed states its functions take. Components from other toolchains may
-//! have neither.
+//! holding `name@version` (and, on a second line, `state_version=<n>`),
+//! which the Rust SDK's `#[operator]` writes from the plugin crate's
+//! `Cargo.toml` and its `state_version`, and `mailer-states`, the names of
+//! the keyed states its functions take. Components from other toolchains
+//! may have neither.
 
 /// The section's name.
 const SECTION: &str = "mailer-plugin";
@@ -18,6 +19,9 @@ pub struct Declared {
     pub name: String,
     /// Its version.
     pub version: String,
+    /// The version of the shape of the keyed state it writes, when it
+    /// declares one (1 otherwise).
+    pub state_version: Option<u32>,
 }
 
 /// What `component` declares, searching nested modules too; `None` when it
@@ -28,10 +32,16 @@ pub fn declared(component: &[u8]) -> Option<Declared> {
             && section.name() == SECTION
         {
             let text = std::str::from_utf8(section.data()).ok()?;
-            let (name, version) = text.split_once('@')?;
+            let mut lines = text.lines();
+            let (name, version) = lines.next()?.split_once('@')?;
+            let state_version = lines
+                .filter_map(|l| l.strip_prefix("state_version="))
+                .find_map(|v| v.trim().parse().ok())
+                .filter(|v| *v >= 1);
             return Some(Declared {
                 name: name.to_owned(),
                 version: version.to_owned(),
+                state_version,
             });
         }
     }
@@ -77,9 +87,13 @@ mod tests {
             declared(&m),
             Some(Declared {
                 name: "uppercase".into(),
-                version: "1.2.3".into()
+                version: "1.2.3".into(),
+                state_version: None,
             })
         );
+        let m = module_with(SECTION, b"counter@2.0.0\nstate_version=2");
+        let d = declared(&m).unwrap();
+        assert_eq!((d.version.as_str(), d.state_version), ("2.0.0", Some(2)));
     }
 
     #[test]
@@ -115,5 +129,8 @@ mod tests {
         let bytes = std::fs::read(&dist).unwrap();
         let states = declared_states(&bytes).expect("a co-process declares its states");
         assert_eq!(states.into_iter().collect::<Vec<_>>(), ["limits", "orders"]);
+        assert_eq!(d.state_version, None, "a plugin that declares none");
+        let migrating = std::fs::read(dist.with_file_name("counter-v2.wasm")).unwrap();
+        assert_eq!(declared(&migrating).unwrap().state_version, Some(2));
     }
 }

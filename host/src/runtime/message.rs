@@ -16,8 +16,9 @@ pub struct Barrier {
 }
 
 /// A plugin swap: from this point of the stream on, operator `operator`
-/// runs `plugin`; records before it saw the previous version. Its state is
-/// the host's and stays as it is.
+/// runs `plugin` — in place of its current version, beside it (a shadow),
+/// or for a share of its key groups (a canary); records before it saw the
+/// previous version. Its state is the host's and stays as it is.
 pub struct SwapPoint {
     /// Increases with each swap of a run.
     pub id: u64,
@@ -29,14 +30,13 @@ pub struct SwapPoint {
     pub applied: std::sync::atomic::AtomicUsize,
     /// The operator's workers.
     pub workers: usize,
-    /// For a shadow point: the plugin runs beside the current version,
-    /// compared into these stats, instead of replacing it.
-    pub shadow: Option<Arc<crate::operators::ShadowStats>>,
+    /// What the plugin does from this point on.
+    pub kind: crate::operators::SwapKind,
 }
 
 impl SwapPoint {
-    /// Swap `id`: `operator`, on `workers` workers, runs `plugin` from
-    /// this point on.
+    /// Swap `id`: `operator`, on `workers` workers, runs `plugin` (as
+    /// `kind` says) from this point on.
     pub fn new(id: u64, operator: &str, plugin: Arc<LoadedPlugin>, workers: usize) -> Self {
         Self {
             id,
@@ -44,24 +44,13 @@ impl SwapPoint {
             plugin,
             applied: Default::default(),
             workers,
-            shadow: None,
+            kind: crate::operators::SwapKind::Replace,
         }
     }
 
-    /// Shadow point `id`: `operator`, on `workers` workers, runs `plugin`
-    /// beside its current version from this point on, comparing into
-    /// `stats`.
-    pub fn shadowing(
-        id: u64,
-        operator: &str,
-        plugin: Arc<LoadedPlugin>,
-        workers: usize,
-        stats: Arc<crate::operators::ShadowStats>,
-    ) -> Self {
-        Self {
-            shadow: Some(stats),
-            ..Self::new(id, operator, plugin, workers)
-        }
+    /// The same point doing `kind`.
+    pub fn with_kind(self, kind: crate::operators::SwapKind) -> Self {
+        Self { kind, ..self }
     }
 
     /// `instances` more of the operator's instances switched; the first
@@ -73,11 +62,15 @@ impl SwapPoint {
         if before < self.workers && before + instances >= self.workers {
             let (operator, swap, digest, workers) =
                 (&self.operator, self.id, self.plugin.digest(), self.workers);
-            match self.shadow {
-                Some(_) => {
+            use crate::operators::SwapKind;
+            match self.kind {
+                SwapKind::Shadow(_) => {
                     tracing::info!(%operator, swap, %digest, workers, "plugin shadow running on every worker")
                 }
-                None => {
+                SwapKind::Canary(_) => {
+                    tracing::info!(%operator, swap, %digest, workers, "plugin canary running on every worker")
+                }
+                SwapKind::Replace => {
                     tracing::info!(%operator, swap, %digest, workers, "plugin swap applied on every worker")
                 }
             }

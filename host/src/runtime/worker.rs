@@ -62,10 +62,7 @@ fn step(chain: &mut Chain, msg: Message) -> Result<(Produced, Option<Message>), 
             Produced::Stream(Batch::Records(Vec::new()))
         }
         Message::Swap(ref swap) => {
-            let swapped = match &swap.shadow {
-                Some(stats) => chain.on_shadow(&swap.operator, &swap.plugin, stats)?,
-                None => chain.on_swap(&swap.operator, &swap.plugin)?,
-            };
+            let swapped = chain.on_swap(&swap.operator, &swap.plugin, &swap.kind)?;
             swap.switched(swapped);
             Produced::Stream(Batch::Records(Vec::new()))
         }

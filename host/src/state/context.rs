@@ -13,6 +13,10 @@
 //! ```
 //! A state with a time-to-live stores `expires_at:i64` before each value.
 
+mod migration;
+
+pub use migration::{StaleValue, StateVersions};
+
 use super::{Answer, KeyEntries, KeyedState, StateError, StateRequest, TimeDomain, bytes_json};
 use crate::clock::Clock;
 use serde_json::Value;
@@ -37,6 +41,15 @@ pub enum KeyedError {
     Refused(String),
 }
 
+/// A call's changes at one moment (see [`KeyedContext::pending_changes`]).
+#[derive(Debug, Clone)]
+pub struct PendingChanges {
+    pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    bytes: usize,
+    earliest: [Option<i64>; 2],
+    mark_on_write: Option<u32>,
+}
+
 /// One keyed process operator's state, timers and the key in scope.
 pub struct KeyedContext {
     state: KeyedState,
@@ -54,6 +67,9 @@ pub struct KeyedContext {
     earliest_timer: [Option<i64>; 2],
     pending_earliest: [Option<i64>; 2],
     backend_error: Option<StateError>,
+    /// The state version to mark the key in scope with if the call writes
+    /// its state (a key migrated with nothing stored).
+    mark_on_write: Option<u32>,
 }
 
 impl KeyedContext {
@@ -73,6 +89,7 @@ impl KeyedContext {
             earliest_timer: [None; 2],
             pending_earliest: [None; 2],
             backend_error: None,
+            mark_on_write: None,
         }
     }
 
@@ -89,6 +106,7 @@ impl KeyedContext {
     pub fn enter(&mut self, key: &[u8]) {
         self.scope = Some((self.state.key_group(key), key.to_vec()));
         self.now = (self.clock)();
+        self.mark_on_write = None;
     }
 
     /// Sets the event-time watermark the plugin sees.
@@ -108,6 +126,9 @@ impl KeyedContext {
 
     /// Writes the call's changes to the backend and leaves the key's scope.
     pub fn commit(&mut self) -> Result<(), StateError> {
+        if let Some((mark, version)) = self.take_mark_on_write() {
+            self.pending.insert(mark, Some(version));
+        }
         self.scope = None;
         self.pending_bytes = 0;
         for (committed, pending) in self.earliest_timer.iter_mut().zip(&mut self.pending_earliest) {
@@ -129,9 +150,29 @@ impl KeyedContext {
         self.state.snapshot(dir)
     }
 
+    /// The call's changes so far, to go back to with
+    /// [`undo_to`](Self::undo_to) (a shadow's calls, which keep none).
+    pub fn pending_changes(&self) -> PendingChanges {
+        PendingChanges {
+            pending: self.pending.clone(),
+            bytes: self.pending_bytes,
+            earliest: self.pending_earliest,
+            mark_on_write: self.mark_on_write,
+        }
+    }
+
+    /// Goes back to the call's changes as `to` was taken.
+    pub fn undo_to(&mut self, to: PendingChanges) {
+        self.pending = to.pending;
+        self.pending_bytes = to.bytes;
+        self.pending_earliest = to.earliest;
+        self.mark_on_write = to.mark_on_write;
+    }
+
     /// Discards the call's changes and leaves the key's scope.
     pub fn abort(&mut self) {
         self.scope = None;
+        self.mark_on_write = None;
         self.pending.clear();
         self.pending_bytes = 0;
         self.pending_earliest = [None; 2];

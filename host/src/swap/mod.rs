@@ -5,11 +5,12 @@
 //! keeping its state. A swapped-in version is on probation and rolled back
 //! when too many records fail. The admin API is its HTTP face.
 
+mod canary;
 mod views;
 
-pub use views::{OperatorView, PluginView, PreviousView, SwapRecord, SwapStatus};
+pub use views::{CanaryTrial, OperatorView, PluginView, PreviousView, SwapRecord, SwapStatus};
 
-use crate::operators::{FailureStats, ShadowState, ShadowStats};
+use crate::operators::{CanaryState, CanaryStats, FailureStats, ShadowState, ShadowStats, SwapKind};
 use crate::plan::PluginOperator;
 use crate::plugin::{LoadedPlugin, PluginEngine, PluginError, World};
 use crate::runtime::SwapPoint;
@@ -38,8 +39,10 @@ pub enum SwapError {
     /// A rollback with no earlier version.
     #[error("operator `{0}` runs its first version: there is nothing to roll back to")]
     NothingToRollBack(String),
-    /// A promote or abort with no shadow running.
-    #[error("operator `{0}` runs no shadow: start one with `mailer plugin swap --shadow`")]
+    /// A promote or abort with no shadow or canary running.
+    #[error(
+        "operator `{0}` runs no shadow or canary: start one with `mailer plugin swap --shadow` or `--canary`"
+    )]
     NoShadow(String),
     /// No swap of that id.
     #[error("no swap {0} in this run (see GET /api/swaps)")]
@@ -63,7 +66,14 @@ impl Entry {
                 SwapStatus::Pending
             },
             applied_workers: applied,
-            shadow: self.point.shadow.as_ref().map(|s| s.view()),
+            shadow: match &self.point.kind {
+                SwapKind::Shadow(s) => Some(s.view()),
+                _ => None,
+            },
+            canary: match &self.point.kind {
+                SwapKind::Canary(c) => Some(c.view()),
+                _ => None,
+            },
             ..self.record.clone()
         }
     }
@@ -71,6 +81,9 @@ impl Entry {
 
 /// A shadow run: its swap's id, its plugin and what it compared.
 type Shadow = (u64, Arc<LoadedPlugin>, Arc<ShadowStats>);
+
+/// A canary: its swap's id, its plugin and what it did.
+type Canary = (u64, Arc<LoadedPlugin>, Arc<CanaryStats>);
 
 struct Versions {
     world: World,
@@ -82,6 +95,24 @@ struct Versions {
     workers: usize,
     /// The shadow running beside `current`, if any.
     shadow: Option<Shadow>,
+    /// The canary handling some of its key groups, if any.
+    canary: Option<Canary>,
+}
+
+impl Versions {
+    /// Refuses a new trial of `operator` (these versions') while a shadow
+    /// or a canary runs.
+    fn no_trial(&self, operator: &str) -> Result<(), SwapError> {
+        let running = match (&self.shadow, &self.canary) {
+            (Some((id, plugin, _)), _) => format!("shadow {id} ({})", plugin.digest()),
+            (None, Some((id, plugin, _))) => format!("canary {id} ({})", plugin.digest()),
+            (None, None) => return Ok(()),
+        };
+        Err(SwapError::Refused {
+            operator: operator.to_owned(),
+            reason: format!("{running} runs already: promote or abort it first"),
+        })
+    }
 }
 
 /// How a swapped-in version is watched: over its first `records`, more
@@ -102,20 +133,25 @@ pub struct Swaps {
     control: Control,
     store: PathBuf,
     probation: Probation,
+    key_groups: u32,
+    /// Whether a swap must keep the state version (cluster mode).
+    fixed_state_versions: bool,
     operators: Mutex<BTreeMap<String, Versions>>,
     history: Mutex<Vec<Entry>>,
     next_id: AtomicU64,
 }
 
 impl Swaps {
-    /// Swaps for the plugin `operators` of `pipeline`, keeping uploaded
-    /// versions in `store`, each new version on `probation`.
+    /// Swaps for the plugin `operators` of `pipeline` (of `key_groups`
+    /// key groups), keeping uploaded versions in `store`, each new version
+    /// on `probation`.
     pub fn new(
         pipeline: &str,
         engine: Arc<PluginEngine>,
         (shutdown, control): (Shutdown, Control),
         store: PathBuf,
         probation: Probation,
+        key_groups: u32,
         operators: impl IntoIterator<Item = PluginOperator>,
     ) -> Self {
         let operators = operators
@@ -130,6 +166,7 @@ impl Swaps {
                         failures: op.failures,
                         workers: op.workers,
                         shadow: None,
+                        canary: None,
                     },
                 )
             })
@@ -141,10 +178,19 @@ impl Swaps {
             control,
             store,
             probation,
+            key_groups,
+            fixed_state_versions: false,
             operators: Mutex::new(operators),
             history: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// The same swaps refusing any version of another state version
+    /// (cluster mode, whose state keeps no state versions).
+    pub fn with_fixed_state_versions(mut self) -> Self {
+        self.fixed_state_versions = true;
+        self
     }
 
     /// The plugin operators and their versions.
@@ -165,6 +211,10 @@ impl Swaps {
                         rolled_back: *rolled_back,
                     })
                     .collect(),
+                canary: v.canary.as_ref().map(|(_, plugin, stats)| CanaryTrial {
+                    plugin: PluginView::of(plugin),
+                    stats: stats.view(),
+                }),
             })
             .collect()
     }
@@ -199,13 +249,16 @@ impl Swaps {
     /// against the operator's world, then put in the stream, and watched
     /// over its probation. A refused component leaves the store. Blocking
     /// (compiling takes tens of milliseconds).
+    /// A new version declaring a lower state version than the running
+    /// one's is refused unless `force` (see [`state_version_step`]).
     pub fn swap(
         self: &Arc<Self>,
         operator: &str,
         bytes: &[u8],
         file: Option<&str>,
+        force: bool,
     ) -> Result<SwapRecord, SwapError> {
-        let plugin = self.upload(operator, bytes, file)?;
+        let plugin = self.upload(operator, bytes, file, Next::Version { force })?;
         self.swap_to(operator, plugin)
     }
 
@@ -230,57 +283,87 @@ impl Swaps {
                 "the shadow's share is {share}: give one above 0 and at most 1 (1: every record)"
             )));
         }
-        let (world, _) = self.kind_of(operator)?;
-        if !matches!(world, World::Map | World::Filter | World::FlatMap) {
-            return Err(refused(format!(
-                "a shadow run compares map, filter and flat-map operators, and this one is a {world} operator: swap it, on probation, instead"
-            )));
-        }
-        if let Some((id, plugin, _)) = self.shadow_of(operator)? {
-            return Err(refused(format!(
-                "shadow {id} ({}) runs already: promote or abort it first",
-                plugin.digest()
-            )));
-        }
-        let plugin = self.upload(operator, bytes, file)?;
+        let why = "a shadow reads the state as the current version keeps it";
+        let plugin = self.trial_plugin(operator, "shadow runs", (bytes, file), why)?;
         let stats = Arc::new(ShadowStats::new(share));
         let mut operators = self.operators.lock().expect("operators lock");
         let v = operators
             .get_mut(operator)
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        // Checked again: another trial may have started during the upload.
+        v.no_trial(operator)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let point = SwapPoint::shadowing(id, operator, plugin.clone(), v.workers, stats.clone());
+        let point = SwapPoint::new(id, operator, plugin.clone(), v.workers)
+            .with_kind(SwapKind::Shadow(stats.clone()));
         let record = self.record(id, operator, (&v.current, &plugin), Change::Shadow, v.workers);
         v.shadow = Some((id, plugin, stats));
         drop(operators);
         self.publish(record, point)
     }
 
-    /// Swaps the shadow of `operator` in as its version (a swap, on
-    /// probation), ending the shadow run.
+    /// Swaps the shadow (or the canary) of `operator` in as its version —
+    /// a shadow on probation, a canary at once, having passed its own —
+    /// ending the trial.
     pub fn promote(self: &Arc<Self>, operator: &str) -> Result<SwapRecord, SwapError> {
+        if let Some(canary) = self.take_canary(operator)? {
+            return self.promote_canary(operator, canary);
+        }
         let (_, plugin, stats) = self.take_shadow(operator)?;
         stats.end(ShadowState::Promoted);
         tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow promoted");
         self.swap_to(operator, plugin)
     }
 
-    /// Ends the shadow run of `operator`; the current version goes on.
-    /// Returns the shadow's swap, as of now.
+    /// Ends the shadow run (or the canary) of `operator`; the current
+    /// version goes on (for every key). Returns the trial's swap, as of
+    /// now.
     pub fn abort(&self, operator: &str) -> Result<SwapRecord, SwapError> {
+        if let Some((id, plugin, stats)) = self.take_canary(operator)? {
+            stats.end(CanaryState::RolledBack);
+            tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "canary rolled back");
+            return self.swap_record(id);
+        }
         let (id, plugin, stats) = self.take_shadow(operator)?;
         stats.end(ShadowState::Aborted);
         tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow aborted");
         self.swap_record(id)
     }
 
-    /// The shadow running beside `operator`, if any.
-    fn shadow_of(&self, operator: &str) -> Result<Option<Shadow>, SwapError> {
+    /// The component in `bytes` (the client's `file`) for a trial (`what`:
+    /// shadow runs, canaries) of `operator`, uploaded; refused for an
+    /// operator of another kind than map, filter, flat-map, process or
+    /// co-process, while a trial runs, and for a component of another
+    /// state version (`why`).
+    fn trial_plugin(
+        &self,
+        operator: &str,
+        what: &str,
+        (bytes, file): (&[u8], Option<&str>),
+        why: &str,
+    ) -> Result<Arc<LoadedPlugin>, SwapError> {
+        let (world, _) = self.kind_of(operator)?;
+        if !matches!(
+            world,
+            World::Map | World::Filter | World::FlatMap | World::Process | World::CoProcess
+        ) {
+            return Err(SwapError::Refused {
+                operator: operator.to_owned(),
+                reason: format!(
+                    "{what} run in map, filter, flat-map, process and co-process operators, and this one is a {world} operator: swap it, on probation, instead"
+                ),
+            });
+        }
+        self.none_on_trial(operator)?;
+        self.upload(operator, bytes, file, Next::Trial { why })
+    }
+
+    /// Refuses a new trial of `operator` while a shadow or a canary runs.
+    fn none_on_trial(&self, operator: &str) -> Result<(), SwapError> {
         let operators = self.operators.lock().expect("operators lock");
-        let v = operators
+        operators
             .get(operator)
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-        Ok(v.shadow.clone())
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?
+            .no_trial(operator)
     }
 
     fn take_shadow(&self, operator: &str) -> Result<Shadow, SwapError> {
@@ -295,14 +378,17 @@ impl Swaps {
 
     /// The component in `bytes` (the client's file `file`, named in
     /// refusals), stored by digest, compiled and checked against
-    /// `operator`'s world. A refused component leaves the store.
+    /// `operator`'s world and the running version's state version as
+    /// `next` says. A refused component leaves the store.
     fn upload(
         &self,
         operator: &str,
         bytes: &[u8],
         file: Option<&str>,
+        next: Next<'_>,
     ) -> Result<Arc<LoadedPlugin>, SwapError> {
         let (world, fueled) = self.kind_of(operator)?;
+        let current = self.current(operator)?;
         let refused = |reason: String| SwapError::Refused {
             operator: operator.to_owned(),
             reason,
@@ -311,12 +397,52 @@ impl Swaps {
         let (path, new) = self
             .stored(bytes)
             .map_err(|e| refused(format!("storing {shown}: {e}")))?;
-        self.engine.load_with(&path, world, operator, fueled).map_err(|e| {
+        let forget = || {
             if new && let Err(removed) = std::fs::remove_file(&path) {
                 tracing::warn!(path = %path.display(), error = %removed, "a refused component stays in the plugin store");
             }
-            refused(refusal(&e, &path, &shown, world))
-        })
+        };
+        let plugin = self
+            .engine
+            .load_with(&path, world, operator, fueled)
+            .map_err(|e| {
+                forget();
+                refused(refusal(&e, &path, &shown, world))
+            })?;
+        let fits = match next {
+            Next::Version { force } => state_version_step(&current, &plugin, &shown, force),
+            Next::Trial { why } if plugin.state_version() != current.state_version() => Err(format!(
+                "{shown} declares state version {}, the running version {}: {why}; swap it in on probation instead",
+                plugin.state_version(),
+                current.state_version()
+            )),
+            Next::Trial { .. } if current.migrates() && !plugin.migrates() => Err(format!(
+                "{shown} exports no `migrate`, and the running version does: keys not yet migrated would fail in it; give it the running version's `migrate`"
+            )),
+            Next::Trial { .. } => Ok(()),
+        };
+        if self.fixed_state_versions && plugin.state_version() != current.state_version() {
+            forget();
+            return Err(refused(format!(
+                "{shown} declares state version {}, the running version {}: cluster mode keeps no state versions, so a plugin swapped in there keeps the running one's",
+                plugin.state_version(),
+                current.state_version()
+            )));
+        }
+        if let Err(reason) = fits {
+            forget();
+            return Err(refused(reason));
+        }
+        Ok(plugin)
+    }
+
+    /// The version `operator` runs now.
+    fn current(&self, operator: &str) -> Result<Arc<LoadedPlugin>, SwapError> {
+        let operators = self.operators.lock().expect("operators lock");
+        operators
+            .get(operator)
+            .map(|v| v.current.clone())
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))
     }
 
     /// Swaps `operator` to `plugin` and watches it over its probation.
@@ -378,7 +504,7 @@ impl Swaps {
                     seen,
                     "the new plugin version failed too often on probation: rolling it back"
                 );
-                if let Err(e) = self.roll_back(operator, Change::AutomaticRollback) {
+                if let Err(e) = self.roll_back(operator, Change::AutomaticRollback, false) {
                     tracing::error!(operator, error = %e, "the automatic rollback failed");
                 }
                 return;
@@ -395,12 +521,13 @@ impl Swaps {
         }
     }
 
-    /// Swaps `operator` back to the version before the running one.
-    pub fn rollback(&self, operator: &str) -> Result<SwapRecord, SwapError> {
-        self.roll_back(operator, Change::Rollback)
+    /// Swaps `operator` back to the version before the running one; to a
+    /// version of a lower state version only when `force`.
+    pub fn rollback(&self, operator: &str, force: bool) -> Result<SwapRecord, SwapError> {
+        self.roll_back(operator, Change::Rollback, force)
     }
 
-    fn roll_back(&self, operator: &str, change: Change) -> Result<SwapRecord, SwapError> {
+    fn roll_back(&self, operator: &str, change: Change, force: bool) -> Result<SwapRecord, SwapError> {
         let previous = {
             let mut operators = self.operators.lock().expect("operators lock");
             let v = operators
@@ -408,6 +535,12 @@ impl Swaps {
                 .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
             let newest = v.previous.iter().rposition(|(_, rolled_back)| !rolled_back);
             let at = newest.ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?;
+            let previous = &v.previous[at].0;
+            let shown = format!("the earlier version ({})", previous.digest());
+            state_version_step(&v.current, previous, &shown, force).map_err(|reason| SwapError::Refused {
+                operator: operator.to_owned(),
+                reason,
+            })?;
             v.previous.remove(at).0
         };
         self.switch(operator, previous, change)
@@ -451,6 +584,13 @@ impl Swaps {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let record = self.record(id, operator, (&v.current, &plugin), change, v.workers);
         let point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
+        // The swap point ends a trial in every worker.
+        if let Some((_, _, canary)) = v.canary.take() {
+            canary.end(CanaryState::RolledBack);
+        }
+        if let Some((_, _, shadow)) = v.shadow.take() {
+            shadow.end(ShadowState::Aborted);
+        }
         let old = std::mem::replace(&mut v.current, plugin);
         v.previous.push((old, record.rollback));
         drop(operators);
@@ -481,6 +621,7 @@ impl Swaps {
             applied_workers: 0,
             workers,
             shadow: None,
+            canary: None,
         }
     }
 
@@ -494,7 +635,7 @@ impl Swaps {
             from = %record.from,
             to = %record.to,
             rollback = record.rollback,
-            shadow = point.shadow.is_some(),
+            kind = point.kind.name(),
             "plugin swap requested"
         );
         let entry = Entry { record, point };
@@ -518,6 +659,41 @@ fn refusal(error: &PluginError, path: &std::path::Path, shown: &str, world: Worl
     }
 }
 
+/// Whether `next` (shown as `shown` in refusals) may follow `current` as
+/// far as their state versions go: the same; higher when `next` migrates
+/// (exports `migrate`); lower only when `force`, since keys `current`
+/// migrated (or wrote) have a shape the older version may not read.
+fn state_version_step(
+    current: &LoadedPlugin,
+    next: &LoadedPlugin,
+    shown: &str,
+    force: bool,
+) -> Result<(), String> {
+    let (from, to) = (current.state_version(), next.state_version());
+    if to > from && !next.migrates() {
+        return Err(format!(
+            "{shown} declares state version {to}, above the running version's {from}, and exports no `migrate` to bring the state to it: give it one (`#[operator(process, state_version = {to}, migrate = f)]`)"
+        ));
+    }
+    if to < from && !force {
+        return Err(format!(
+            "{shown} declares state version {to}, below the running version's {from}: keys the running version handled hold state of version {from}, which an older version may not read. Swap in a version of state version {from} or higher, or force it (`--force`) knowing it will read that state"
+        ));
+    }
+    Ok(())
+}
+
+/// What an uploaded component is to be, as far as state versions go.
+#[derive(Debug, Clone, Copy)]
+enum Next<'a> {
+    /// The operator's next version: a higher state version migrates, a
+    /// lower one only when `force`.
+    Version { force: bool },
+    /// A trial beside the running version (a shadow, a canary), which must
+    /// keep its state version: `why`.
+    Trial { why: &'a str },
+}
+
 /// What a switch is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
@@ -525,4 +701,5 @@ enum Change {
     Rollback,
     AutomaticRollback,
     Shadow,
+    Canary,
 }

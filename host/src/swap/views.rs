@@ -16,6 +16,19 @@ pub struct OperatorView {
     /// Earlier versions, newest first: a rollback returns to the newest
     /// one not rolled back itself.
     pub previous: Vec<PreviousView>,
+    /// The canary running on some of its key groups, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryTrial>,
+}
+
+/// A running canary: its version and what each version did meanwhile.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CanaryTrial {
+    /// The canary's version.
+    pub plugin: PluginView,
+    /// Its counts, and the current version's.
+    #[serde(flatten)]
+    pub stats: crate::operators::CanaryView,
 }
 
 /// A version an operator ran before.
@@ -30,7 +43,7 @@ pub struct PreviousView {
 }
 
 /// One version of a plugin.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PluginView {
     /// The name it declares, else its file's name (without `.wasm`).
     pub name: String,
@@ -87,6 +100,9 @@ pub struct SwapRecord {
     /// For a shadow run: what it compared, and where it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<crate::operators::ShadowView>,
+    /// For a canary: what each version did, and where it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<crate::operators::CanaryView>,
 }
 
 /// Where a swap is.

@@ -180,9 +180,24 @@ function render(snap) {
     t.restoring ? `restoring: ${number(t.restored)} of ${number(t.to_restore)} changelog records`
       : t.restored ? `running (restored ${number(t.restored)} records)` : "running",
   ]));
-  fillTable("plugins", snap.plugins.map(pl => [
-    pl.operator, pl.name, pl.version || "–", pl.world, pl.digest.slice(0, 12), buttons(pl.operator),
-  ]));
+  const rows = [];
+  for (const pl of snap.plugins) {
+    rows.push([pl.operator, pl.name, pl.version || "–", pl.world, pl.digest.slice(0, 12), buttons(pl.operator)]);
+    if (pl.canary) rows.push(canaryRow(pl.canary));
+  }
+  fillTable("plugins", rows);
+}
+
+// A running canary beside the current version: each one's rate and failures.
+function canaryRow(c) {
+  const secs = Math.max(c.elapsed_ms, 1) / 1000;
+  const side = (what, records, failures) =>
+    `${what}: ${number(records / secs)} rec/s, ${number(failures)} failed of ${number(records)}`;
+  return [
+    "↳ canary", c.plugin.name, c.plugin.version || "–",
+    `key groups 0–${c.key_groups_canary - 1} of ${c.key_groups}`, c.plugin.digest.slice(0, 12),
+    `${side("canary", c.records, c.failures)} | ${side("current", c.current_records, c.current_failures)}`,
+  ];
 }
 
 function buttons(operator) {

@@ -11,6 +11,7 @@ use crate::cluster::member::TopicPartition;
 use crate::cluster::restore::restore_task;
 use crate::cluster::task::{KeyedTask, open_kept};
 use crate::cluster::topics::TopicRole;
+use crate::operators::SwapKind;
 use crate::runtime::SwapPoint;
 use crate::state::StateQuery;
 use rdkafka::producer::Producer;
@@ -120,9 +121,9 @@ impl Engine {
     pub fn swap_plugins(&mut self, swaps: Vec<Arc<SwapPoint>>) -> Result<(), ClusterError> {
         for swap in swaps {
             let (operator, plugin) = (&swap.operator, &swap.plugin);
-            if swap.shadow.is_some() {
-                // The admin API refuses shadows in cluster mode.
-                tracing::warn!(%operator, "shadow runs are not built for cluster mode: ignored");
+            if !matches!(swap.kind, SwapKind::Replace) {
+                // The admin API refuses shadows and canaries in cluster mode.
+                tracing::warn!(%operator, "shadows and canaries are not built for cluster mode: ignored");
                 continue;
             }
             let mut switched = 0;

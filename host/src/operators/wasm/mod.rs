@@ -2,6 +2,7 @@
 //! flat-map ([`WasmStateless`]), reduce ([`WasmReduce`]) and process
 //! ([`WasmProcess`]), with the retry of a failed batch record by record.
 
+mod migrate;
 mod node;
 mod process;
 mod reduce;
@@ -16,6 +17,23 @@ pub use stateless::{WasmPredicate, WasmStateless};
 
 use crate::operators::OperatorError;
 use crate::plugin::{LoadedPlugin, PluginInstance};
+
+/// A second instance of operator `name`'s `instance` running `plugin`, for
+/// a `trial` (a shadow, a canary); `None` (logged) when it cannot start:
+/// this worker then runs no trial and the pipeline goes on.
+pub(crate) fn trial_instance(
+    name: &str,
+    instance: &PluginInstance,
+    plugin: &std::sync::Arc<LoadedPlugin>,
+    trial: &str,
+) -> Option<PluginInstance> {
+    instance
+        .sibling(plugin.clone())
+        .inspect_err(
+            |e| tracing::warn!(operator = name, error = %e, "the {trial} cannot start in this worker"),
+        )
+        .ok()
+}
 
 /// Switches operator `name`'s `instance` to `plugin`, keeping its state.
 pub(crate) fn swap_instance(

@@ -41,7 +41,11 @@ impl WasmNode {
                 let state = ctx.open_state(name)?;
                 let keyed = KeyedContext::new(state, self.state_ttl.clone(), Arc::new(crate::clock::now_ms))
                     .with_call_limit(self.limits.memory_bytes);
-                Box::new(WasmProcess::new(name, instance, keyed, self.mode, failure))
+                let process = WasmProcess::new(name, instance, keyed, self.mode, failure);
+                match ctx.restore.and_then(|r| r.metadata.state_versions_of(name)) {
+                    Some(restored) => Box::new(process.with_unmarked_state_version(restored.unmarked)),
+                    None => Box::new(process),
+                }
             }
             World::Map | World::Filter | World::FlatMap => {
                 Box::new(WasmStateless::new(name, instance, self.mode, failure))

@@ -3,7 +3,7 @@
 use super::retry::{self, PluginCalls, fatal};
 use crate::batch::Batch;
 use crate::operators::branch::Predicate;
-use crate::operators::{FailureHandler, Operator, OperatorError, ShadowStats};
+use crate::operators::{CanaryStats, FailureHandler, Operator, OperatorError, ShadowStats};
 use crate::plugin::{CallMode, LoadedPlugin, PluginInstance, World};
 use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;
@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 /// flat-map world. In batch mode its output stays encoded, so the next
 /// plugin of the chain takes it without a decode. During a shadow run, a
 /// second instance runs the shadow's plugin on the records it picks, and
-/// the two outputs of each are compared.
+/// the two outputs of each are compared; during a canary, a second
+/// instance runs the canary's plugin on the records of its key groups.
 pub struct WasmStateless {
     name: String,
     instance: PluginInstance,
     mode: CallMode,
     failure: FailureHandler,
     shadow: Option<ShadowRun>,
+    canary: Option<(PluginInstance, Arc<CanaryStats>)>,
 }
 
 /// A shadow run's instance in one worker.
@@ -40,13 +42,56 @@ impl WasmStateless {
             mode,
             failure,
             shadow: None,
+            canary: None,
         }
     }
 
-    /// Runs the shadow, if one runs, on the records of `input` it picks,
-    /// and compares its outputs with `current`'s (the current version's
-    /// outcome of record `i`, whose call took `took` for the whole input).
-    fn shadow(&mut self, input: &Batch, current: &dyn Fn(usize) -> RecordOutcome, took: Duration) {
+    /// Runs `input` through the current version, and the records of the
+    /// canary's key groups (when a canary runs) through the canary: the
+    /// current version's outputs first, then the canary's.
+    fn with_canary(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+        if self.canary.as_ref().is_some_and(|(_, stats)| stats.rolled_back()) {
+            self.canary = None;
+        }
+        let Some((mut instance, stats)) = self.canary.take() else {
+            return retry::process(self, input);
+        };
+        let (theirs, ours): (Vec<Record>, Vec<Record>) = input
+            .into_records()
+            .into_iter()
+            .partition(|r| stats.takes(r.key.as_deref().unwrap_or_default()));
+        let mut out = retry::process(self, Batch::Records(ours));
+        if !theirs.is_empty()
+            && let Ok(current) = out
+        {
+            let records = theirs.len() as u64;
+            std::mem::swap(&mut self.instance, &mut instance);
+            let before = self.failure.failed_here();
+            let canary = retry::process(self, Batch::Records(theirs));
+            stats.count(records, self.failure.failed_here() - before);
+            std::mem::swap(&mut self.instance, &mut instance);
+            out = canary.map(|canary| {
+                let mut all = current.into_records();
+                all.extend(canary.into_records());
+                Batch::Records(all)
+            });
+        }
+        self.canary = Some((instance, stats));
+        out
+    }
+
+    /// Runs the shadow, if one runs, on the records of `input` (encoded
+    /// as `encoded`) it picks, and compares its outputs with the current
+    /// version's: `current` gives record `i`'s, owned; `raw`, when the
+    /// current version's call succeeded as a whole, all of them encoded,
+    /// compared without a decode. The current version's call took `took`.
+    fn shadow(
+        &mut self,
+        input: &Batch,
+        encoded: &[u8],
+        (current, raw): (&dyn Fn(usize) -> RecordOutcome, Option<&Outcomes>),
+        took: Duration,
+    ) {
         let Some(shadow) = &mut self.shadow else {
             return;
         };
@@ -65,24 +110,39 @@ impl WasmStateless {
             return;
         }
         let started = Instant::now();
-        let picked = Batch::Records(picks.iter().map(|&i| input.record(i)).collect());
-        let outcomes: Vec<RecordOutcome> = match shadow.instance.batch_outcomes(&picked.encode(), picks.len())
-        {
-            Ok(Ok(outcomes)) => (0..picks.len()).map(|j| outcomes.owned(j)).collect(),
-            // A failed call: one call per record, as for the current version.
-            _ => picked
-                .clone()
-                .into_records()
-                .iter()
-                .map(|rec| {
-                    one_outcome(&self.name, &mut shadow.instance, self.mode, rec)
-                        .unwrap_or_else(|e| Err(e.to_string()))
-                })
-                .collect(),
+        let picked = match picks.len() == input.len() {
+            true => None,
+            false => Some(Batch::Records(picks.iter().map(|&i| input.record(i)).collect())),
         };
-        shadow.stats.timed(input.len(), took, started.elapsed());
-        for ((&i, rec), outcome) in picks.iter().zip(picked.into_records()).zip(&outcomes) {
-            shadow.stats.compare(&rec, &current(i), outcome);
+        let call = picked
+            .as_ref()
+            .map_or(std::borrow::Cow::Borrowed(encoded), |p| p.encode());
+        match shadow.instance.batch_outcomes(&call, picks.len()) {
+            Ok(Ok(theirs)) => {
+                shadow.stats.timed(input.len(), took, started.elapsed());
+                for (j, &i) in picks.iter().enumerate() {
+                    match raw {
+                        Some(ours) if ours.same(i, &theirs, j) => shadow.stats.matched(theirs.failed(j)),
+                        _ => shadow
+                            .stats
+                            .compare(&input.record(i), &current(i), &theirs.owned(j)),
+                    }
+                }
+            }
+            // A failed call: one call per record, as for the current version.
+            _ => {
+                let outcomes: Vec<RecordOutcome> = picks
+                    .iter()
+                    .map(|&i| {
+                        one_outcome(&self.name, &mut shadow.instance, self.mode, &input.record(i))
+                            .unwrap_or_else(|e| Err(e.to_string()))
+                    })
+                    .collect();
+                shadow.stats.timed(input.len(), took, started.elapsed());
+                for (&i, outcome) in picks.iter().zip(&outcomes) {
+                    shadow.stats.compare(&input.record(i), &current(i), outcome);
+                }
+            }
         }
     }
 
@@ -235,12 +295,16 @@ impl PluginCalls for WasmStateless {
 
     fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
         let started = Instant::now();
-        match self.instance.batch_outcomes(&input.encode(), input.len()) {
+        let encoded = input.encode();
+        let result = self.instance.batch_outcomes(&encoded, input.len());
+        if let Ok(Ok(outcomes)) = &result {
+            let took = started.elapsed();
+            self.shadow(&input, &encoded, (&|i| outcomes.owned(i), Some(outcomes)), took);
+        }
+        drop(encoded);
+        match result {
             Err(e) => Err(fatal(&self.name, e)),
-            Ok(Ok(outcomes)) => {
-                self.shadow(&input, &|i| outcomes.owned(i), started.elapsed());
-                self.apply_all(input, &outcomes).map(Ok)
-            }
+            Ok(Ok(outcomes)) => self.apply_all(input, &outcomes).map(Ok),
             Ok(Err(reason)) => Ok(Err((reason, input))),
         }
     }
@@ -250,7 +314,8 @@ impl PluginCalls for WasmStateless {
         let outcome = self.one(&rec)?;
         if self.shadow.is_some() {
             let alone = Batch::Records(vec![rec.clone()]);
-            self.shadow(&alone, &|_| outcome.clone(), started.elapsed());
+            let encoded = alone.encode().into_owned();
+            self.shadow(&alone, &encoded, (&|_| outcome.clone(), None), started.elapsed());
         }
         self.apply_one(rec, outcome, out)
     }
@@ -262,7 +327,18 @@ impl Operator for WasmStateless {
     }
 
     fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
+        self.canary = None;
         super::swap_instance(&self.name, &mut self.instance, plugin)
+    }
+
+    fn canary_plugin(
+        &mut self,
+        plugin: &Arc<LoadedPlugin>,
+        stats: &Arc<CanaryStats>,
+    ) -> Result<(), OperatorError> {
+        self.canary = super::trial_instance(&self.name, &self.instance, plugin, "canary")
+            .map(|instance| (instance, stats.clone()));
+        Ok(())
     }
 
     fn shadow_plugin(
@@ -270,24 +346,17 @@ impl Operator for WasmStateless {
         plugin: &Arc<LoadedPlugin>,
         stats: &Arc<ShadowStats>,
     ) -> Result<(), OperatorError> {
-        // A shadow that cannot start compares nothing; the pipeline goes on.
-        match self.instance.sibling(plugin.clone()) {
-            Ok(instance) => {
-                self.shadow = Some(ShadowRun {
-                    instance,
-                    stats: stats.clone(),
-                    seen: 0,
-                });
-            }
-            Err(e) => {
-                tracing::warn!(operator = %self.name, error = %e, "the shadow cannot start in this worker")
-            }
-        }
+        self.shadow =
+            super::trial_instance(&self.name, &self.instance, plugin, "shadow").map(|instance| ShadowRun {
+                instance,
+                stats: stats.clone(),
+                seen: 0,
+            });
         Ok(())
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         self.failure.count_records(input.len());
-        retry::process(self, input)
+        self.with_canary(input)
     }
 }

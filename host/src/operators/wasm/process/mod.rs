@@ -8,19 +8,25 @@
 //! dropped and the records go one per call, so a failed record changes no
 //! state and the others count once.
 //!
+//! Before the plugin handles a key, a key whose state an older state
+//! version wrote is migrated (see `migrate`); a failed migration fails the
+//! key's records (or timer) under the failure policy.
+//!
 //! Event-time timers fire when the watermark reaches them, processing-time
 //! timers when the source's processing-time ticks do, in time order; at the
 //! end of the input every event-time timer fires. A timer that a timer
 //! callback registers at or before the time being fired waits for the next
 //! advance.
 
+mod trials;
+
 use super::retry::fatal;
 use crate::batch::Batch;
-use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::operators::{CanaryStats, FailureHandler, Operator, OperatorError, ShadowStats};
 use crate::plugin::{CallError, CallMode, PluginInstance, World};
-use crate::plugin::{Outcome, Raw};
+use crate::plugin::{Outcome, Raw, RecordOutcome};
 use crate::record::Record;
-use crate::state::{KeyedContext, TimeDomain};
+use crate::state::{KeyedContext, StateVersions, TimeDomain};
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -36,6 +42,16 @@ pub struct WasmProcess {
     /// Per time domain: every timer at or before this has fired.
     fired_upto: [i64; 2],
     two_inputs: bool,
+    versions: StateVersions,
+    /// A canary's instance and stats: it handles the keys of its key
+    /// groups (their state moved over to it for their calls).
+    canary: Option<(PluginInstance, std::sync::Arc<CanaryStats>)>,
+    /// A shadow's instance: it handles the same records on the same state,
+    /// its changes dropped.
+    shadow: Option<trials::Shadow>,
+    /// While a shadow compares: the current version's outcome of each
+    /// record handled.
+    observed: Option<Vec<RecordOutcome>>,
 }
 
 impl WasmProcess {
@@ -51,11 +67,36 @@ impl WasmProcess {
         Self {
             name: name.to_owned(),
             two_inputs: instance.plugin().world() == World::CoProcess,
+            versions: StateVersions::at(instance.plugin().state_version()),
             instance: instance.with_keyed(keyed),
             mode,
             failure,
             fired_upto: [i64::MIN; 2],
+            canary: None,
+            shadow: None,
+            observed: None,
         }
+    }
+
+    /// The same operator on state (restored from a checkpoint) at
+    /// `unmarked` state version where keys have no mark of their own.
+    pub fn with_unmarked_state_version(mut self, unmarked: u32) -> Self {
+        self.versions.unmarked = unmarked;
+        if self.versions.migrating() {
+            tracing::info!(operator = %self.name, from = unmarked, to = self.versions.current,
+                "state written by an older state version: each key is migrated when first handled");
+        }
+        self
+    }
+
+    /// Scopes the state to `key` and migrates it when an older state
+    /// version wrote it; `Ok(Err(reason))` when that failed.
+    fn enter(&mut self, key: &[u8]) -> Result<Result<(), String>, OperatorError> {
+        self.ctx().enter(key);
+        if !self.versions.migrating() {
+            return Ok(Ok(()));
+        }
+        super::migrate::migrate_key(&self.name, &mut self.instance, self.versions)
     }
 
     /// The batch export's input for `batch` of input `input`.
@@ -105,8 +146,15 @@ impl WasmProcess {
         let records = match self.mode {
             CallMode::Record => records,
             CallMode::Batch => {
+                if let Err(reason) = self.enter(key)? {
+                    self.finish(false)?;
+                    for rec in records {
+                        self.observe(Err(reason.clone()));
+                        self.failure.fail(rec, &reason)?;
+                    }
+                    return Ok(());
+                }
                 let batch = Batch::Records(records);
-                self.ctx().enter(key);
                 let call = self.call_input(input, &batch).into_owned();
                 let result = self
                     .instance
@@ -119,6 +167,9 @@ impl WasmProcess {
                     }) {
                         None => {
                             self.finish(true)?;
+                            if let Some(seen) = &mut self.observed {
+                                seen.extend((0..batch.len()).map(|i| outcomes.owned(i)));
+                            }
                             let mut spans = Vec::new();
                             for raw in outcomes.items() {
                                 if let Raw::Records { first, count } = *raw {
@@ -153,19 +204,16 @@ impl WasmProcess {
         rec: Record,
         out: &mut Vec<Record>,
     ) -> Result<(), OperatorError> {
-        self.ctx().enter(key);
-        let outcome = match (self.mode, self.two_inputs) {
-            (CallMode::Record, false) => self.instance.one_outcome(&rec, None),
-            (CallMode::Record, true) => self.instance.one_input_outcome(input, &rec),
-            (CallMode::Batch, _) => {
-                let batch = Batch::Records(vec![rec.clone()]);
-                let call = self.call_input(input, &batch).into_owned();
-                self.instance
-                    .batch_outcomes(&call, 1)
-                    .map(|r| r.and_then(|o| o.owned(0)))
-            }
+        if let Err(reason) = self.enter(key)? {
+            self.finish(false)?;
+            self.observe(Err(reason.clone()));
+            self.failure.fail(rec, &reason)?;
+            return Ok(());
         }
-        .map_err(|e| fatal(&self.name, e))?;
+        let outcome = self.record_call(input, &rec)?;
+        if self.observed.is_some() {
+            self.observe(outcome.clone());
+        }
         match outcome {
             Ok(Outcome::Records(records)) => {
                 self.finish(true)?;
@@ -178,6 +226,13 @@ impl WasmProcess {
             }
         }
         Ok(())
+    }
+
+    /// Keeps `outcome` for a shadow's comparison, when one compares.
+    fn observe(&mut self, outcome: RecordOutcome) {
+        if let Some(seen) = &mut self.observed {
+            seen.push(outcome);
+        }
     }
 
     /// Fires every timer of `domain` due at `upto`, in time order.
@@ -193,26 +248,46 @@ impl WasmProcess {
             return Ok(());
         }
         let name = self.name.clone();
+        self.drop_ended_trials();
         let due = self
             .ctx()
             .take_due_timers(domain, from, upto)
             .map_err(|e| OperatorError::state(&name, e))?;
         for (at, key) in due {
-            self.ctx().enter(&key);
-            let result = match self.instance.call_on_timer(&key, domain, at) {
+            // Timers are no records: only their failures count.
+            if self.canary_takes(&key) {
+                self.as_canary(0, |me| me.timer(domain, at, key, out))?;
+            } else {
+                self.timer(domain, at, key, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fires `key`'s timer at `at`.
+    fn timer(
+        &mut self,
+        domain: TimeDomain,
+        at: i64,
+        key: Vec<u8>,
+        out: &mut Vec<Record>,
+    ) -> Result<(), OperatorError> {
+        let result = match self.enter(&key)? {
+            Err(reason) => Err(reason),
+            Ok(()) => match self.instance.call_on_timer(&key, domain, at) {
                 Ok(result) => result,
                 Err(CallError::Instantiate(e)) => return Err(fatal(&self.name, e)),
                 Err(e) => Err(e.to_string()),
-            };
-            match result {
-                Ok(records) => {
-                    self.finish(true)?;
-                    out.extend(records);
-                }
-                Err(reason) => {
-                    self.finish(false)?;
-                    self.failure.fail(timer_record(key, domain, at), &reason)?;
-                }
+            },
+        };
+        match result {
+            Ok(records) => {
+                self.finish(true)?;
+                out.extend(records);
+            }
+            Err(reason) => {
+                self.finish(false)?;
+                self.failure.fail(timer_record(key, domain, at), &reason)?;
             }
         }
         Ok(())
@@ -255,7 +330,39 @@ impl Operator for WasmProcess {
         &mut self,
         plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
     ) -> Result<(), OperatorError> {
-        super::swap_instance(&self.name, &mut self.instance, plugin)
+        self.canary = None;
+        self.shadow = None;
+        super::swap_instance(&self.name, &mut self.instance, plugin)?;
+        self.versions.current = plugin.state_version();
+        if self.versions.migrating() {
+            tracing::info!(operator = %self.name, from = self.versions.unmarked, to = self.versions.current,
+                "the new version's state version is higher: each key is migrated when first handled");
+        }
+        Ok(())
+    }
+
+    fn state_versions(&self) -> Option<StateVersions> {
+        Some(self.versions)
+    }
+
+    fn shadow_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+        stats: &std::sync::Arc<ShadowStats>,
+    ) -> Result<(), OperatorError> {
+        self.shadow = super::trial_instance(&self.name, &self.instance, plugin, "shadow")
+            .map(|instance| trials::Shadow::new(instance, stats.clone()));
+        Ok(())
+    }
+
+    fn canary_plugin(
+        &mut self,
+        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+        stats: &std::sync::Arc<CanaryStats>,
+    ) -> Result<(), OperatorError> {
+        self.canary = super::trial_instance(&self.name, &self.instance, plugin, "canary")
+            .map(|instance| (instance, stats.clone()));
+        Ok(())
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
@@ -265,8 +372,23 @@ impl Operator for WasmProcess {
     fn process_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
         self.failure.count_records(batch.len());
         let mut out = Vec::new();
+        let mut canary_keys = Vec::new();
+        self.drop_ended_trials();
         for (key, records) in by_key(batch.into_records()) {
-            self.key_records(input, &key, records, &mut out)?;
+            if self.canary_takes(&key) {
+                canary_keys.push((key, records));
+            } else {
+                self.key_records_shadowed(input, &key, records, &mut out)?;
+            }
+        }
+        if !canary_keys.is_empty() {
+            let records = canary_keys.iter().map(|(_, r)| r.len() as u64).sum();
+            self.as_canary(records, |me| {
+                for (key, records) in canary_keys {
+                    me.key_records(input, &key, records, &mut out)?;
+                }
+                Ok(())
+            })?;
         }
         Ok(Batch::Records(out))
     }

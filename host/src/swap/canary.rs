@@ -1,0 +1,118 @@
+//! Canaries (see `operators::canary`): a new version handles a share of an
+//! operator's key groups, watched over its probation — promoted for every
+//! key once it handled `probation_records` records failing at most
+//! `rollback_failure_share` of them, rolled back as soon as it fails more.
+
+use super::{Canary, Change, SwapError, SwapRecord, Swaps};
+use crate::operators::{CanaryState, CanaryStats, SwapKind};
+use crate::runtime::SwapPoint;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+impl Swaps {
+    /// Runs the component in `bytes` (the client's file `file`) as a
+    /// canary of `operator` (a map, filter, flat-map, process or
+    /// co-process operator) on `share` of its key groups (0 < share < 1),
+    /// and watches it over the probation.
+    pub fn canary(
+        self: &Arc<Self>,
+        operator: &str,
+        bytes: &[u8],
+        file: Option<&str>,
+        share: f64,
+    ) -> Result<SwapRecord, SwapError> {
+        let refused = |reason: String| SwapError::Refused {
+            operator: operator.to_owned(),
+            reason,
+        };
+        if !(share > 0.0 && share < 1.0) {
+            return Err(refused(format!(
+                "the canary's share is {share}: give one above 0 and below 1 (a share of the key groups, as `10%` or 0.1)"
+            )));
+        }
+        let why = "a canary keeps the state version (a rollback would hand migrated keys back to a version that cannot read them)";
+        let plugin = self.trial_plugin(operator, "canaries", (bytes, file), why)?;
+        let mut operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get_mut(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        // Checked again: another trial may have started during the upload.
+        v.no_trial(operator)?;
+        let stats = Arc::new(CanaryStats::new(share, self.key_groups, v.failures.clone()));
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let point = SwapPoint::new(id, operator, plugin.clone(), v.workers)
+            .with_kind(SwapKind::Canary(stats.clone()));
+        let record = self.record(id, operator, (&v.current, &plugin), Change::Canary, v.workers);
+        v.canary = Some((id, plugin, stats));
+        drop(operators);
+        let published = self.publish(record, point)?;
+        let swaps = Arc::clone(self);
+        let watched = operator.to_owned();
+        std::thread::Builder::new()
+            .name("canary-probation".into())
+            .spawn(move || swaps.watch_canary(&watched, id))
+            .map_err(|e| refused(format!("cannot watch the canary: {e}")))?;
+        Ok(published)
+    }
+
+    /// Takes the canary of `operator` off it, if one runs.
+    pub(super) fn take_canary(&self, operator: &str) -> Result<Option<Canary>, SwapError> {
+        let mut operators = self.operators.lock().expect("operators lock");
+        let v = operators
+            .get_mut(operator)
+            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        Ok(v.canary.take())
+    }
+
+    /// Swaps `canary` in for every key of `operator`: a swap point, at
+    /// which each worker drops the canary and runs its version (no second
+    /// probation: it passed its own).
+    pub(super) fn promote_canary(&self, operator: &str, canary: Canary) -> Result<SwapRecord, SwapError> {
+        let (_, plugin, stats) = canary;
+        stats.end(CanaryState::Promoted);
+        tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "canary promoted for every key");
+        self.switch(operator, plugin, Change::Swap)
+    }
+
+    /// Watches canary `id` of `operator` until it passed its probation
+    /// (promoted) or failed too often (rolled back: its workers hand its
+    /// keys back to the current version at their next batch). Ends when it
+    /// was promoted or aborted by hand, or the pipeline stops.
+    fn watch_canary(&self, operator: &str, id: u64) {
+        let allowed = (self.probation.share * self.probation.records as f64).floor() as u64;
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            let stats = {
+                let operators = self.operators.lock().expect("operators lock");
+                match operators.get(operator).and_then(|v| v.canary.as_ref()) {
+                    Some((running, _, stats)) if *running == id => stats.clone(),
+                    _ => return,
+                }
+            };
+            let (records, failures) = stats.counts();
+            let passed = records >= self.probation.records;
+            if failures <= allowed && !passed {
+                continue;
+            }
+            let Ok(Some(canary)) = self.take_canary(operator) else {
+                return;
+            };
+            if failures > allowed {
+                canary.2.end(CanaryState::RolledBack);
+                tracing::warn!(
+                    pipeline = %self.pipeline,
+                    operator,
+                    failures,
+                    records,
+                    "the canary failed too often: its key groups go back to the current version"
+                );
+            } else if let Err(e) = self.promote_canary(operator, canary) {
+                tracing::error!(operator, error = %e, "promoting the canary failed");
+            }
+            return;
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! State migrations: a process plugin that changed the shape of its state
+//! (a higher state version with `migrate`) is swapped in while the
+//! pipeline runs; each key's state is brought to the new shape when the
+//! key is next handled, exactly once, through crashes; going back to an
+//! older state version is refused unless forced.
+
+use crate::support::*;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const RECORDS: u64 = 200_000;
+
+/// Generator (`RECORDS` at 20k/s over 50k keys) -> key_by -> process
+/// `counts` running `plugin` on 2 workers -> `out.txt`, with checkpoints
+/// every 200 ms and the admin API at `addr`.
+fn counting(w: &Workdir, plugin: &str, addr: &str) -> std::path::PathBuf {
+    w.manifest(&format!(
+        r#"
+[pipeline]
+name = "migrate"
+batch_size = 256
+
+[source]
+type = "generator"
+count = {RECORDS}
+rate = 20000
+keys = 50000
+
+[[operators]]
+type = "key_by"
+parallelism = 2
+
+[[operators]]
+name = "counts"
+type = "process"
+plugin = "{plugin}"
+
+[sink]
+type = "file"
+path = "out.txt"
+format = "value"
+append = true
+
+[checkpoint]
+interval = "200ms"
+path = "checkpoints"
+
+[admin]
+listen = "{addr}"
+token = "${{MAILER_ADMIN_TOKEN}}"
+"#
+    ))
+}
+
+/// The metadata of the newest checkpoint, once it is not `before`.
+fn next_checkpoint(w: &Workdir, before: Option<u64>) -> (u64, serde_json::Value) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let id = std::fs::read_to_string(w.path("checkpoints/LATEST"))
+            .ok()
+            .and_then(|id| id.trim().parse::<u64>().ok());
+        if let Some(id) = id
+            && Some(id) != before
+        {
+            let text = w.read(&format!("checkpoints/chk-{id:020}/_metadata.json"));
+            return (id, serde_json::from_str(&text).unwrap());
+        }
+        assert!(Instant::now() < deadline, "no new checkpoint");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The state versions each worker's snapshot of `counts` recorded.
+fn state_versions(metadata: &serde_json::Value) -> Vec<serde_json::Value> {
+    metadata["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["operator"] == "counts")
+        .map(|s| s["state_versions"].clone())
+        .collect()
+}
+
+#[test]
+fn a_counter_moved_to_a_json_state_counts_every_key_exactly_through_a_sigkill_mid_migration() {
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let m = counting(&w, "{plugin:counter-v1}", &addr);
+    let mut child = spawn_with_token(&m, &[]);
+    wait_for(&addr);
+    let (mut id, _) = next_checkpoint(&w, None);
+    let v2 = plugin("counter-v2");
+    let swapped = mailer_plugin(&m, &["swap", "counts", v2.to_str().unwrap()]);
+    assert!(swapped.status.success(), "{}", stderr(&swapped));
+    // Until a checkpoint holds keys of both versions, then SIGKILL.
+    let mid_migration = serde_json::json!({"current": 2, "unmarked": 1});
+    loop {
+        let (next, metadata) = next_checkpoint(&w, Some(id));
+        id = next;
+        if state_versions(&metadata).iter().all(|v| *v == mid_migration) {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = spawn_with_token(&m, &[]).wait_with_output().unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("resuming from a checkpoint"), "{log}");
+    assert!(
+        log.contains("each key is migrated when first handled"),
+        "the restarted run goes on migrating: {log}"
+    );
+    // Per key: 1, 2, 3, … in order, the first version's lines before the
+    // second's; every record counted once.
+    let mut last: BTreeMap<String, (u64, bool)> = BTreeMap::new();
+    let mut continued = 0;
+    let text = w.read("out.txt");
+    for (i, line) in text.lines().enumerate() {
+        let mut fields = line.split('\t');
+        let key = fields.next().unwrap().to_owned();
+        let count: u64 = fields.next().unwrap().parse().unwrap();
+        let v2 = match fields.next() {
+            None => false,
+            Some("v2") => true,
+            Some(other) => panic!("line {i}: {other}"),
+        };
+        let (before, was_v2) = last.insert(key.clone(), (count, v2)).unwrap_or((0, false));
+        assert_eq!(
+            count,
+            before + 1,
+            "line {i}: key {key} counted {before} then {count}"
+        );
+        assert!(!was_v2 || v2, "line {i}: key {key} back to the first version");
+        if v2 && !was_v2 && before > 0 {
+            continued += 1;
+        }
+    }
+    assert_eq!(text.lines().count() as u64, RECORDS, "each record once");
+    assert_eq!(last.values().map(|(c, _)| c).sum::<u64>(), RECORDS);
+    assert!(
+        continued > 1_000,
+        "keys counted by the first version went on in the second: {continued}"
+    );
+}
+
+#[test]
+fn an_older_state_version_is_refused_unless_forced() {
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let m = counting(&w, "{plugin:counter-v2}", &addr);
+    let mut child = spawn_with_token(&m, &[]);
+    wait_for(&addr);
+    let (_, metadata) = next_checkpoint(&w, None);
+    assert!(
+        state_versions(&metadata)
+            .iter()
+            .all(|v| *v == serde_json::json!({"current": 2, "unmarked": 2})),
+        "{metadata}"
+    );
+    let v1 = plugin("counter-v1");
+    let refused = mailer_plugin(&m, &["swap", "counts", v1.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let said = stderr(&refused);
+    assert!(
+        said.contains("declares state version 1, below the running version's 2") && said.contains("--force"),
+        "{said}"
+    );
+    let store = w.path(".mailer/migrate/plugins");
+    let kept = std::fs::read_dir(&store).map_or(0, |d| d.count());
+    assert_eq!(kept, 0, "the refused version left the plugin store");
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+
+    // Restarting the state with the older version.
+    let m = counting(&w, "{plugin:counter-v1}", &addr);
+    let out = spawn_with_token(&m, &[]).wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("holds state at state version 2")
+            && said.contains("declares state version 1")
+            && said.contains("mailer run --force"),
+        "{said}"
+    );
+    // Forced, it starts, and the older version reads state it cannot
+    // parse: the record fails (`on_error` is `fail`).
+    let out = spawn_with_token(&m, &["--force"]).wait_with_output().unwrap();
+    let said = stderr(&out);
+    assert!(
+        said.contains("(forced)") && said.contains("pipeline started"),
+        "{said}"
+    );
+    assert!(!out.status.success(), "{said}");
+}
