@@ -64,6 +64,11 @@ enum PluginCommand {
         /// running one's (it will read state of a shape it may not know).
         #[arg(long, conflicts_with_all = ["shadow", "canary"])]
         force: bool,
+        /// When it declares a higher state version: migrate each key's
+        /// state when the key is next handled (`lazy`), or every key in
+        /// the background too (`eager`).
+        #[arg(long, value_enum, default_value = "lazy", conflicts_with_all = ["shadow", "canary"])]
+        migrate: Migrate,
     },
     /// Swaps an operator's shadow in as its version (on probation).
     Promote {
@@ -742,14 +747,31 @@ fn plugin_answer(
             operator,
             plugin,
             force,
+            migrate,
             ..
-        } => client.swap(operator, plugin, *force)?,
+        } => client.swap(
+            operator,
+            plugin,
+            mailer::swap::SwapOptions {
+                force: *force,
+                migrate_every_key: *migrate == Migrate::Eager,
+            },
+        )?,
         PluginCommand::Rollback { operator, force, .. } => client.rollback(operator, *force)?,
         PluginCommand::Promote { operator, .. } => client.end_shadow(operator, "promote")?,
         PluginCommand::Abort { operator, .. } => client.end_shadow(operator, "abort")?,
         PluginCommand::Show { id, .. } => client.swap_record(*id)?,
         PluginCommand::Reload { .. } => serde_json::Value::Array(client.reload(plan)?),
     })
+}
+
+/// When a swap to a plugin of a higher state version migrates the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Migrate {
+    /// Each key when it is next handled.
+    Lazy,
+    /// Every key in the background too, a few after each batch.
+    Eager,
 }
 
 /// A share as `25%` or `0.25`.

@@ -14,6 +14,16 @@ const RECORDS: u64 = 200_000;
 /// `counts` running `plugin` on 2 workers -> `out.txt`, with checkpoints
 /// every 200 ms and the admin API at `addr`.
 fn counting(w: &Workdir, plugin: &str, addr: &str) -> std::path::PathBuf {
+    counting_at(
+        w,
+        plugin,
+        addr,
+        &format!("count = {RECORDS}\nrate = 20000\nkeys = 50000"),
+    )
+}
+
+/// [`counting`] with the generator's settings `generator`.
+fn counting_at(w: &Workdir, plugin: &str, addr: &str, generator: &str) -> std::path::PathBuf {
     w.manifest(&format!(
         r#"
 [pipeline]
@@ -22,9 +32,7 @@ batch_size = 256
 
 [source]
 type = "generator"
-count = {RECORDS}
-rate = 20000
-keys = 50000
+{generator}
 
 [[operators]]
 type = "key_by"
@@ -192,4 +200,69 @@ fn an_older_state_version_is_refused_unless_forced() {
         "{said}"
     );
     assert!(!out.status.success(), "{said}");
+}
+
+#[test]
+fn an_eager_migration_migrates_the_keys_no_record_comes_to() {
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    // 5000 keys counted by the first version, to the generator's end.
+    let bounded = "count = 20000\nkeys = 5000";
+    let m = counting_at(&w, "{plugin:counter-v1}", &addr, bounded);
+    let out = spawn_with_token(&m, &[]).wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Resumed with a trickle of records (few keys come back), swapped to
+    // the second version migrating every key.
+    let trickle = "count = 100000000\nrate = 50\nkeys = 5000";
+    let m = counting_at(&w, "{plugin:counter-v1}", &addr, trickle);
+    let mut running = Running(spawn_with_token(&m, &[]));
+    wait_for(&addr);
+    let v2 = plugin("counter-v2");
+    let swapped = mailer_plugin(
+        &m,
+        &["swap", "--migrate", "eager", "counts", v2.to_str().unwrap()],
+    );
+    assert!(swapped.status.success(), "{}", stderr(&swapped));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut states: Vec<String> = Vec::new();
+    while Instant::now() < deadline {
+        let scan = mailer()
+            .env("MAILER_ADMIN_TOKEN", TOKEN)
+            .args(["state", "scan"])
+            .arg(&m)
+            .args(["counts", "--limit", "10000"])
+            .output()
+            .unwrap();
+        assert!(scan.status.success(), "{}", stderr(&scan));
+        let scan: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
+        states = scan["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["state"]["count"].as_str().unwrap().to_owned())
+            .collect();
+        if states.iter().all(|s| s.starts_with('{')) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    sigterm(&running.0);
+    assert!(running.0.wait().unwrap().success());
+    // (Of 5000 keys, about e^-4 of them got none of the 20000 records.)
+    assert!(states.len() > 4800, "the keys counted: {}", states.len());
+    let counters: Vec<serde_json::Value> = states
+        .iter()
+        .map(|s| serde_json::from_str(s).unwrap_or_else(|_| panic!("not migrated: {s}")))
+        .collect();
+    let total: u64 = counters.iter().map(|c| c["count"].as_u64().unwrap()).sum();
+    assert!(
+        total >= 20_000,
+        "the counts went on from the first version's: {total}"
+    );
+    let untouched = counters.iter().filter(|c| c["last_seen"] == -1).count();
+    assert!(
+        untouched > 4000,
+        "keys no record came to since were migrated too: {untouched} of {}",
+        states.len()
+    );
 }

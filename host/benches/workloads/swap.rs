@@ -4,17 +4,18 @@
 //! time between the last batch of the old version and the first of the
 //! new) and the time from the request to the switch; p50 and p99 of each.
 //!
-//! `shadow`: the same pipeline for 2 s as it is, 2 s with `lowercase` as a
-//! shadow of every record (two calls per record), then the shadow
-//! promoted: the throughput of each phase, their ratio, and the output gap
-//! at the promotion.
+//! `shadow`: the same pipeline for 2 s as it is, 2 s with a shadow of every
+//! record that agrees on each (`uppercase` again), 2 s with one that
+//! differs on each (`lowercase`; two calls per record either way), then
+//! that shadow promoted: the throughput of each phase, their ratios to the
+//! plain one, and the output gap at the promotion.
 
 use crate::common::peak_rss_kib;
 use mailer::batch::Batch;
 use mailer::connectors::Endpoint;
 use mailer::connectors::{ConnectorError, Sink};
 use mailer::manifest::Manifest;
-use mailer::plugin::{PluginEngine, World};
+use mailer::plugin::{LoadedPlugin, PluginEngine, World};
 use mailer::runtime::SwapPoint;
 use mailer::runtime::{Control, Shutdown, run_with};
 use std::path::Path;
@@ -66,7 +67,7 @@ struct Running {
     control: Control,
     shutdown: Shutdown,
     run: std::thread::JoinHandle<()>,
-    versions: [Arc<mailer::plugin::LoadedPlugin>; 2],
+    versions: [Arc<LoadedPlugin>; 2],
     records: Arc<AtomicU64>,
     switches: flume::Receiver<(Instant, Duration)>,
     /// The engine, which times the plugins' deadlines while it lives.
@@ -158,35 +159,45 @@ fn shadow() {
     let r = start_case_pipeline(dir.path());
     std::thread::sleep(Duration::from_millis(500));
     let plain = rate(&r.records, 2.0);
-    let stats = Arc::new(mailer::operators::ShadowStats::new(1.0));
+    // Shadowed by a version that agrees on every record (the same
+    // plugin), then by one that differs on every record.
+    let shadowed_by = |id: u64, version: &Arc<LoadedPlugin>| {
+        let stats = Arc::new(mailer::operators::ShadowStats::new(1.0));
+        r.control.request_swap(Arc::new(
+            SwapPoint::new(id, "case", version.clone(), 1)
+                .with_kind(mailer::operators::SwapKind::Shadow(stats.clone())),
+        ));
+        std::thread::sleep(Duration::from_millis(300));
+        (rate(&r.records, 2.0), stats)
+    };
+    let (agreeing, same) = shadowed_by(1, &r.versions[1]);
+    same.end(mailer::operators::ShadowState::Aborted);
     let lower = r.versions[0].clone();
-    r.control.request_swap(Arc::new(
-        SwapPoint::new(1, "case", lower.clone(), 1)
-            .with_kind(mailer::operators::SwapKind::Shadow(stats.clone())),
-    ));
-    std::thread::sleep(Duration::from_millis(300));
-    let shadowed = rate(&r.records, 2.0);
+    let (shadowed, stats) = shadowed_by(2, &lower);
     stats.end(mailer::operators::ShadowState::Promoted);
     let requested = Instant::now();
     r.control
-        .request_swap(Arc::new(SwapPoint::new(2, "case", lower, 1)));
+        .request_swap(Arc::new(SwapPoint::new(3, "case", lower, 1)));
     let (at, gap) = r
         .switches
         .recv_timeout(Duration::from_secs(30))
         .expect("the promotion");
     r.shutdown.cancel();
     r.run.join().unwrap();
-    let view = stats.view();
+    let (view, same) = (stats.view(), same.view());
     let n = r.records.load(Ordering::Relaxed);
     println!(
-        "bench shadow records={n} secs={:.3} rec_per_s={shadowed:.0} plain_rec_per_s={plain:.0} ratio={:.3} \
-         compared={} mismatches={} current_us_per_record={:.3} shadow_us_per_record={:.3} \
-         promotion_gap_ms={:.3} promotion_ms={:.3} peak_rss_kib={}",
+        "bench shadow records={n} secs={:.3} rec_per_s={agreeing:.0} plain_rec_per_s={plain:.0} ratio={:.3} \
+         shadow_us_per_record={:.3} current_us_per_record={:.3} mismatches={} \
+         differing_rec_per_s={shadowed:.0} differing_ratio={:.3} differing_mismatches={} \
+         differing_shadow_us_per_record={:.3} promotion_gap_ms={:.3} promotion_ms={:.3} peak_rss_kib={}",
         started.elapsed().as_secs_f64(),
+        agreeing / plain,
+        same.shadow_us_per_record,
+        same.current_us_per_record,
+        same.mismatches,
         shadowed / plain,
-        view.compared,
         view.mismatches,
-        view.current_us_per_record,
         view.shadow_us_per_record,
         gap.as_secs_f64() * 1000.0,
         (at - requested).as_secs_f64() * 1000.0,

@@ -3,6 +3,7 @@
 
 use crate::metrics::TaskSnapshot;
 use crate::plan::{AdminSettings, Plan};
+use crate::swap::SwapOptions;
 use crate::tap::TapLine;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -127,24 +128,35 @@ impl AdminClient {
         )
     }
 
-    /// Uploads `file` as the new plugin of `operator` (of a lower state
-    /// version only when `force`).
-    pub fn swap(&self, operator: &str, file: &std::path::Path, force: bool) -> Result<Value, ClientError> {
+    /// Uploads `file` as the new plugin of `operator`, as `how` says.
+    pub fn swap(
+        &self,
+        operator: &str,
+        file: &std::path::Path,
+        how: SwapOptions,
+    ) -> Result<Value, ClientError> {
         let bytes = std::fs::read(file).map_err(|source| ClientError::Read {
             path: file.display().to_string(),
             source,
         })?;
-        self.upload(operator, &bytes, &file.display().to_string(), force)
+        self.upload(operator, &bytes, &file.display().to_string(), how)
     }
 
     /// Sends `bytes`, the file `file`, as the new plugin of `operator`,
     /// once the pipeline said it takes that many (a server refusing a body
     /// mid-upload would leave only a broken connection to report).
-    fn upload(&self, operator: &str, bytes: &[u8], file: &str, force: bool) -> Result<Value, ClientError> {
-        let force = force.to_string();
+    fn upload(
+        &self,
+        operator: &str,
+        bytes: &[u8],
+        file: &str,
+        how: SwapOptions,
+    ) -> Result<Value, ClientError> {
+        let force = how.force.to_string();
+        let migrate = if how.migrate_every_key { "eager" } else { "lazy" };
         self.upload_to(
             &format!("operators/{operator}/swap"),
-            &[("file", file), ("force", &force)],
+            &[("file", file), ("force", &force), ("migrate", migrate)],
             bytes,
         )
     }
@@ -238,7 +250,12 @@ impl AdminClient {
                 .find(|o| o["name"] == name.as_str())
                 .and_then(|o| o["plugin"]["digest"].as_str());
             if current.is_some_and(|c| c != digest) {
-                swapped.push(self.upload(&name, &bytes, &plugin.path().display().to_string(), false)?);
+                swapped.push(self.upload(
+                    &name,
+                    &bytes,
+                    &plugin.path().display().to_string(),
+                    SwapOptions::default(),
+                )?);
             }
         }
         Ok(swapped)

@@ -183,9 +183,12 @@ async fn swap(
         return refused;
     }
     let file = query_value(query.as_deref(), "file");
-    let force = query_value(query.as_deref(), "force").is_some_and(|f| f == "true");
+    let how = crate::swap::SwapOptions {
+        force: query_value(query.as_deref(), "force").is_some_and(|f| f == "true"),
+        migrate_every_key: query_value(query.as_deref(), "migrate").is_some_and(|m| m == "eager"),
+    };
     let swaps = state.swaps.clone();
-    blocking(move || swaps.swap(&name, &body, file.as_deref(), force)).await
+    blocking(move || swaps.swap(&name, &body, file.as_deref(), how)).await
 }
 
 /// `POST /api/operators/{name}/shadow?share=S&file=F`: the component runs

@@ -152,6 +152,10 @@ impl Chain {
         for op in self.ops.iter_mut().filter(|op| op.name() == operator) {
             match kind {
                 SwapKind::Replace => op.swap_plugin(plugin)?,
+                SwapKind::Upgrade => {
+                    op.swap_plugin(plugin)?;
+                    op.migrate_every_key();
+                }
                 SwapKind::Shadow(stats) => op.shadow_plugin(plugin, stats)?,
                 SwapKind::Canary(stats) => op.canary_plugin(plugin, stats)?,
             }

@@ -129,6 +129,11 @@ pub trait Operator: Send {
         None
     }
 
+    /// After a swap to a plugin of a higher state version: migrate every
+    /// key's state in the background, not only each key when next handled.
+    /// Operators without plugin-shaped state ignore it.
+    fn migrate_every_key(&mut self) {}
+
     /// The state versions of a keyed operator running a plugin, as its
     /// snapshots record them (`None`: no plugin-shaped state).
     fn state_versions(&self) -> Option<crate::state::StateVersions> {

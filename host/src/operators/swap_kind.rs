@@ -8,6 +8,10 @@ use std::sync::Arc;
 pub enum SwapKind {
     /// It replaces the current version.
     Replace,
+    /// It replaces the current version and, its state version being
+    /// higher, migrates every key's state in the background (a few keys
+    /// after each batch) rather than each key when next handled.
+    Upgrade,
     /// It runs beside the current version, its outputs compared into these
     /// stats and thrown away.
     Shadow(Arc<super::ShadowStats>),
@@ -21,6 +25,7 @@ impl SwapKind {
     pub fn name(&self) -> &'static str {
         match self {
             SwapKind::Replace => "swap",
+            SwapKind::Upgrade => "swap, migrating every key",
             SwapKind::Shadow(_) => "shadow",
             SwapKind::Canary(_) => "canary",
         }

@@ -70,7 +70,7 @@ impl SwapPoint {
                 SwapKind::Canary(_) => {
                     tracing::info!(%operator, swap, %digest, workers, "plugin canary running on every worker")
                 }
-                SwapKind::Replace => {
+                SwapKind::Replace | SwapKind::Upgrade => {
                     tracing::info!(%operator, swap, %digest, workers, "plugin swap applied on every worker")
                 }
             }

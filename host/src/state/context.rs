@@ -15,7 +15,7 @@
 
 mod migration;
 
-pub use migration::{StaleValue, StateVersions};
+pub use migration::{MigrationCursor, StaleValue, StateVersions};
 
 use super::{Answer, KeyEntries, KeyedState, StateError, StateRequest, TimeDomain, bytes_json};
 use crate::clock::Clock;

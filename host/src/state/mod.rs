@@ -18,7 +18,9 @@ pub mod snapshot;
 
 pub use cached::CachedBackend;
 pub use changelog::{ChangelogBackend, SharedChangelog};
-pub use context::{KeyedContext, KeyedError, MapEntries, PendingChanges, StaleValue, StateVersions};
+pub use context::{
+    KeyedContext, KeyedError, MapEntries, MigrationCursor, PendingChanges, StaleValue, StateVersions,
+};
 pub use keyed::{KeyedState, TimeDomain, Timer};
 pub use memory::MemoryBackend;
 pub use query::{Answer, KeyEntries, StateRequest, answer, bytes_json};

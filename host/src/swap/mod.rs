@@ -250,16 +250,22 @@ impl Swaps {
     /// over its probation. A refused component leaves the store. Blocking
     /// (compiling takes tens of milliseconds).
     /// A new version declaring a lower state version than the running
-    /// one's is refused unless `force` (see [`state_version_step`]).
+    /// one's is refused unless `how.force` (see [`state_version_step`]);
+    /// one declaring a higher one migrates each key when next handled, or
+    /// every key in the background with `how.migrate_every_key`.
     pub fn swap(
         self: &Arc<Self>,
         operator: &str,
         bytes: &[u8],
         file: Option<&str>,
-        force: bool,
+        how: SwapOptions,
     ) -> Result<SwapRecord, SwapError> {
-        let plugin = self.upload(operator, bytes, file, Next::Version { force })?;
-        self.swap_to(operator, plugin)
+        let plugin = self.upload(operator, bytes, file, Next::Version { force: how.force })?;
+        let change = match how.migrate_every_key {
+            true => Change::Upgrade,
+            false => Change::Swap,
+        };
+        self.swap_to(operator, plugin, change)
     }
 
     /// Runs the component in `bytes` (the client's file `file`) as a shadow
@@ -311,7 +317,7 @@ impl Swaps {
         let (_, plugin, stats) = self.take_shadow(operator)?;
         stats.end(ShadowState::Promoted);
         tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow promoted");
-        self.swap_to(operator, plugin)
+        self.swap_to(operator, plugin, Change::Swap)
     }
 
     /// Ends the shadow run (or the canary) of `operator`; the current
@@ -445,10 +451,16 @@ impl Swaps {
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))
     }
 
-    /// Swaps `operator` to `plugin` and watches it over its probation.
-    fn swap_to(self: &Arc<Self>, operator: &str, plugin: Arc<LoadedPlugin>) -> Result<SwapRecord, SwapError> {
+    /// Swaps `operator` to `plugin` (a `change`: a swap or an upgrade) and
+    /// watches it over its probation.
+    fn swap_to(
+        self: &Arc<Self>,
+        operator: &str,
+        plugin: Arc<LoadedPlugin>,
+        change: Change,
+    ) -> Result<SwapRecord, SwapError> {
         let counts = self.counts(operator)?;
-        let record = self.switch(operator, plugin, Change::Swap)?;
+        let record = self.switch(operator, plugin, change)?;
         let swaps = Arc::clone(self);
         let (watched, id) = (operator.to_owned(), record.id);
         std::thread::Builder::new()
@@ -583,7 +595,10 @@ impl Swaps {
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let record = self.record(id, operator, (&v.current, &plugin), change, v.workers);
-        let point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
+        let mut point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
+        if change == Change::Upgrade && plugin.state_version() > v.current.state_version() {
+            point = point.with_kind(SwapKind::Upgrade);
+        }
         // The swap point ends a trial in every worker.
         if let Some((_, _, canary)) = v.canary.take() {
             canary.end(CanaryState::RolledBack);
@@ -694,10 +709,22 @@ enum Next<'a> {
     Trial { why: &'a str },
 }
 
+/// How a new version is swapped in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SwapOptions {
+    /// Even when it declares a lower state version than the running one.
+    pub force: bool,
+    /// Migrating every key's state in the background (when it declares a
+    /// higher state version), not only each key when next handled.
+    pub migrate_every_key: bool,
+}
+
 /// What a switch is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
     Swap,
+    /// A swap migrating every key in the background.
+    Upgrade,
     Rollback,
     AutomaticRollback,
     Shadow,

@@ -13,6 +13,7 @@
 //! unmarked version ([`StateVersions::unmarked`]).
 
 use super::{KeyedContext, KeyedError, LIST, MAP, VALUE, parse_suffix};
+use crate::state::{StateError, keys};
 use serde::{Deserialize, Serialize};
 
 /// The suffix of a key's state version mark.
@@ -42,6 +43,14 @@ impl StateVersions {
     pub fn migrating(&self) -> bool {
         self.unmarked < self.current
     }
+}
+
+/// Where an eager migration (every key, in the background) is: the key
+/// group it looks in, and the last key it handled there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigrationCursor {
+    key_group: u16,
+    after: Option<Vec<u8>>,
 }
 
 /// One value of the key in scope written under an older state version.
@@ -135,6 +144,50 @@ impl KeyedContext {
         self.write(mark, Some(to.to_be_bytes().to_vec()))
     }
 
+    /// Up to `n` keys of the operator's state from `cursor` on (key group by
+    /// key group, each in key order), the cursor moved past them; none at
+    /// the end of the state.
+    pub fn next_keys(&self, cursor: &mut MigrationCursor, n: usize) -> Result<Vec<Vec<u8>>, StateError> {
+        let mut found: Vec<Vec<u8>> = Vec::new();
+        while found.len() < n && cursor.key_group < self.state.key_groups() {
+            let group = self.state.entry(cursor.key_group, &[], &[]);
+            let group = &group[..4]; // key group and operator
+            let from = match &cursor.after {
+                Some(key) => keys::prefix_end(&self.state.entry(cursor.key_group, key, &[]))
+                    .expect("a keyed entry starts below 0xFFFF"),
+                None => group.to_vec(),
+            };
+            let end = keys::prefix_end(group).expect("a keyed entry starts below 0xFFFF");
+            let before = found.len();
+            self.state.scan(&from, &end, &mut |entry, _| {
+                let Some(len) = entry
+                    .get(4..8)
+                    .map(|l| u32::from_be_bytes(l.try_into().expect("4 bytes")))
+                else {
+                    return true;
+                };
+                let Some(key) = entry.get(8..8 + len as usize) else {
+                    return true;
+                };
+                if found.last().is_none_or(|last| last.as_slice() != key) {
+                    if found.len() == n {
+                        return false;
+                    }
+                    found.push(key.to_vec());
+                }
+                true
+            })?;
+            match found.len() - before {
+                0 => {
+                    cursor.key_group += 1;
+                    cursor.after = None;
+                }
+                _ => cursor.after = found.last().cloned(),
+            }
+        }
+        Ok(found)
+    }
+
     /// The mark that [`put_migrated`](Self::put_migrated) left for the
     /// key in scope, as a pending write when the call wrote state of the
     /// key (before the scope ends).
@@ -213,6 +266,32 @@ mod tests {
             .unwrap();
         assert_eq!(shown[0].1["n"], "ONE", "the mark is no state of the plugin's");
         assert_eq!(shown[0].1.as_object().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn the_cursor_walks_every_key_once() {
+        let mut ctx = context();
+        let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("k{i}").into_bytes()).collect();
+        for key in &keys {
+            ctx.enter(key);
+            ctx.set("a", b"1".to_vec()).unwrap();
+            ctx.list_append("b", b"2".to_vec()).unwrap();
+            ctx.commit().unwrap();
+        }
+        let mut cursor = MigrationCursor::default();
+        let mut seen = Vec::new();
+        loop {
+            let next = ctx.next_keys(&mut cursor, 7).unwrap();
+            if next.is_empty() {
+                break;
+            }
+            assert!(next.len() <= 7);
+            seen.extend(next);
+        }
+        seen.sort();
+        let mut expected = keys.clone();
+        expected.sort();
+        assert_eq!(seen, expected);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::operators::{CanaryStats, FailureHandler, Operator, OperatorError, Sha
 use crate::plugin::{CallError, CallMode, PluginInstance, World};
 use crate::plugin::{Outcome, Raw, RecordOutcome};
 use crate::record::Record;
-use crate::state::{KeyedContext, StateVersions, TimeDomain};
+use crate::state::{KeyedContext, MigrationCursor, StateVersions, TimeDomain};
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -52,7 +52,12 @@ pub struct WasmProcess {
     /// While a shadow compares: the current version's outcome of each
     /// record handled.
     observed: Option<Vec<RecordOutcome>>,
+    /// Where the eager migration of every key is, while one goes on.
+    eager: Option<MigrationCursor>,
 }
+
+/// How many keys an eager migration migrates after each batch.
+const EAGER_KEYS_PER_BATCH: usize = 64;
 
 impl WasmProcess {
     /// The operator `name` calling `instance` in `mode`, with the key's
@@ -75,6 +80,7 @@ impl WasmProcess {
             canary: None,
             shadow: None,
             observed: None,
+            eager: None,
         }
     }
 
@@ -87,6 +93,39 @@ impl WasmProcess {
                 "state written by an older state version: each key is migrated when first handled");
         }
         self
+    }
+
+    /// Migrates the next keys of an eager migration, if one goes on (after
+    /// each batch: the records wait for at most this many keys).
+    fn migrate_next_keys(&mut self) -> Result<(), OperatorError> {
+        let Some(mut cursor) = self.eager.take() else {
+            return Ok(());
+        };
+        if !self.versions.migrating() {
+            return Ok(());
+        }
+        let name = self.name.clone();
+        let keys = self
+            .ctx()
+            .next_keys(&mut cursor, EAGER_KEYS_PER_BATCH)
+            .map_err(|e| OperatorError::state(&name, e))?;
+        if keys.is_empty() {
+            tracing::info!(operator = %self.name, version = self.versions.current,
+                "every key of this worker is migrated");
+            return Ok(());
+        }
+        for key in keys {
+            match self.enter(&key)? {
+                Ok(()) => self.finish(true)?,
+                Err(reason) => {
+                    self.finish(false)?;
+                    tracing::warn!(operator = %self.name, key = %String::from_utf8_lossy(&key), %reason,
+                        "migrating a key failed: it is migrated again when next handled");
+                }
+            }
+        }
+        self.eager = Some(cursor);
+        Ok(())
     }
 
     /// Scopes the state to `key` and migrates it when an older state
@@ -345,6 +384,12 @@ impl Operator for WasmProcess {
         Some(self.versions)
     }
 
+    fn migrate_every_key(&mut self) {
+        if self.versions.migrating() {
+            self.eager = Some(MigrationCursor::default());
+        }
+    }
+
     fn shadow_plugin(
         &mut self,
         plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
@@ -390,6 +435,7 @@ impl Operator for WasmProcess {
                 Ok(())
             })?;
         }
+        self.migrate_next_keys()?;
         Ok(Batch::Records(out))
     }
 
