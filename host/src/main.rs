@@ -153,6 +153,11 @@ enum Command {
         /// newer version migrated and it may not understand).
         #[arg(long)]
         force: bool,
+        /// Where a plugin declares a higher state version than the state it
+        /// resumes: migrate each key's state when the key is next handled
+        /// (`lazy`), or every key in the background too (`eager`).
+        #[arg(long, value_enum, default_value = "lazy")]
+        migrate: Migrate,
     },
     /// Asks the running pipeline of a manifest for a savepoint: a
     /// checkpoint kept until you remove it; prints its folder.
@@ -517,9 +522,11 @@ fn run(command: Command) -> Result<()> {
             from_savepoint,
             from_checkpoint,
             force,
+            migrate,
         } => {
             let (mut plan, engine) = plan_of(&manifest)?;
             plan.allow_state_downgrade = force;
+            plan.migrate_every_key = migrate == Migrate::Eager;
             for warning in &plan.warnings {
                 tracing::warn!(pipeline = %plan.name, "{warning}");
             }

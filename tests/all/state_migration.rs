@@ -203,26 +203,47 @@ fn an_older_state_version_is_refused_unless_forced() {
 }
 
 #[test]
-fn an_eager_migration_migrates_the_keys_no_record_comes_to() {
+fn an_eager_migration_by_a_swap_migrates_the_keys_no_record_comes_to() {
+    eager_migration(true);
+}
+
+#[test]
+fn an_eager_migration_at_a_restart_migrates_the_keys_no_record_comes_to() {
+    eager_migration(false);
+}
+
+/// 5000 keys counted by the first version, then a trickle of records (few
+/// keys come back) counted by the second, which migrates every key
+/// eagerly: swapped in while the pipeline runs (`by_swap`), or named by the
+/// manifest at a restart.
+fn eager_migration(by_swap: bool) {
     let w = Workdir::new();
     let addr = format!("127.0.0.1:{}", free_port());
-    // 5000 keys counted by the first version, to the generator's end.
     let bounded = "count = 20000\nkeys = 5000";
     let m = counting_at(&w, "{plugin:counter-v1}", &addr, bounded);
     let out = spawn_with_token(&m, &[]).wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    // Resumed with a trickle of records (few keys come back), swapped to
-    // the second version migrating every key.
     let trickle = "count = 100000000\nrate = 50\nkeys = 5000";
-    let m = counting_at(&w, "{plugin:counter-v1}", &addr, trickle);
-    let mut running = Running(spawn_with_token(&m, &[]));
-    wait_for(&addr);
-    let v2 = plugin("counter-v2");
-    let swapped = mailer_plugin(
-        &m,
-        &["swap", "--migrate", "eager", "counts", v2.to_str().unwrap()],
-    );
-    assert!(swapped.status.success(), "{}", stderr(&swapped));
+    let (m, mut running) = match by_swap {
+        true => {
+            let m = counting_at(&w, "{plugin:counter-v1}", &addr, trickle);
+            let running = Running(spawn_with_token(&m, &[]));
+            wait_for(&addr);
+            let v2 = plugin("counter-v2");
+            let swapped = mailer_plugin(
+                &m,
+                &["swap", "--migrate", "eager", "counts", v2.to_str().unwrap()],
+            );
+            assert!(swapped.status.success(), "{}", stderr(&swapped));
+            (m, running)
+        }
+        false => {
+            let m = counting_at(&w, "{plugin:counter-v2}", &addr, trickle);
+            let running = Running(spawn_with_token(&m, &["--migrate", "eager"]));
+            wait_for(&addr);
+            (m, running)
+        }
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut states: Vec<String> = Vec::new();
     while Instant::now() < deadline {

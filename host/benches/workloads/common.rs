@@ -144,6 +144,7 @@ pub fn plan(
         plugin_store: std::path::PathBuf::new(),
         swapped_from: Default::default(),
         allow_state_downgrade: false,
+        migrate_every_key: false,
         warnings: Vec::new(),
         cluster: None,
     }

@@ -55,6 +55,10 @@ pub struct Restore {
     pub dir: PathBuf,
     /// Its metadata.
     pub metadata: Metadata,
+    /// Whether a process operator resuming state of an older state version
+    /// migrates every key in the background (`mailer run --migrate
+    /// eager`), not only each key when next handled.
+    pub migrate_every_key: bool,
 }
 
 /// What to tell a user whose run cannot resume as it is.
@@ -156,7 +160,11 @@ impl Restore {
         dir: PathBuf,
         metadata: Metadata,
     ) -> Result<Restore, RestoreError> {
-        let restore = Restore { dir, metadata };
+        let restore = Restore {
+            dir,
+            metadata,
+            migrate_every_key: false,
+        };
         restore.check(target)?;
         Ok(restore)
     }

@@ -89,6 +89,9 @@ pub fn launch(
     })?;
     plan.open_checkpoint_store().map_err(RestoreError::Store)?;
     plan.restore = Restore::resolve(&plan.restore_target(), start)?;
+    if let Some(restore) = &mut plan.restore {
+        restore.migrate_every_key = plan.migrate_every_key;
+    }
     plan.use_swapped_plugins(&engine)?;
     plan.check_state_versions()?;
     let _admin = start_admin(&plan, &engine, shutdown, control)?;

@@ -856,6 +856,7 @@ impl Inner {
             plugin_store: crate::plan::store_dir(Path::new("."), &self.name),
             swapped_from: Default::default(),
             allow_state_downgrade: false,
+            migrate_every_key: false,
             cluster: None,
             warnings: Vec::new(),
             name: self.name,

@@ -127,6 +127,7 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         plugin_store: super::store_dir(&m.dir, &p.name),
         swapped_from: Default::default(),
         allow_state_downgrade: false,
+        migrate_every_key: false,
         cluster: None,
         warnings,
     };

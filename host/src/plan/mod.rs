@@ -88,6 +88,10 @@ pub struct Plan {
     /// Whether a plugin may resume state of a higher state version than it
     /// declares (`mailer run --force`).
     pub allow_state_downgrade: bool,
+    /// Whether a process operator resuming state of an older state version
+    /// migrates every key in the background (`mailer run --migrate
+    /// eager`).
+    pub migrate_every_key: bool,
     /// Cluster mode's settings, when the pipeline runs in it.
     pub cluster: Option<ClusterSettings>,
     /// What the manifest may have wrong without being invalid (a

@@ -41,11 +41,16 @@ impl WasmNode {
                 let state = ctx.open_state(name)?;
                 let keyed = KeyedContext::new(state, self.state_ttl.clone(), Arc::new(crate::clock::now_ms))
                     .with_call_limit(self.limits.memory_bytes);
-                let process = WasmProcess::new(name, instance, keyed, self.mode, failure);
-                match ctx.restore.and_then(|r| r.metadata.state_versions_of(name)) {
-                    Some(restored) => Box::new(process.with_unmarked_state_version(restored.unmarked)),
-                    None => Box::new(process),
+                let mut process = WasmProcess::new(name, instance, keyed, self.mode, failure);
+                if let Some(restore) = ctx.restore
+                    && let Some(restored) = restore.metadata.state_versions_of(name)
+                {
+                    process = process.with_unmarked_state_version(restored.unmarked);
+                    if restore.migrate_every_key {
+                        process.migrate_every_key();
+                    }
                 }
+                Box::new(process)
             }
             World::Map | World::Filter | World::FlatMap => {
                 Box::new(WasmStateless::new(name, instance, self.mode, failure))
