@@ -287,3 +287,106 @@ fn eager_migration(by_swap: bool) {
         states.len()
     );
 }
+
+#[test]
+fn a_failing_migration_fails_the_keys_records_and_a_fixed_version_migrates_them() {
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let manifest = |generator: &str| {
+        w.manifest(&format!(
+            r#"
+[pipeline]
+name = "migrate"
+batch_size = 64
+
+[source]
+type = "generator"
+{generator}
+keys = 500
+
+[[operators]]
+type = "key_by"
+
+[[operators]]
+name = "counts"
+type = "process"
+plugin = "{{plugin:counter-v1}}"
+on_error = "skip"
+
+[sink]
+type = "file"
+path = "out.txt"
+format = "value"
+append = true
+
+[checkpoint]
+interval = "200ms"
+path = "checkpoints"
+
+[admin]
+listen = "{addr}"
+token = "${{MAILER_ADMIN_TOKEN}}"
+probation_records = 200
+rollback_failure_share = 0.1
+"#
+        ))
+    };
+    let m = manifest("count = 20000");
+    let out = spawn_with_token(&m, &[]).wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let m = manifest("count = 100000000\nrate = 2000");
+    // Its log (a line per failed record) into a file: a pipe nobody reads
+    // while it runs would fill and stop it.
+    let mut child = mailer()
+        .env("MAILER_ADMIN_TOKEN", TOKEN)
+        .arg("run")
+        .arg(&m)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(w.path("run.log")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(&addr);
+    let swap = |name: &str| {
+        let file = plugin(name);
+        let swapped = mailer_plugin(&m, &["swap", "counts", file.to_str().unwrap()]);
+        assert!(swapped.status.success(), "{}", stderr(&swapped));
+    };
+    swap("counter-v2-broken");
+    std::thread::sleep(Duration::from_millis(1500));
+    swap("counter-v2");
+    std::thread::sleep(Duration::from_millis(1500));
+    sigterm(&child);
+    let status = child.wait().unwrap();
+    let log = w.read("run.log");
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains(
+            "migrating state `count` from state version 1 to 2: cannot read state `count` of state version 1"
+        ),
+        "the failed records say why: {log}"
+    );
+    assert!(
+        log.contains("the automatic rollback failed") && log.contains("below the running version's 2"),
+        "the failing version is not rolled back onto state it may have migrated: {log}"
+    );
+    // No record counted by the broken version; the fixed one went on from
+    // the first version's counts.
+    let mut last: BTreeMap<String, (u64, bool)> = BTreeMap::new();
+    for (i, line) in w.read("out.txt").lines().enumerate() {
+        let fields: Vec<&str> = line.split('\t').collect();
+        assert!(fields.get(2) != Some(&"broken"), "line {i}: {line}");
+        let (key, count) = (fields[0].to_owned(), fields[1].parse::<u64>().unwrap());
+        let v2 = fields.get(2) == Some(&"v2");
+        let (before, _) = last.insert(key.clone(), (count, v2)).unwrap_or((0, false));
+        assert_eq!(
+            count,
+            before + 1,
+            "line {i}: key {key} counted {before} then {count}"
+        );
+    }
+    let continued = last.values().filter(|(count, v2)| *v2 && *count > 1).count();
+    assert!(
+        continued > 400,
+        "keys migrated by the fixed version: {continued} of 500"
+    );
+}
