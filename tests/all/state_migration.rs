@@ -24,6 +24,17 @@ fn counting(w: &Workdir, plugin: &str, addr: &str) -> std::path::PathBuf {
 
 /// [`counting`] with the generator's settings `generator`.
 fn counting_at(w: &Workdir, plugin: &str, addr: &str, generator: &str) -> std::path::PathBuf {
+    counting_with(w, plugin, addr, generator, ("", ""))
+}
+
+/// [`counting_at`] with `extra` settings of the operator and of `[admin]`.
+fn counting_with(
+    w: &Workdir,
+    plugin: &str,
+    addr: &str,
+    generator: &str,
+    (operator, admin): (&str, &str),
+) -> std::path::PathBuf {
     w.manifest(&format!(
         r#"
 [pipeline]
@@ -42,6 +53,7 @@ parallelism = 2
 name = "counts"
 type = "process"
 plugin = "{plugin}"
+{operator}
 
 [sink]
 type = "file"
@@ -56,6 +68,7 @@ path = "checkpoints"
 [admin]
 listen = "{addr}"
 token = "${{MAILER_ADMIN_TOKEN}}"
+{admin}
 "#
     ))
 }
@@ -293,43 +306,10 @@ fn a_failing_migration_fails_the_keys_records_and_a_fixed_version_migrates_them(
     let w = Workdir::new();
     let addr = format!("127.0.0.1:{}", free_port());
     let manifest = |generator: &str| {
-        w.manifest(&format!(
-            r#"
-[pipeline]
-name = "migrate"
-batch_size = 64
-
-[source]
-type = "generator"
-{generator}
-keys = 500
-
-[[operators]]
-type = "key_by"
-
-[[operators]]
-name = "counts"
-type = "process"
-plugin = "{{plugin:counter-v1}}"
-on_error = "skip"
-
-[sink]
-type = "file"
-path = "out.txt"
-format = "value"
-append = true
-
-[checkpoint]
-interval = "200ms"
-path = "checkpoints"
-
-[admin]
-listen = "{addr}"
-token = "${{MAILER_ADMIN_TOKEN}}"
-probation_records = 200
-rollback_failure_share = 0.1
-"#
-        ))
+        let generator = format!("{generator}\nkeys = 500");
+        let operator = r#"on_error = "skip""#;
+        let admin = "probation_records = 200\nrollback_failure_share = 0.1";
+        counting_with(&w, "{plugin:counter-v1}", &addr, &generator, (operator, admin))
     };
     let m = manifest("count = 20000");
     let out = spawn_with_token(&m, &[]).wait_with_output().unwrap();
