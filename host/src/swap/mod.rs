@@ -39,11 +39,11 @@ pub enum SwapError {
     /// A rollback with no earlier version.
     #[error("operator `{0}` runs its first version: there is nothing to roll back to")]
     NothingToRollBack(String),
-    /// A promote or abort with no shadow or canary running.
+    /// A promote or abort with no shadow or canary (no trial) running.
     #[error(
         "operator `{0}` runs no shadow or canary: start one with `mailer plugin swap --shadow` or `--canary`"
     )]
-    NoShadow(String),
+    NoTrial(String),
     /// No swap of that id.
     #[error("no swap {0} in this run (see GET /api/swaps)")]
     NoSwap(u64),
@@ -379,7 +379,7 @@ impl Swaps {
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
         v.shadow
             .take()
-            .ok_or_else(|| SwapError::NoShadow(operator.to_owned()))
+            .ok_or_else(|| SwapError::NoTrial(operator.to_owned()))
     }
 
     /// The component in `bytes` (the client's file `file`, named in
