@@ -30,6 +30,7 @@
 //! | `#[operator(reduce)]` | `fn(Option<&[u8]>, Record) -> Result<Vec<u8>>` (the key's accumulator, `None` at first; returns the new one); with `&Record` instead, the SDK reuses each record's buffers (faster); with `RecordView<'_>`, records are read in place (fastest) |
 //! | `#[operator(process)]` or `#[operator(process, on_timer = f)]` | `fn(Record, handles…) -> Result<()>` |
 //! | `#[operator(timer)]` (the `on_timer` of a process operator) | `fn(Timer, handles…) -> Result<()>` |
+//! | `state_version = n, migrate = m` added to a process or co-process operator's attribute (its state changed shape) | `m`: `fn(u32, &str, Vec<u8>) -> Result<Vec<u8>>`: one stored value of a state, written by an older state version, in this version's shape (see docs/sdk.md) |
 //! | `#[operator(co_process, right = g)]` (optionally `on_timer = f`) and `#[operator(right)]` on `g` | `fn(Record, handles…) -> Result<()>` each: the left input's and the right input's records, sharing the key's state and timers |
 //! | `#[operator(join)]` | `fn(Option<Record>, Option<Record>) -> Result<Vec<Record>>` (a join's pair: left and right, one absent for an unmatched record; for a stream-table join, the stream record and the table row) |
 //! | `#[operator(window)]` | `fn(Option<&[u8]>, Window, Vec<Record>, &mut Emit) -> Result<()>` (a window's key, bounds and records) |
