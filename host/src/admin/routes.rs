@@ -184,8 +184,8 @@ async fn swap(
     }
     let file = query_value(query.as_deref(), "file");
     let how = crate::swap::SwapOptions {
-        force: query_value(query.as_deref(), "force").is_some_and(|f| f == "true"),
-        migrate_every_key: query_value(query.as_deref(), "migrate").is_some_and(|m| m == "eager"),
+        force: query_is(query.as_deref(), "force", "true"),
+        migrate_every_key: query_is(query.as_deref(), "migrate", "eager"),
     };
     let swaps = state.swaps.clone();
     blocking(move || swaps.swap(&name, &body, file.as_deref(), how)).await
@@ -280,6 +280,11 @@ fn component(headers: &HeaderMap) -> Option<Response> {
     })
 }
 
+/// Whether a query string gives `name` as `value`.
+fn query_is(query: Option<&str>, name: &str, value: &str) -> bool {
+    query_value(query, name).is_some_and(|v| v == value)
+}
+
 /// The value of `name` in a query string, if given.
 fn query_value(query: Option<&str>, name: &str) -> Option<String> {
     form_urlencoded::parse(query.unwrap_or_default().as_bytes())
@@ -309,7 +314,7 @@ async fn rollback(
     Path(name): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let force = query_value(query.as_deref(), "force").is_some_and(|f| f == "true");
+    let force = query_is(query.as_deref(), "force", "true");
     let swaps = state.swaps.clone();
     blocking(move || swaps.rollback(&name, force)).await
 }

@@ -5,9 +5,7 @@
 
 use super::{Canary, Change, SwapError, SwapRecord, Swaps};
 use crate::operators::{CanaryState, CanaryStats, SwapKind};
-use crate::runtime::SwapPoint;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 impl Swaps {
     /// Runs the component in `bytes` (the client's file `file`) as a
@@ -32,22 +30,12 @@ impl Swaps {
         }
         let why = "a canary keeps the state version (a rollback would hand migrated keys back to a version that cannot read them)";
         let plugin = self.trial_plugin(operator, "canaries", (bytes, file), why)?;
-        let mut operators = self.operators.lock().expect("operators lock");
-        let v = operators
-            .get_mut(operator)
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-        // Checked again: another trial may have started during the upload.
-        v.no_trial(operator)?;
-        let stats = Arc::new(CanaryStats::new(share, self.key_groups, v.failures.clone()));
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let point = SwapPoint::new(id, operator, plugin.clone(), v.workers)
-            .with_kind(SwapKind::Canary(stats.clone()));
-        let record = self.record(id, operator, (&v.current, &plugin), Change::Canary, v.workers);
-        v.canary = Some((id, plugin, stats));
-        drop(operators);
-        let published = self.publish(record, point)?;
-        let swaps = Arc::clone(self);
-        let watched = operator.to_owned();
+        let published = self.start_trial(operator, plugin, Change::Canary, |v, id, plugin| {
+            let stats = Arc::new(CanaryStats::new(share, self.key_groups, v.failures.clone()));
+            v.canary = Some((id, plugin, stats.clone()));
+            SwapKind::Canary(stats)
+        })?;
+        let (swaps, watched, id) = (Arc::clone(self), operator.to_owned(), published.id);
         std::thread::Builder::new()
             .name("canary-probation".into())
             .spawn(move || swaps.watch_canary(&watched, id))
@@ -57,11 +45,7 @@ impl Swaps {
 
     /// Takes the canary of `operator` off it, if one runs.
     pub(super) fn take_canary(&self, operator: &str) -> Result<Option<Canary>, SwapError> {
-        let mut operators = self.operators.lock().expect("operators lock");
-        let v = operators
-            .get_mut(operator)
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-        Ok(v.canary.take())
+        self.versions(operator, |v| Ok(v.canary.take()))
     }
 
     /// Swaps `canary` in for every key of `operator`: a swap point, at

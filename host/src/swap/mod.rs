@@ -269,8 +269,9 @@ impl Swaps {
     }
 
     /// Runs the component in `bytes` (the client's file `file`) as a shadow
-    /// of `operator`, a map, filter or flat-map: beside the current version
-    /// on `share` of the records (0 < share ≤ 1), its outputs compared and
+    /// of `operator` (a map, filter, flat-map, process or co-process
+    /// operator): beside the current version on `share` of the records
+    /// (0 < share ≤ 1), on the same state, its outputs compared and
     /// thrown away (see [`ShadowStats`]), until [`promote`](Self::promote)
     /// or [`abort`](Self::abort).
     pub fn shadow(
@@ -291,20 +292,11 @@ impl Swaps {
         }
         let why = "a shadow reads the state as the current version keeps it";
         let plugin = self.trial_plugin(operator, "shadow runs", (bytes, file), why)?;
-        let stats = Arc::new(ShadowStats::new(share));
-        let mut operators = self.operators.lock().expect("operators lock");
-        let v = operators
-            .get_mut(operator)
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-        // Checked again: another trial may have started during the upload.
-        v.no_trial(operator)?;
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let point = SwapPoint::new(id, operator, plugin.clone(), v.workers)
-            .with_kind(SwapKind::Shadow(stats.clone()));
-        let record = self.record(id, operator, (&v.current, &plugin), Change::Shadow, v.workers);
-        v.shadow = Some((id, plugin, stats));
-        drop(operators);
-        self.publish(record, point)
+        self.start_trial(operator, plugin, Change::Shadow, |v, id, plugin| {
+            let stats = Arc::new(ShadowStats::new(share));
+            v.shadow = Some((id, plugin, stats.clone()));
+            SwapKind::Shadow(stats)
+        })
     }
 
     /// Swaps the shadow (or the canary) of `operator` in as its version —
@@ -363,23 +355,52 @@ impl Swaps {
         self.upload(operator, bytes, file, Next::Trial { why })
     }
 
-    /// Refuses a new trial of `operator` while a shadow or a canary runs.
-    fn none_on_trial(&self, operator: &str) -> Result<(), SwapError> {
-        let operators = self.operators.lock().expect("operators lock");
-        operators
-            .get(operator)
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?
-            .no_trial(operator)
-    }
-
-    fn take_shadow(&self, operator: &str) -> Result<Shadow, SwapError> {
+    /// `f` of the versions of `operator`, under the lock.
+    fn versions<T>(
+        &self,
+        operator: &str,
+        f: impl FnOnce(&mut Versions) -> Result<T, SwapError>,
+    ) -> Result<T, SwapError> {
         let mut operators = self.operators.lock().expect("operators lock");
         let v = operators
             .get_mut(operator)
             .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-        v.shadow
-            .take()
-            .ok_or_else(|| SwapError::NoTrial(operator.to_owned()))
+        f(v)
+    }
+
+    /// Refuses a new trial of `operator` while a shadow or a canary runs.
+    fn none_on_trial(&self, operator: &str) -> Result<(), SwapError> {
+        self.versions(operator, |v| v.no_trial(operator))
+    }
+
+    /// Puts `plugin` in the stream as a trial of `operator` (`change`: a
+    /// shadow or a canary), unless another one started meanwhile: `start`
+    /// notes it in the operator's versions under its swap's id and says
+    /// what its swap point is.
+    fn start_trial(
+        &self,
+        operator: &str,
+        plugin: Arc<LoadedPlugin>,
+        change: Change,
+        start: impl FnOnce(&mut Versions, u64, Arc<LoadedPlugin>) -> SwapKind,
+    ) -> Result<SwapRecord, SwapError> {
+        let (record, point) = self.versions(operator, |v| {
+            // Checked again: another trial may have started during the upload.
+            v.no_trial(operator)?;
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let record = self.record(id, operator, (&v.current, &plugin), change, v.workers);
+            let point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
+            Ok((record, point.with_kind(start(v, id, plugin))))
+        })?;
+        self.publish(record, point)
+    }
+
+    fn take_shadow(&self, operator: &str) -> Result<Shadow, SwapError> {
+        self.versions(operator, |v| {
+            v.shadow
+                .take()
+                .ok_or_else(|| SwapError::NoTrial(operator.to_owned()))
+        })
     }
 
     /// The component in `bytes` (the client's file `file`, named in
@@ -444,11 +465,7 @@ impl Swaps {
 
     /// The version `operator` runs now.
     fn current(&self, operator: &str) -> Result<Arc<LoadedPlugin>, SwapError> {
-        let operators = self.operators.lock().expect("operators lock");
-        operators
-            .get(operator)
-            .map(|v| v.current.clone())
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))
+        self.versions(operator, |v| Ok(v.current.clone()))
     }
 
     /// Swaps `operator` to `plugin` (a `change`: a swap or an upgrade) and
@@ -475,14 +492,12 @@ impl Swaps {
 
     /// The operator's counts now: (records, failures).
     fn counts(&self, operator: &str) -> Result<(u64, u64), SwapError> {
-        let operators = self.operators.lock().expect("operators lock");
-        let v = operators
-            .get(operator)
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-        Ok((
-            v.failures.records.load(Ordering::Relaxed),
-            v.failures.failures.load(Ordering::Relaxed),
-        ))
+        self.versions(operator, |v| {
+            Ok((
+                v.failures.records.load(Ordering::Relaxed),
+                v.failures.failures.load(Ordering::Relaxed),
+            ))
+        })
     }
 
     /// Watches swap `id` of `operator` from the counts at its request until
@@ -540,11 +555,7 @@ impl Swaps {
     }
 
     fn roll_back(&self, operator: &str, change: Change, force: bool) -> Result<SwapRecord, SwapError> {
-        let previous = {
-            let mut operators = self.operators.lock().expect("operators lock");
-            let v = operators
-                .get_mut(operator)
-                .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
+        let previous = self.versions(operator, |v| {
             let newest = v.previous.iter().rposition(|(_, rolled_back)| !rolled_back);
             let at = newest.ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?;
             let previous = &v.previous[at].0;
@@ -553,18 +564,14 @@ impl Swaps {
                 operator: operator.to_owned(),
                 reason,
             })?;
-            v.previous.remove(at).0
-        };
+            Ok(v.previous.remove(at).0)
+        })?;
         self.switch(operator, previous, change)
     }
 
     /// The operator's world, and whether its plugins count fuel.
     fn kind_of(&self, operator: &str) -> Result<(World, bool), SwapError> {
-        let operators = self.operators.lock().expect("operators lock");
-        operators
-            .get(operator)
-            .map(|v| (v.world, v.current.fueled()))
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))
+        self.versions(operator, |v| Ok((v.world, v.current.fueled())))
     }
 
     /// Writes `bytes` to the store as `<digest>.wasm` (once); its path, and
@@ -589,26 +596,24 @@ impl Swaps {
         plugin: Arc<LoadedPlugin>,
         change: Change,
     ) -> Result<SwapRecord, SwapError> {
-        let mut operators = self.operators.lock().expect("operators lock");
-        let v = operators
-            .get_mut(operator)
-            .ok_or_else(|| SwapError::NoOperator(operator.to_owned()))?;
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let record = self.record(id, operator, (&v.current, &plugin), change, v.workers);
-        let mut point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
-        if change == Change::Upgrade && plugin.state_version() > v.current.state_version() {
-            point = point.with_kind(SwapKind::Upgrade);
-        }
-        // The swap point ends a trial in every worker.
-        if let Some((_, _, canary)) = v.canary.take() {
-            canary.end(CanaryState::RolledBack);
-        }
-        if let Some((_, _, shadow)) = v.shadow.take() {
-            shadow.end(ShadowState::Aborted);
-        }
-        let old = std::mem::replace(&mut v.current, plugin);
-        v.previous.push((old, record.rollback));
-        drop(operators);
+        let (record, point) = self.versions(operator, |v| {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let record = self.record(id, operator, (&v.current, &plugin), change, v.workers);
+            let mut point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
+            if change == Change::Upgrade && plugin.state_version() > v.current.state_version() {
+                point = point.with_kind(SwapKind::Upgrade);
+            }
+            // The swap point ends a trial in every worker.
+            if let Some((_, _, canary)) = v.canary.take() {
+                canary.end(CanaryState::RolledBack);
+            }
+            if let Some((_, _, shadow)) = v.shadow.take() {
+                shadow.end(ShadowState::Aborted);
+            }
+            let old = std::mem::replace(&mut v.current, plugin);
+            v.previous.push((old, record.rollback));
+            Ok((record, point))
+        })?;
         self.publish(record, point)
     }
 

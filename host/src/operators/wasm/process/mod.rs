@@ -24,7 +24,7 @@ use super::retry::fatal;
 use crate::batch::Batch;
 use crate::operators::{CanaryStats, FailureHandler, Operator, OperatorError, ShadowStats};
 use crate::plugin::{CallError, CallMode, PluginInstance, World};
-use crate::plugin::{Outcome, Raw, RecordOutcome};
+use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;
 use crate::state::{KeyedContext, MigrationCursor, StateVersions, TimeDomain};
 use bytes::Bytes;
@@ -194,32 +194,21 @@ impl WasmProcess {
                     return Ok(());
                 }
                 let batch = Batch::Records(records);
-                let call = self.call_input(input, &batch).into_owned();
-                let result = self
-                    .instance
-                    .batch_outcomes(&call, batch.len())
-                    .map_err(|e| fatal(&self.name, e))?;
-                let reason = match result {
-                    Ok(outcomes) => match outcomes.items().iter().find_map(|r| match r {
-                        Raw::Failed(m) => Some(outcomes.message(*m)),
-                        _ => None,
-                    }) {
-                        None => {
-                            self.finish(true)?;
-                            if let Some(seen) = &mut self.observed {
-                                seen.extend((0..batch.len()).map(|i| outcomes.owned(i)));
-                            }
-                            let mut spans = Vec::new();
-                            for raw in outcomes.items() {
-                                if let Raw::Records { first, count } = *raw {
-                                    spans.extend_from_slice(outcomes.nested(first, count));
-                                }
-                            }
-                            out.extend(Batch::Encoded(outcomes.encoded(spans)).into_records());
-                            return Ok(());
+                let reason = match self.whole_call(input, &batch)? {
+                    Ok(outcomes) => {
+                        self.finish(true)?;
+                        if let Some(seen) = &mut self.observed {
+                            seen.extend((0..batch.len()).map(|i| outcomes.owned(i)));
                         }
-                        Some(reason) => reason,
-                    },
+                        let mut spans = Vec::new();
+                        for raw in outcomes.items() {
+                            if let Raw::Records { first, count } = *raw {
+                                spans.extend_from_slice(outcomes.nested(first, count));
+                            }
+                        }
+                        out.extend(Batch::Encoded(outcomes.encoded(spans)).into_records());
+                        return Ok(());
+                    }
                     Err(reason) => reason,
                 };
                 self.finish(false)?;
@@ -265,6 +254,23 @@ impl WasmProcess {
             }
         }
         Ok(())
+    }
+
+    /// The outcomes of one batch call for `batch` of input `input`, or why
+    /// it (or one of its records) failed.
+    fn whole_call(&mut self, input: usize, batch: &Batch) -> Result<Result<Outcomes, String>, OperatorError> {
+        let call = self.call_input(input, batch).into_owned();
+        let result = self
+            .instance
+            .batch_outcomes(&call, batch.len())
+            .map_err(|e| fatal(&self.name, e))?;
+        Ok(result.and_then(|outcomes| {
+            let failed = outcomes.items().iter().find_map(|r| match r {
+                Raw::Failed(m) => Some(outcomes.message(*m)),
+                _ => None,
+            });
+            failed.map_or(Ok(outcomes), Err)
+        }))
     }
 
     /// Keeps `outcome` for a shadow's comparison, when one compares.

@@ -7,7 +7,7 @@
 use super::WasmProcess;
 use crate::batch::Batch;
 use crate::operators::{CanaryStats, OperatorError, ShadowStats};
-use crate::plugin::{CallMode, PluginInstance, Raw, RecordOutcome};
+use crate::plugin::{CallMode, PluginInstance, RecordOutcome};
 use crate::record::Record;
 use std::sync::Arc;
 use std::time::Instant;
@@ -134,7 +134,9 @@ impl WasmProcess {
                 let before = self.ctx().pending_changes();
                 let batch = Batch::Records(records.to_vec());
                 let whole = match self.mode {
-                    CallMode::Batch => self.batch_call(input, &batch)?,
+                    CallMode::Batch => self
+                        .whole_call(input, &batch)?
+                        .map(|outcomes| (0..batch.len()).map(|i| outcomes.owned(i)).collect()),
                     CallMode::Record => Err(String::new()),
                 };
                 match whole {
@@ -161,29 +163,6 @@ impl WasmProcess {
         };
         self.ctx().abort();
         Ok(outcomes)
-    }
-
-    /// The outcomes of one batch call for `batch`, or why it (or one of its
-    /// records) failed.
-    fn batch_call(
-        &mut self,
-        input: usize,
-        batch: &Batch,
-    ) -> Result<Result<Vec<RecordOutcome>, String>, OperatorError> {
-        let call = self.call_input(input, batch).into_owned();
-        let result = self
-            .instance
-            .batch_outcomes(&call, batch.len())
-            .map_err(|e| super::fatal(&self.name, e))?;
-        Ok(result.and_then(|outcomes| {
-            if let Some(m) = outcomes.items().iter().find_map(|r| match r {
-                Raw::Failed(m) => Some(*m),
-                _ => None,
-            }) {
-                return Err(outcomes.message(m));
-            }
-            Ok((0..batch.len()).map(|i| outcomes.owned(i)).collect())
-        }))
     }
 
     /// `rec`'s outcome in a call of its own.
