@@ -39,20 +39,14 @@ demo: (setup "quickstart") (rust-plugins "split-words count")
     cargo build --profile quickstart -p mailer --no-default-features
     "$CARGO_TARGET_DIR/quickstart/mailer" run pipelines/quickstart.toml
 
-# The full test suite: unit, plugin and integration tests. Makes sure the
-# machine's PostgreSQL runs (Chromium, for the dashboard, comes with `plugins`),
-# and starts a Kafka broker on loopback for them (unless KAFKA_BOOTSTRAP
-# names one) and stops it.
+# The full test suite: unit, plugin and integration tests. Runs them beside
+# PostgreSQL and Apache Kafka on loopback (scripts/with-services starts them,
+# unless KAFKA_BOOTSTRAP names a broker; Chromium, for the dashboard, comes
+# with `plugins`).
 test: plugins
     #!/usr/bin/env bash
     set -euo pipefail
-    scripts/postgres-ready
-    if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
-        data=$(scripts/kafka-broker start)
-        trap 'scripts/kafka-broker stop "${data:-}"' EXIT
-        export KAFKA_BOOTSTRAP=127.0.0.1:19092
-    fi
-    cargo test --workspace --all-targets
+    scripts/with-services cargo test --workspace --all-targets
     cargo test --workspace --doc
     (cd guest-sdk/python && python3 -m unittest --quiet)
     node guest-sdk/js/test-mailer-plugin.mjs
@@ -63,27 +57,11 @@ test: plugins
 # The crash tests with 100 SIGKILLs per state backend (200 in all), and 200
 # against the Kafka broker (exactly once) and 100 more (at least once).
 soak: plugins
-    #!/usr/bin/env bash
-    set -euo pipefail
-    scripts/postgres-ready
-    if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
-        data=$(scripts/kafka-broker start)
-        trap 'scripts/kafka-broker stop "${data:-}"' EXIT
-        export KAFKA_BOOTSTRAP=127.0.0.1:19092
-    fi
-    MAILER_SOAK_KILLS=100 cargo test -p mailer --test all killed
+    MAILER_SOAK_KILLS=100 scripts/with-services cargo test -p mailer --test all killed
 
 # Benchmarks (release builds); `just bench w1` runs those whose name starts with w1.
 bench prefix="": plugins
-    #!/usr/bin/env bash
-    set -euo pipefail
-    scripts/postgres-ready
-    if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
-        data=$(scripts/kafka-broker start)
-        trap 'scripts/kafka-broker stop "${data:-}"' EXIT
-        export KAFKA_BOOTSTRAP=127.0.0.1:19092
-    fi
-    cargo bench -p mailer --bench workloads -- {{ prefix }}
+    scripts/with-services cargo bench -p mailer --bench workloads -- {{ prefix }}
 
 # Where a benchmark variant spends its time: a `profiling` build under
 # `perf record`, the top functions and each thread's share (scripts/profile).
