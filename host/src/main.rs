@@ -524,9 +524,13 @@ fn run(command: Command) -> Result<()> {
             force,
             migrate,
         } => {
-            let (mut plan, engine) = plan_of(&manifest)?;
-            plan.allow_state_downgrade = force;
-            plan.migrate_every_key = migrate == Migrate::Eager;
+            let make_plan = || -> Result<_> {
+                let (mut plan, engine) = plan_of(&manifest)?;
+                plan.allow_state_downgrade = force;
+                plan.migrate_every_key = migrate == Migrate::Eager;
+                Ok((plan, engine))
+            };
+            let (plan, engine) = make_plan()?;
             for warning in &plan.warnings {
                 tracing::warn!(pipeline = %plan.name, "{warning}");
             }
@@ -546,7 +550,7 @@ fn run(command: Command) -> Result<()> {
                 plan.checkpoint.as_ref().map(|c| c.dir.clone()),
             )?;
             let progress = ProgressDisplay::start(plan.telemetry.clone());
-            let report = mailer::pipeline::launch(plan, engine, &start, &shutdown, &control);
+            let report = launch_restarting(plan, engine, start, make_plan, &shutdown, &control);
             drop(progress);
             let report = report?;
             tracing::info!(
@@ -564,6 +568,47 @@ fn run(command: Command) -> Result<()> {
                 "pipeline finished"
             );
             Ok(())
+        }
+    }
+}
+
+/// Restarts within this long of each other count towards [`MAX_RESTARTS`].
+const RESTART_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
+/// Restarts a run may make within [`RESTART_WINDOW`] before it stops.
+const MAX_RESTARTS: usize = 3;
+
+/// Runs `plan`, and again from the committed checkpoint, planned anew by
+/// `make_plan`, each time a failure a restart cures stops it (the brokers
+/// aborted a stalled transaction), up to [`MAX_RESTARTS`] within
+/// [`RESTART_WINDOW`].
+fn launch_restarting(
+    mut plan: plan::Plan,
+    mut engine: PluginEngine,
+    mut start: StartFrom,
+    make_plan: impl Fn() -> Result<(plan::Plan, PluginEngine)>,
+    shutdown: &Shutdown,
+    control: &Control,
+) -> Result<mailer::runtime::RunReport> {
+    let mut restarts: Vec<std::time::Instant> = Vec::new();
+    loop {
+        let (name, telemetry) = (plan.name.clone(), plan.telemetry.clone());
+        // A failed run cancels its own flags only: a restart starts clean.
+        match mailer::pipeline::launch(plan, engine, &start, &shutdown.for_one_run(), control) {
+            Err(e) if e.restart_cures() && !shutdown.is_cancelled() => {
+                restarts.retain(|at| at.elapsed() < RESTART_WINDOW);
+                if restarts.len() >= MAX_RESTARTS {
+                    anyhow::bail!(
+                        "{e}; not restarting again: {MAX_RESTARTS} restarts within {RESTART_WINDOW:?} already (raise the sink's `transaction.timeout.ms`, or find what stalls the process)"
+                    );
+                }
+                restarts.push(std::time::Instant::now());
+                tracing::warn!(pipeline = %name, "{e}; restarting from the committed checkpoint");
+                (plan, engine) = make_plan()?;
+                // The progress line and the metrics go on counting.
+                plan.telemetry = telemetry;
+                start = StartFrom::Resume;
+            }
+            report => return Ok(report?),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Topics of the test broker (`just test` and `just bench` start one and
+//! Topics of the test broker (`just test` and `just bench` start Apache Kafka and
 //! set `KAFKA_BOOTSTRAP`): made, written and read back.
 
 use rdkafka::ClientConfig;
@@ -17,6 +17,24 @@ pub fn bootstrap() -> String {
     )
 }
 
+/// The broker's SASL/SCRAM listener (`scripts/kafka-broker start` serves one
+/// and `just test` exports its address and user).
+pub fn sasl_bootstrap() -> String {
+    listener_env("KAFKA_SASL_BOOTSTRAP")
+}
+
+/// The broker's TLS listener; its certificate is signed by the CA of file
+/// `KAFKA_TLS_CA`, made for this broker's run.
+pub fn tls_bootstrap() -> String {
+    listener_env("KAFKA_TLS_BOOTSTRAP")
+}
+
+fn listener_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run through `just test`, whose broker (scripts/kafka-broker start) serves SASL and TLS listeners")
+    })
+}
+
 /// A topic name no other test uses.
 pub fn unique_topic(prefix: &str) -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -29,8 +47,13 @@ pub fn unique_topic(prefix: &str) -> String {
 
 /// An admin client of the broker, and a runtime to wait on it.
 pub fn admin() -> (AdminClient<DefaultClientContext>, tokio::runtime::Runtime) {
+    admin_at(&bootstrap())
+}
+
+/// An admin client of the brokers at `bootstrap`, and a runtime to wait on it.
+pub fn admin_at(bootstrap: &str) -> (AdminClient<DefaultClientContext>, tokio::runtime::Runtime) {
     let admin = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .create()
         .expect("an admin client");
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -47,9 +70,15 @@ pub fn create_topic(topic: &str, partitions: i32) {
 
 /// Creates `topic` with `partitions` partitions and topic `config`.
 pub fn create_topic_with(topic: &str, partitions: i32, config: &[(&str, &str)]) {
-    let (admin, runtime) = admin();
+    create_topic_at(&bootstrap(), topic, partitions, config);
+}
+
+/// Creates `topic` at `bootstrap` with `partitions` partitions, the
+/// brokers' default replication and topic `config`.
+pub fn create_topic_at(bootstrap: &str, topic: &str, partitions: i32, config: &[(&str, &str)]) {
+    let (admin, runtime) = admin_at(bootstrap);
     let new = config.iter().fold(
-        NewTopic::new(topic, partitions, TopicReplication::Fixed(1)),
+        NewTopic::new(topic, partitions, TopicReplication::Fixed(-1)),
         |t, (k, v)| t.set(k, v),
     );
     let results = runtime
@@ -63,8 +92,13 @@ pub fn create_topic_with(topic: &str, partitions: i32, config: &[(&str, &str)]) 
 /// An idempotent producer: a retry after a slow broker's timeout never
 /// writes a record twice.
 pub fn producer() -> BaseProducer {
+    producer_at(&bootstrap())
+}
+
+/// An idempotent producer to the brokers at `bootstrap`.
+pub fn producer_at(bootstrap: &str) -> BaseProducer {
     ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
         .create()
@@ -83,7 +117,13 @@ pub fn send(producer: &BaseProducer, topic: &str, key: &str, value: &[u8]) {
 
 /// Produces `(key, value)` records to `topic` and waits for them all.
 pub fn produce(topic: &str, records: &[(String, String)]) {
-    let producer = producer();
+    produce_at(&bootstrap(), topic, records);
+}
+
+/// Produces `(key, value)` records to `topic` at `bootstrap` and waits for
+/// them all.
+pub fn produce_at(bootstrap: &str, topic: &str, records: &[(String, String)]) {
+    let producer = producer_at(bootstrap);
     for (k, v) in records {
         send(&producer, topic, k, v.as_bytes());
     }
@@ -94,8 +134,14 @@ pub fn produce(topic: &str, records: &[(String, String)]) {
 
 /// Every `(key, value)` of `topic`, read to its end with `read_committed`.
 pub fn consume_all(topic: &str, partitions: i32) -> Vec<(String, String)> {
+    consume_all_at(&bootstrap(), topic, partitions)
+}
+
+/// Every `(key, value)` of `topic` at `bootstrap`, read to its end with
+/// `read_committed`.
+pub fn consume_all_at(bootstrap: &str, topic: &str, partitions: i32) -> Vec<(String, String)> {
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", unique_topic("reader"))
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")

@@ -1,9 +1,11 @@
 //! What mailer's integration tests (`tests/all`) and benchmarks
 //! (`host/benches`) share: the repository's paths and built plugins, temp
 //! folders holding manifests, a database of the test server, topics of the
-//! test broker, an S3-compatible server, and a process's peak memory.
+//! test broker, clusters of brokers a test starts, an S3-compatible server,
+//! and a process's peak memory.
 
 pub mod kafka;
+pub mod kafka_cluster;
 pub mod postgres;
 pub mod s3;
 mod workdir;

@@ -7,7 +7,7 @@ use crate::kafka::{bootstrap, consume_all, produce};
 use mailer::Pipeline;
 use mailer::config_string::ConfigString;
 use mailer::connectors::kafka::{KafkaSinkSpec, KafkaSourceSpec};
-use mailer::manifest::{ClusterSpec, Rebalancing};
+use mailer::manifest::ClusterSpec;
 use mailer::record::Record;
 use mailer::runtime::{RunReport, Shutdown};
 use std::thread::JoinHandle;
@@ -31,13 +31,7 @@ fn member(
         cluster.instance_id = Some(ConfigString::new(instance));
         cluster.commit_interval = Duration::from_millis(300);
         cluster.session_timeout = Duration::from_secs(6);
-        // The test broker's incremental protocol never moves partitions to
-        // a member that joins a running group (cluster_runs.rs).
-        cluster.rebalance = Rebalancing::Eager;
-        let mut source = KafkaSourceSpec::new(&bootstrap(), &[&input], &input);
-        source
-            .options
-            .insert("max.poll.interval.ms".into(), ConfigString::new("10000"));
+        let source = KafkaSourceSpec::new(&bootstrap(), &[&input], &input);
         let mut sink = KafkaSinkSpec::new(&bootstrap(), &output);
         sink.exactly_once = true;
         let p = Pipeline::new(&input).batch_size(50).cluster(cluster);

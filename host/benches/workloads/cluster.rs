@@ -48,9 +48,7 @@ fn fill(p: &BaseProducer, topic: &str, from: u64, to: u64) {
     p.flush(Duration::from_secs(300)).unwrap();
 }
 
-/// The manifest; `rebalance = "eager"`: the test broker's cooperative
-/// protocol never hands partitions to a member joining a running group
-/// (DEVELOPERS.md), so a join would move nothing there.
+/// The manifest: the default (cooperative) rebalancing.
 fn manifest(dir: &Path, input: &str, output: &str) -> PathBuf {
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/dist/bench-sum.wasm");
     let text = format!(
@@ -82,7 +80,6 @@ exactly_once = true
 group = "{input}"
 instance_id = "${{MAILER_INSTANCE}}"
 session_timeout = "6s"
-rebalance = "eager"
 "#,
         bootstrap = bootstrap(),
         plugin = plugin.display()

@@ -5,6 +5,7 @@
 //! it. Aborted transactions are skipped (`read_committed`), so the state is
 //! exactly what the last committed transaction left.
 
+use crate::connectors::kafka::{consumer_recovers, watermarks};
 use crate::state::{ChangelogBackend, StateError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -87,8 +88,7 @@ pub fn restore_task(
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true");
     let consumer: BaseConsumer = config.create().map_err(|e: KafkaError| failed(e.to_string()))?;
-    let (low, high) = consumer
-        .fetch_watermarks(topic, partition, TIMEOUT)
+    let (low, high) = watermarks(consumer.client(), topic, partition, TIMEOUT)
         .map_err(|e| failed(format!("reading its end: {e}")))?;
     let state_failed = |source| RestoreError::State {
         topic: topic.to_owned(),
@@ -128,6 +128,9 @@ pub fn restore_task(
         match consumer.poll(TIMEOUT) {
             None => return Err(failed(format!("no answer within {TIMEOUT:?}"))),
             Some(Err(KafkaError::PartitionEOF(_))) => break,
+            Some(Err(e)) if consumer_recovers(&e) => {
+                tracing::warn!(topic, partition, error = %e, "restoring: the consumer rides out a fault");
+            }
             Some(Err(e)) => return Err(failed(e.to_string())),
             Some(Ok(m)) => {
                 let entry = m.key().unwrap_or_default();

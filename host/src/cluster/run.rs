@@ -9,7 +9,7 @@ use super::engine::{Engine, EngineParts};
 use super::error::ClusterError;
 use super::member::{GroupMember, MemberContext, Membership, RebalanceListener, TopicPartition};
 use super::topics::{ClusterTopics, TopicRole, topic_name};
-use crate::connectors::kafka::{KafkaSinkSpec, Reported, producer_config};
+use crate::connectors::kafka::{KafkaSinkSpec, Reported, producer_config, set_transactional};
 use crate::plan::{ClusterSettings, Plan};
 use crate::runtime::{Control, RunReport, Shutdown};
 use rdkafka::ClientConfig;
@@ -282,16 +282,11 @@ fn producer(settings: &ClusterSettings, member: &str) -> Result<BaseProducer<Rep
     let failed = |what: &str| ClusterError::kafka(&brokers, what.to_owned());
     let mut config: ClientConfig = producer_config(sink);
     if sink.exactly_once {
-        config.set("transactional.id", format!("mailer.{}.{member}", settings.group));
-        if !sink.options.contains_key("transaction.timeout.ms") {
-            // An open transaction of a killed process holds readers back
-            // until the brokers abort it: a short timeout.
-            let timeout = (settings.commit_interval * 4).max(Duration::from_secs(10));
-            config.set("transaction.timeout.ms", timeout.as_millis().to_string());
-            // librdkafka: no record may wait longer than its transaction.
-            let delivery = sink.delivery_timeout.min(timeout);
-            config.set("message.timeout.ms", delivery.as_millis().to_string());
-        }
+        // An open transaction of a killed process holds readers back until
+        // the brokers abort it: a short timeout by default.
+        let timeout = (settings.commit_interval * 4).max(Duration::from_secs(10));
+        let id = format!("mailer.{}.{member}", settings.group);
+        set_transactional(&mut config, sink, &id, timeout);
     }
     let producer: BaseProducer<Reported> = config
         .create_with_context(Reported::default())

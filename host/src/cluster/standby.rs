@@ -9,6 +9,7 @@
 use super::kept::KeptMark;
 use super::member::TopicPartition;
 use super::restore::WATERMARK_ENTRY;
+use crate::connectors::kafka::consumer_recovers;
 use crate::state::{StateBackend, StateError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -136,7 +137,14 @@ impl WarmStates {
                 self.report_caught_up();
                 break;
             };
-            let m = polled?;
+            let m = match polled {
+                Ok(m) => m,
+                Err(e) if consumer_recovers(&e) => {
+                    tracing::warn!(error = %e, "standby copies: the consumer rides out a fault");
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let at = (m.topic().to_owned(), m.partition());
             let Some(warm) = self.warm.get_mut(&at) else {
                 continue;

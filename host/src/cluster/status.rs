@@ -7,6 +7,7 @@ use super::error::ClusterError;
 use super::member::{TopicPartition, admin_of};
 use super::topics::{ClusterTopics, TopicRole, topic_name};
 use crate::admin::AdminClient;
+use crate::connectors::kafka::watermarks;
 use crate::metrics::TaskSnapshot;
 use crate::plan::Plan;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -96,8 +97,7 @@ pub fn status(plan: &Plan) -> Result<ClusterStatus, ClusterError> {
     let mut partitions = Vec::new();
     for e in committed.elements() {
         let at = (e.topic().to_owned(), e.partition());
-        let (_, end) = consumer
-            .fetch_watermarks(e.topic(), e.partition(), TIMEOUT)
+        let (_, end) = watermarks(consumer.client(), e.topic(), e.partition(), TIMEOUT)
             .map_err(kafka("reading a partition's end"))?;
         partitions.push(PartitionStatus {
             member: holder.get(&at).map(|m| (*m).to_owned()),

@@ -142,6 +142,36 @@ impl ClusterTopics {
         Ok(listed.map(|t| t.partitions().iter().map(|p| p.id()).collect()))
     }
 
+    /// How many partitions `topic` has, once the brokers list it with a
+    /// leader for each: a topic just created (by this process or another
+    /// one starting beside it) takes a moment to reach every broker's
+    /// metadata. 0 when it is still not listed after `TIMEOUT`.
+    fn settled_partitions(&self, topic: &str) -> Result<usize, TopicError> {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            let metadata = self
+                .client
+                .inner()
+                .fetch_metadata(Some(topic), TIMEOUT)
+                .map_err(|e| self.failed(topic, format!("reading its partitions: {e}")))?;
+            let settled = metadata.topics().iter().find(|t| {
+                t.name() == topic
+                    && t.error().is_none()
+                    && !t.partitions().is_empty()
+                    && t.partitions()
+                        .iter()
+                        .all(|p| p.error().is_none() && p.leader() >= 0)
+            });
+            if let Some(t) = settled {
+                return Ok(t.partitions().len());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(0);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     /// The brokers failed for `topic`, as `reason` says.
     fn failed(&self, topic: &str, reason: String) -> TopicError {
         TopicError::Brokers {
@@ -172,11 +202,10 @@ impl ClusterTopics {
             .block_on(self.client.create_topics([&new], &options))
             .map_err(|e| failed(e.to_string()))?;
         match results.into_iter().next() {
-            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => {}
+            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | Some(Ok(_)) | None => {}
             Some(Err((_, code))) => return Err(failed(format!("creating it: {code}"))),
-            _ => return Ok(()),
         }
-        let found = self.listed_partitions(topic)?.map_or(0, |p| p.len());
+        let found = self.settled_partitions(topic)?;
         if found == partitions {
             Ok(())
         } else {

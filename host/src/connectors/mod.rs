@@ -215,6 +215,23 @@ pub enum ConnectorError {
         /// What went wrong.
         message: String,
     },
+    /// The brokers aborted the sink's open transaction because it stayed
+    /// open longer than its timeout (the process was stopped or stalled):
+    /// its output is gone, and a restart from the committed checkpoint
+    /// writes it again.
+    #[error(
+        "Kafka (brokers `{brokers}`, topic `{topic}`): the brokers aborted the open transaction: it stayed open {open_for:?}, longer than its timeout ({timeout:?}, `transaction.timeout.ms`); a restart from the committed checkpoint writes its output again"
+    )]
+    TransactionAborted {
+        /// The bootstrap servers.
+        brokers: String,
+        /// The topic.
+        topic: String,
+        /// How long the transaction had been open.
+        open_for: std::time::Duration,
+        /// Its timeout.
+        timeout: std::time::Duration,
+    },
     /// PostgreSQL failed or refused.
     #[error("PostgreSQL ({target}, table `{table}`): {message}")]
     Postgres {

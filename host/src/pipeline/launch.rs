@@ -5,9 +5,10 @@
 
 use crate::admin::{AdminServer, AdminState};
 use crate::checkpoint::{LockError, Restore, RestoreError, StartFrom};
+use crate::connectors::ConnectorError;
 use crate::plan::Plan;
 use crate::plugin::{PluginEngine, PluginError};
-use crate::runtime::{Control, RunError, RunReport, Shutdown};
+use crate::runtime::{Control, RunError, RunReport, Shutdown, StageError};
 use crate::swap::{Probation, Swaps};
 use std::sync::Arc;
 
@@ -55,6 +56,26 @@ pub enum LaunchError {
         /// Why.
         cause: Box<RunError>,
     },
+}
+
+impl LaunchError {
+    /// Whether a restart from the committed checkpoint cures the failure:
+    /// the brokers aborted the Kafka sink's transaction for staying open
+    /// past its timeout (the process was stopped or stalled), so its output
+    /// must be written again.
+    pub fn restart_cures(&self) -> bool {
+        let LaunchError::Run { cause, .. } = self else {
+            return false;
+        };
+        matches!(
+            **cause,
+            RunError::Stage(StageError::Sink(ConnectorError::TransactionAborted { .. }))
+                | RunError::Open {
+                    cause: ConnectorError::TransactionAborted { .. },
+                    ..
+                }
+        )
+    }
 }
 
 /// Runs `plan` from `start` until its sources end or `shutdown` stops it,

@@ -16,12 +16,36 @@ pub struct Shutdown {
 struct Flags {
     cancelled: AtomicBool,
     aborted: AtomicBool,
+    /// The shutdown of the whole process, when these flags are one run's.
+    parent: Option<Arc<Flags>>,
+}
+
+impl Flags {
+    fn cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed) || self.parent.as_ref().is_some_and(|p| p.cancelled())
+    }
+
+    fn aborted(&self) -> bool {
+        self.aborted.load(Ordering::Relaxed) || self.parent.as_ref().is_some_and(|p| p.aborted())
+    }
 }
 
 impl Shutdown {
     /// Fresh flags: neither cancelled nor aborted.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Flags for one run under these: cancelling or aborting these reaches
+    /// the run; the run's own failure, which cancels it, leaves these be
+    /// (a restarted run starts uncancelled).
+    pub fn for_one_run(&self) -> Self {
+        Self {
+            inner: Arc::new(Flags {
+                parent: Some(self.inner.clone()),
+                ..Flags::default()
+            }),
+        }
     }
 
     /// Phase one: the source stops producing; downstream drains.
@@ -37,11 +61,28 @@ impl Shutdown {
 
     /// Whether the source should stop.
     pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::Relaxed)
+        self.inner.cancelled()
     }
 
     /// Whether blocked stages should give up.
     pub fn is_aborted(&self) -> bool {
-        self.inner.aborted.load(Ordering::Relaxed)
+        self.inner.aborted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_s_flags_follow_the_process_s_but_not_the_other_way() {
+        let process = Shutdown::new();
+        let run = process.for_one_run();
+        run.cancel();
+        assert!(run.is_cancelled() && !process.is_cancelled());
+        let next = process.for_one_run();
+        assert!(!next.is_cancelled());
+        process.abort();
+        assert!(next.is_cancelled() && next.is_aborted());
     }
 }

@@ -11,6 +11,7 @@ use crate::cluster::member::TopicPartition;
 use crate::cluster::restore::restore_task;
 use crate::cluster::task::{KeyedTask, open_kept};
 use crate::cluster::topics::TopicRole;
+use crate::connectors::kafka::watermarks;
 use crate::operators::SwapKind;
 use crate::runtime::SwapPoint;
 use crate::state::StateQuery;
@@ -135,7 +136,9 @@ impl Engine {
                     switched += task.chains.on_swap(operator, plugin)?;
                 }
             }
-            swap.switched(switched);
+            // The process switched as a whole: its tasks now and every
+            // task it gets later (from `swapped`), even when it holds none.
+            swap.switched(swap.workers);
             tracing::info!(%operator, digest = %plugin.digest(), instances = switched, "plugin swapped at a commit");
             self.swapped.retain(|s| &s.operator != operator);
             self.swapped.push(swap);
@@ -164,7 +167,7 @@ impl Engine {
                 .iter()
                 .filter(|_| keeps)
                 .map(|log| {
-                    let end = self.producer.client().fetch_watermarks(&log.topic, p, TIMEOUT);
+                    let end = watermarks(self.producer.client(), &log.topic, p, TIMEOUT);
                     let end = end.inspect_err(|e| tracing::warn!(changelog = %log.topic, partition = p, error = %e, "a revoked task's changelog end is unknown: its state is not kept"));
                     end.ok().map(|(_, end)| KeptMark {
                         next_offset: end,

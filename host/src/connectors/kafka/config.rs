@@ -264,6 +264,35 @@ pub fn producer_config(spec: &KafkaSinkSpec) -> rdkafka::ClientConfig {
     c
 }
 
+/// The sink's `transaction.timeout.ms`: what its `options` set, else
+/// `default`.
+pub fn transaction_timeout(spec: &KafkaSinkSpec, default: std::time::Duration) -> std::time::Duration {
+    spec.options
+        .get("transaction.timeout.ms")
+        .and_then(|v| v.value().parse().ok())
+        .map_or(default, std::time::Duration::from_millis)
+}
+
+/// Makes a producer's settings transactional under `id`, its transactions
+/// timing out after [`transaction_timeout`], and no record waiting longer
+/// than its transaction may stay open (librdkafka refuses a
+/// `message.timeout.ms` above `transaction.timeout.ms`).
+pub fn set_transactional(
+    config: &mut rdkafka::ClientConfig,
+    spec: &KafkaSinkSpec,
+    id: &str,
+    default_timeout: std::time::Duration,
+) {
+    let timeout = transaction_timeout(spec, default_timeout);
+    config
+        .set("transactional.id", id)
+        .set("transaction.timeout.ms", timeout.as_millis().to_string())
+        .set(
+            "message.timeout.ms",
+            spec.delivery_timeout.min(timeout).as_millis().to_string(),
+        );
+}
+
 /// Every `${VAR}` field of a connection, for resolving.
 pub fn config_strings<'a>(
     bootstrap: &'a mut ConfigString,

@@ -1,7 +1,7 @@
 //! The Kafka source's and sink's manifest tables as connectors: their
 //! checks, descriptions and how each is opened.
 
-use super::config::config_strings;
+use super::config::{config_strings, transaction_timeout};
 use super::{
     KafkaFormat, KafkaSink, KafkaSinkSpec, KafkaSource, KafkaSourceSpec, TRANSACTION_TIMEOUT,
     TransactionalKafkaSink, committed_checkpoint,
@@ -12,7 +12,6 @@ use crate::connectors::config::{
     ProblemAt, SinkConfig, SourceConfig, fields_need_format,
 };
 use crate::operators::{FailureHandler, FailurePolicy};
-use std::time::Duration;
 
 impl SourceConfig for KafkaSourceSpec {
     fn config_strings(&mut self) -> ConfigStrings<'_> {
@@ -92,11 +91,7 @@ impl SinkConfig for KafkaSinkSpec {
         };
         // A transaction stays open for an interval and the checkpoint
         // after it; the brokers abort one open past the timeout.
-        let timeout = self
-            .options
-            .get("transaction.timeout.ms")
-            .and_then(|v| v.value().parse().ok())
-            .map_or(TRANSACTION_TIMEOUT, Duration::from_millis);
+        let timeout = transaction_timeout(self, TRANSACTION_TIMEOUT);
         if interval * 2 > timeout {
             return Err(ConfigProblem {
                 at: ProblemAt::Checkpoint("interval"),

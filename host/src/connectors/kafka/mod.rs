@@ -3,8 +3,6 @@
 
 mod config;
 mod connector;
-#[cfg(test)]
-mod credentials_test;
 mod lag;
 mod record_reader;
 mod refusals;
@@ -12,16 +10,20 @@ mod sink;
 mod source;
 mod topic_admin;
 mod transactional;
+mod transient;
+mod watermarks;
 
 pub use config::{
     KafkaFormat, KafkaSecurity, KafkaSinkSpec, KafkaSourceSpec, SecurityProtocol, StartFrom, client_config,
-    producer_config,
+    producer_config, set_transactional,
 };
 pub use record_reader::RecordReader;
 pub use refusals::raw_record;
 pub use sink::KafkaSink;
 pub use source::KafkaSource;
 pub use transactional::{TRANSACTION_TIMEOUT, TransactionalKafkaSink, committed_checkpoint};
+pub use transient::{consumer_recovers, leader_unknown};
+pub use watermarks::watermarks;
 
 use super::ConnectorError;
 use crate::batch::Batch;

@@ -10,6 +10,8 @@
 use super::config::{KafkaSourceSpec, StartFrom, client_config};
 use super::lag::{STATISTICS_INTERVAL_MS, SourceContext};
 use super::record_reader::RecordReader;
+use super::transient::consumer_recovers;
+use super::watermarks::watermarks;
 use super::{consumer_error, kafka_error, partitions_of};
 use crate::batch::Batch;
 use crate::connectors::refuse;
@@ -52,6 +54,9 @@ pub struct KafkaSource {
     topics: Vec<String>,
     discovery: Option<Duration>,
     last_discovery: Instant,
+    /// When a fault the consumer rides out was last logged (once per
+    /// [`FAULT_LOG_EVERY`]: librdkafka repeats one on every poll).
+    fault_logged: Option<Instant>,
 }
 
 impl KafkaSource {
@@ -97,10 +102,9 @@ impl KafkaSource {
                 assignment
                     .add_partition_offset(topic, p, offset)
                     .map_err(|e| kafka_error(&brokers, topic, e))?;
-                let watermarks = consumer
-                    .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+                let ends_of = watermarks(consumer.client(), topic, p, REQUEST_TIMEOUT)
                     .map_err(|e| kafka_error(&brokers, topic, e))?;
-                ends.insert((topic.clone(), p), watermarks);
+                ends.insert((topic.clone(), p), ends_of);
             }
         }
         let assignment = match spec.start {
@@ -153,14 +157,13 @@ impl KafkaSource {
             topics: spec.topics.clone(),
             discovery: (!spec.bounded).then_some(spec.partition_discovery),
             last_discovery: Instant::now(),
+            fault_logged: None,
         })
     }
 
     /// The beginning of partition `p` of `topic` (its low watermark).
     fn beginning(&self, topic: &str, p: i32) -> Result<i64, ConnectorError> {
-        let (low, _) = self
-            .consumer
-            .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+        let (low, _) = watermarks(self.consumer.client(), topic, p, REQUEST_TIMEOUT)
             .map_err(|e| kafka_error(&self.brokers, topic, e))?;
         Ok(low)
     }
@@ -246,6 +249,9 @@ fn committed_or_earliest(
     Ok(out)
 }
 
+/// How often a fault the consumer rides out is logged, at most.
+const FAULT_LOG_EVERY: Duration = Duration::from_secs(10);
+
 impl Source for KafkaSource {
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         if let Some(every) = self.discovery
@@ -288,6 +294,12 @@ impl Source for KafkaSource {
                     batch.push(rec);
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) if consumer_recovers(&e) => {
+                    if self.fault_logged.is_none_or(|at| at.elapsed() >= FAULT_LOG_EVERY) {
+                        self.fault_logged = Some(Instant::now());
+                        tracing::warn!(brokers = %self.brokers, error = %e, "the Kafka source's consumer reported a fault it rides out; it goes on");
+                    }
+                }
                 Some(Err(e)) => return Err(kafka_error(&self.brokers, "(consuming)", e)),
             }
         }

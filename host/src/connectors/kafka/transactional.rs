@@ -10,14 +10,14 @@
 //! transactional id is stable per pipeline and sink, so a new instance
 //! fences any older one still running, before it reads the record.
 
-use super::config::{KafkaSinkSpec, client_config, producer_config};
+use super::config::{KafkaSinkSpec, client_config, producer_config, set_transactional, transaction_timeout};
 use super::topic_admin::{TopicAdmin, TopicLimits};
 use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
 use crate::operators::FailureHandler;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -49,13 +49,12 @@ fn fenced_producer(spec: &KafkaSinkSpec, pipeline: &str) -> Result<BaseProducer<
     let brokers = spec.bootstrap_servers.value();
     let err = |e: KafkaError| kafka_error(brokers, &spec.topic, e);
     let mut config = producer_config(spec);
-    config.set("transactional.id", transactional_id(pipeline, &spec.topic));
-    if !spec.options.contains_key("transaction.timeout.ms") {
-        config.set(
-            "transaction.timeout.ms",
-            TRANSACTION_TIMEOUT.as_millis().to_string(),
-        );
-    }
+    set_transactional(
+        &mut config,
+        spec,
+        &transactional_id(pipeline, &spec.topic),
+        TRANSACTION_TIMEOUT,
+    );
     let producer: BaseProducer<Reported> = config.create_with_context(Reported::default()).map_err(err)?;
     partitions_of(
         producer.client(),
@@ -148,6 +147,10 @@ pub struct TransactionalKafkaSink {
     limits: TopicLimits,
     /// Records produced in the open transaction.
     pending: u64,
+    /// When the open transaction began, and how long the brokers let one
+    /// stay open.
+    opened: Instant,
+    timeout: Duration,
     /// Where records the topic's limits refuse go (a record the brokers
     /// still refuse after sending aborts the transaction: the pipeline stops
     /// and replays from its committed checkpoint).
@@ -188,11 +191,11 @@ impl TransactionalKafkaSink {
             pipeline: pipeline.to_owned(),
             limits,
             pending: 0,
+            opened: Instant::now(),
+            timeout: transaction_timeout(&spec, TRANSACTION_TIMEOUT),
             rejects,
         };
-        sink.producer
-            .begin_transaction()
-            .map_err(|e| sink.failed(e.to_string()))?;
+        sink.begin()?;
         if read_commit_record(&spec, pipeline)?.is_none() {
             // Commits the empty transaction and opens the next.
             sink.commit(0)?;
@@ -200,7 +203,38 @@ impl TransactionalKafkaSink {
         Ok(sink)
     }
 
+    fn begin(&mut self) -> Result<(), ConnectorError> {
+        self.opened = Instant::now();
+        self.producer
+            .begin_transaction()
+            .map_err(|e| self.failed(e.to_string()))
+    }
+
+    /// The error for a failure, saying so when the transaction failed for
+    /// staying open past its timeout: the brokers abort it then and bump
+    /// the producer's epoch, which fences it as a newer instance would, and
+    /// records waiting as long time out. Any other fatal error, or a fence
+    /// of a transaction younger than the timeout (a newer instance took
+    /// over), is what it says.
     fn failed(&self, message: String) -> ConnectorError {
+        let fenced_or_passing = matches!(
+            self.producer.client().fatal_error(),
+            None | Some((
+                RDKafkaErrorCode::Fenced
+                    | RDKafkaErrorCode::ProducerFenced
+                    | RDKafkaErrorCode::InvalidProducerEpoch,
+                _
+            ))
+        );
+        let open_for = self.opened.elapsed();
+        if fenced_or_passing && open_for >= self.timeout {
+            return ConnectorError::TransactionAborted {
+                brokers: self.brokers.clone(),
+                topic: self.topic.clone(),
+                open_for,
+                timeout: self.timeout,
+            };
+        }
         ConnectorError::Kafka {
             brokers: self.brokers.clone(),
             topic: self.topic.clone(),
@@ -231,9 +265,7 @@ impl TransactionalKafkaSink {
             ))
         })?;
         self.pending = 0;
-        self.producer
-            .begin_transaction()
-            .map_err(|e| self.failed(e.to_string()))
+        self.begin()
     }
 }
 

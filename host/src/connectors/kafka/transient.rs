@@ -1,0 +1,91 @@
+//! The faults a Kafka client rides out by itself — a broker restarting, a
+//! leader moving, a coordinator failing over — told apart from those that
+//! need a person (a topic missing, credentials refused, a fatal error).
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+/// Whether `e` says only that the partition's leader is not known (yet).
+pub fn leader_unknown(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::NotLeaderForPartition
+                | RDKafkaErrorCode::LeaderNotAvailable
+                | RDKafkaErrorCode::UnknownTopicOrPartition
+                | RDKafkaErrorCode::UnknownLeaderEpoch
+                | RDKafkaErrorCode::FencedLeaderEpoch
+                | RDKafkaErrorCode::BrokerNotAvailable
+        )
+    )
+}
+
+/// Whether a consumer's poll reporting `e` goes on by itself: librdkafka
+/// reconnects, finds the new leader or coordinator and fetches again, so
+/// the error is news to log, not a reason to stop.
+pub fn consumer_recovers(e: &KafkaError) -> bool {
+    let (KafkaError::MessageConsumption(code) | KafkaError::Global(code)) = e else {
+        return false;
+    };
+    matches!(
+        code,
+        RDKafkaErrorCode::BrokerTransportFailure
+            | RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::OperationTimedOut
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::NetworkException
+            | RDKafkaErrorCode::NotLeaderForPartition
+            | RDKafkaErrorCode::LeaderNotAvailable
+            | RDKafkaErrorCode::ReplicaNotAvailable
+            | RDKafkaErrorCode::PreferredLeaderNotAvailable
+            | RDKafkaErrorCode::FencedLeaderEpoch
+            | RDKafkaErrorCode::UnknownLeaderEpoch
+            | RDKafkaErrorCode::KafkaStorageError
+            | RDKafkaErrorCode::NotCoordinator
+            | RDKafkaErrorCode::CoordinatorNotAvailable
+            | RDKafkaErrorCode::CoordinatorLoadInProgress
+            | RDKafkaErrorCode::OffsetNotAvailable
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_missing_leader_is_asked_again() {
+        for code in [
+            RDKafkaErrorCode::NotLeaderForPartition,
+            RDKafkaErrorCode::LeaderNotAvailable,
+            RDKafkaErrorCode::UnknownTopicOrPartition,
+        ] {
+            assert!(leader_unknown(&KafkaError::MetadataFetch(code)), "{code:?}");
+        }
+        for code in [
+            RDKafkaErrorCode::TopicAuthorizationFailed,
+            RDKafkaErrorCode::SaslAuthenticationFailed,
+        ] {
+            assert!(!leader_unknown(&KafkaError::MetadataFetch(code)), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_consumer_rides_out_a_broker_going_but_not_a_refusal() {
+        for code in [
+            RDKafkaErrorCode::BrokerTransportFailure,
+            RDKafkaErrorCode::AllBrokersDown,
+            RDKafkaErrorCode::NotCoordinator,
+        ] {
+            assert!(
+                consumer_recovers(&KafkaError::MessageConsumption(code)),
+                "{code:?}"
+            );
+        }
+        for e in [
+            KafkaError::MessageConsumption(RDKafkaErrorCode::UnknownTopicOrPartition),
+            KafkaError::MessageConsumption(RDKafkaErrorCode::TopicAuthorizationFailed),
+            KafkaError::MessageConsumptionFatal(RDKafkaErrorCode::BrokerTransportFailure),
+        ] {
+            assert!(!consumer_recovers(&e), "{e:?}");
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! One exactly-once process against what only a real broker does: a
+//! checkpoint stalled past the transaction timeout, so the brokers abort the
+//! open transaction themselves. Checked with an independent `read_committed`
+//! reader: each key's counts 1..n exactly once, nothing else.
+
+use crate::kafka::{bootstrap, pipeline, records};
+use crate::support::*;
+use mailer_test_support::kafka::{consume_all_at, create_topic_at, produce_at, unique_topic};
+use std::process::{Child, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Reads `output` at `brokers` until it holds `total` records, or 120 s
+/// pass.
+fn output_of(brokers: &str, output: &str, total: usize) -> Vec<(String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let got = consume_all_at(brokers, output, 1);
+        if got.len() >= total || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Each of `keys` keys counted 1..=`per_key` exactly once in `got`.
+fn assert_counts_once(got: &[(String, String)], keys: usize, per_key: usize, log: &str) {
+    let mut got = got.to_vec();
+    got.sort();
+    let mut expected: Vec<(String, String)> = (0..keys)
+        .flat_map(|k| (1..=per_key).map(move |c| (format!("k{k}"), c.to_string())))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "records in the output; the log:\n{log}"
+    );
+    assert!(
+        got == expected,
+        "the output differs from one run's; the log:\n{log}"
+    );
+}
+
+/// Each round, `KEYS` keys get `PER_ROUND` records each.
+const KEYS: usize = 10;
+const PER_ROUND: usize = 20;
+
+/// An exactly-once counting run at `brokers` from a fresh input topic of 3
+/// partitions to a fresh output topic, unbounded, with sink `options` and a
+/// checkpoint every `interval`; its input fed `rounds` rounds, one every
+/// `pause`, by the thread returned. Once the output holds records (a
+/// transaction committed), the run's process, the thread and the output
+/// topic are returned.
+fn counting_run(
+    w: &Workdir,
+    brokers: &str,
+    options: &str,
+    interval: &str,
+    (rounds, pause): (usize, Duration),
+) -> (Child, JoinHandle<()>, String) {
+    let (input, output) = (unique_topic("faults-in"), unique_topic("faults-out"));
+    create_topic_at(brokers, &input, 3, &[]);
+    create_topic_at(brokers, &output, 1, &[]);
+    let text = std::fs::read_to_string(pipeline(w, &input, &output, true))
+        .unwrap()
+        .replace("bounded = true\n", "")
+        .replace("interval = \"200ms\"", &format!("interval = \"{interval}\""))
+        .replace(
+            "topic = \"",
+            &format!("exactly_once = true\noptions = {{ {options} }}\ntopic = \""),
+        );
+    let m = w.write("pipeline.toml", &text);
+    let child = mailer()
+        .arg("run")
+        .arg(&m)
+        .env("KAFKA_BOOTSTRAP", brokers)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let feed = {
+        let brokers = brokers.to_owned();
+        std::thread::spawn(move || {
+            for _ in 0..rounds {
+                produce_at(&brokers, &input, &records(KEYS, PER_ROUND));
+                std::thread::sleep(pause);
+            }
+        })
+    };
+    output_of(brokers, &output, 1);
+    (child, feed, output)
+}
+
+/// Waits for the feed's whole output, drains the run, and checks that it
+/// ran until then and each key was counted once per record — also when
+/// read again after the run stopped. Returns the run's log.
+fn finish(mut child: Child, feed: JoinHandle<()>, brokers: &str, output: &str, rounds: usize) -> String {
+    feed.join().unwrap();
+    let per_key = PER_ROUND * rounds;
+    let got = output_of(brokers, output, KEYS * per_key);
+    let still_running = child.try_wait().unwrap().is_none();
+    if still_running {
+        sigterm(&child);
+    }
+    let out = child.wait_with_output().unwrap();
+    let log = stderr(&out);
+    assert!(still_running, "the run went on:\n{log}");
+    assert!(out.status.success(), "{log}");
+    assert_counts_once(&got, KEYS, per_key, &log);
+    assert_counts_once(&consume_all_at(brokers, output, 1), KEYS, per_key, &log);
+    log
+}
+
+#[test]
+fn a_checkpoint_stalled_past_the_transaction_timeout_is_aborted_and_the_run_goes_on_exactly() {
+    let w = Workdir::new();
+    // Records all the time, a checkpoint every second: a transaction is
+    // open with records at almost any moment.
+    let rounds = 200;
+    let (child, feed, output) = counting_run(
+        &w,
+        &bootstrap(),
+        r#""transaction.timeout.ms" = "4000""#,
+        "1s",
+        (rounds, Duration::from_millis(100)),
+    );
+    // Frozen twice for 9 s mid-stream: the brokers abort the open
+    // transaction after its 4 s timeout (they look every 2 s).
+    for _ in 0..2 {
+        // SAFETY: kill(2) on our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_secs(9));
+        unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let log = finish(child, feed, &bootstrap(), &output, rounds);
+    assert!(
+        log.contains("the brokers aborted the open transaction")
+            && log.contains("restarting from the committed checkpoint"),
+        "the abort and the restart are said: {log}"
+    );
+}
