@@ -63,6 +63,25 @@ pub(crate) fn records(keys: usize, per_key: usize) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Each of `keys` keys counted 1..=`per_key` exactly once in `got`.
+pub(crate) fn assert_counts_once(got: &[(String, String)], keys: usize, per_key: usize, log: &str) {
+    let mut got = got.to_vec();
+    got.sort();
+    let mut expected: Vec<(String, String)> = (0..keys)
+        .flat_map(|k| (1..=per_key).map(move |c| (format!("k{k}"), c.to_string())))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "records in the output; the log:\n{log}"
+    );
+    assert!(
+        got == expected,
+        "the output differs from one run's; the log:\n{log}"
+    );
+}
+
 /// The largest count seen per key in the output topic.
 fn counts(output: &str) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();

@@ -3,7 +3,7 @@
 //! open transaction themselves. Checked with an independent `read_committed`
 //! reader: each key's counts 1..n exactly once, nothing else.
 
-use crate::kafka::{bootstrap, pipeline, records};
+use crate::kafka::{assert_counts_once, bootstrap, pipeline, records};
 use crate::support::*;
 use mailer_test_support::kafka::{consume_all_at, create_topic_at, produce_at, unique_topic};
 use std::process::{Child, Stdio};
@@ -21,25 +21,6 @@ fn output_of(brokers: &str, output: &str, total: usize) -> Vec<(String, String)>
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// Each of `keys` keys counted 1..=`per_key` exactly once in `got`.
-fn assert_counts_once(got: &[(String, String)], keys: usize, per_key: usize, log: &str) {
-    let mut got = got.to_vec();
-    got.sort();
-    let mut expected: Vec<(String, String)> = (0..keys)
-        .flat_map(|k| (1..=per_key).map(move |c| (format!("k{k}"), c.to_string())))
-        .collect();
-    expected.sort();
-    assert_eq!(
-        got.len(),
-        expected.len(),
-        "records in the output; the log:\n{log}"
-    );
-    assert!(
-        got == expected,
-        "the output differs from one run's; the log:\n{log}"
-    );
 }
 
 /// Each round, `KEYS` keys get `PER_ROUND` records each.

@@ -119,7 +119,7 @@ impl ClusterTopics {
     /// The partitions of `topic`, which must exist (a source topic).
     pub fn partitions(&self, topic: &str) -> Result<Vec<i32>, TopicError> {
         match self.listed_partitions(topic)? {
-            Some(partitions) if !partitions.is_empty() => Ok(partitions),
+            Some(partitions) if !partitions.is_empty() => Ok(partitions.into_iter().map(|(id, _)| id).collect()),
             _ => Err(self.failed(
                 topic,
                 "the topic does not exist: create it (with the partitions you need) before the pipeline starts".into(),
@@ -127,9 +127,10 @@ impl ClusterTopics {
         }
     }
 
-    /// The partitions the brokers list for `topic`; `None` when they do
-    /// not list it, or list it with an error.
-    fn listed_partitions(&self, topic: &str) -> Result<Option<Vec<i32>>, TopicError> {
+    /// The partitions the brokers list for `topic`, each with whether it
+    /// has a leader; `None` when they do not list it, or list it with an
+    /// error.
+    fn listed_partitions(&self, topic: &str) -> Result<Option<Vec<(i32, bool)>>, TopicError> {
         let metadata = self
             .client
             .inner()
@@ -139,7 +140,12 @@ impl ClusterTopics {
             .topics()
             .iter()
             .find(|t| t.name() == topic && t.error().is_none());
-        Ok(listed.map(|t| t.partitions().iter().map(|p| p.id()).collect()))
+        Ok(listed.map(|t| {
+            t.partitions()
+                .iter()
+                .map(|p| (p.id(), p.error().is_none() && p.leader() >= 0))
+                .collect()
+        }))
     }
 
     /// How many partitions `topic` has, once the brokers list it with a
@@ -149,21 +155,11 @@ impl ClusterTopics {
     fn settled_partitions(&self, topic: &str) -> Result<usize, TopicError> {
         let deadline = std::time::Instant::now() + TIMEOUT;
         loop {
-            let metadata = self
-                .client
-                .inner()
-                .fetch_metadata(Some(topic), TIMEOUT)
-                .map_err(|e| self.failed(topic, format!("reading its partitions: {e}")))?;
-            let settled = metadata.topics().iter().find(|t| {
-                t.name() == topic
-                    && t.error().is_none()
-                    && !t.partitions().is_empty()
-                    && t.partitions()
-                        .iter()
-                        .all(|p| p.error().is_none() && p.leader() >= 0)
-            });
-            if let Some(t) = settled {
-                return Ok(t.partitions().len());
+            if let Some(partitions) = self.listed_partitions(topic)?
+                && !partitions.is_empty()
+                && partitions.iter().all(|(_, led)| *led)
+            {
+                return Ok(partitions.len());
             }
             if std::time::Instant::now() >= deadline {
                 return Ok(0);
