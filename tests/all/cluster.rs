@@ -44,7 +44,11 @@ impl RebalanceListener for Told {
         let mut events = self.0.lock().unwrap();
         events.extend(partitions.iter().map(|p| ("lost", p.clone())));
     }
-    fn assigned(&self, partitions: &[TopicPartition]) {
+    fn assigned(
+        &self,
+        partitions: &[TopicPartition],
+        _: &rdkafka::consumer::BaseConsumer<MemberContext<Self>>,
+    ) {
         let mut events = self.0.lock().unwrap();
         events.extend(partitions.iter().map(|p| ("assigned", p.clone())));
     }

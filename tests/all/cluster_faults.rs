@@ -1,11 +1,16 @@
 //! Cluster mode through what only a real broker does: a member frozen past
 //! its session and transaction timeouts (a zombie) while its partitions
-//! move. Every check reads the output with an independent `read_committed`
+//! move; the group's committed offsets gone while the pipeline is stopped
+//! (as `offsets.retention.minutes` deletes them). Every check reads the output with an independent `read_committed`
 //! consumer: each word's counts 1..n exactly once, nothing else.
 
 use crate::cluster_runs::{Member, assert_exact_counts, input_and_output, lines, settled_status, word_count};
-use crate::kafka::produce;
+use crate::kafka::{admin, bootstrap, produce};
 use crate::support::*;
+use rdkafka::ClientConfig;
+use rdkafka::TopicPartitionList;
+use rdkafka::admin::AdminOptions;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use std::time::Duration;
 
 #[test]
@@ -73,4 +78,91 @@ fn a_member_frozen_past_its_session_and_transaction_timeouts_is_fenced_and_rejoi
         "{}",
         logs.join("\n----\n")
     );
+}
+
+/// A consumer of group `group` that is not a member: it reads and writes
+/// the group's committed offsets as the tools do.
+fn group_client(group: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap()
+}
+
+#[test]
+fn a_group_whose_offsets_expired_is_refused_and_resumes_once_they_are_set_again() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-expired");
+    let m = word_count(&w, &input, &output);
+    let mut input_so_far = lines(0, 300, 30);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    a.stop();
+    // The group's positions, as an operator would note them, then gone:
+    // deleting the empty group is what Kafka does once
+    // `offsets.retention.minutes` passed.
+    let group = &input;
+    let metadata = group_client(group)
+        .fetch_metadata(None, Duration::from_secs(10))
+        .unwrap();
+    let repartition = metadata
+        .topics()
+        .iter()
+        .map(|t| t.name())
+        .find(|t| t.starts_with(&format!("{input}.")) && t.ends_with(".repartition"))
+        .expect("the repartition topic")
+        .to_owned();
+    let mut partitions = TopicPartitionList::new();
+    for p in 0..6 {
+        partitions.add_partition(&input, p);
+        partitions.add_partition(&repartition, p);
+    }
+    let noted = group_client(group)
+        .committed_offsets(partitions.clone(), Duration::from_secs(10))
+        .unwrap();
+    assert!(
+        noted
+            .elements()
+            .iter()
+            .all(|e| e.offset().to_raw().is_some_and(|o| o >= 0)),
+        "every partition committed: {noted:?}"
+    );
+    let (admin, runtime) = admin();
+    let deleted = runtime
+        .block_on(admin.delete_groups(&[group], &AdminOptions::new()))
+        .unwrap();
+    assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
+    assert!(
+        group_client(group)
+            .committed_offsets(partitions, Duration::from_secs(10))
+            .unwrap()
+            .elements()
+            .iter()
+            .all(|e| e.offset().to_raw().is_none_or(|o| o < 0)),
+        "the offsets are gone"
+    );
+
+    // More input; the restart refuses to guess where it stood.
+    let more = lines(300, 200, 30);
+    produce(&input, &more);
+    let (status, log) = Member::start(&w, &m, "a").exit(Duration::from_secs(90));
+    assert!(!status.success(), "the restart refused:\n{log}");
+    assert!(
+        log.contains(&format!("consumer group `{group}` has no committed position for"))
+            && log.contains("offsets.retention.minutes")
+            && log.contains("--reset-offsets"),
+        "the refusal says what is gone and what to do:\n{log}"
+    );
+    assert_exact_counts(&output, &input_so_far, &mut []);
+
+    // The operator sets the noted positions again: it resumes there.
+    group_client(group).commit(&noted, CommitMode::Sync).unwrap();
+    input_so_far.extend(more);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    a.stop();
+    assert_exact_counts(&output, &input_so_far, &mut []);
 }

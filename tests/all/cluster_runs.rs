@@ -102,6 +102,17 @@ impl Member {
         self.log()
     }
 
+    /// Waits up to `within` for the process to end on its own (killing it
+    /// after that): its exit status, and its log.
+    pub(crate) fn exit(mut self, within: Duration) -> (std::process::ExitStatus, String) {
+        let deadline = Instant::now() + within;
+        while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        (self.child.wait().unwrap(), self.log())
+    }
+
     /// Sends `signal` (SIGSTOP, SIGCONT) to the process.
     pub(crate) fn signal(&self, signal: i32) {
         // SAFETY: kill(2) on our own child process.
@@ -257,8 +268,27 @@ fn three_processes_count_words_exactly_once() {
     let first = lines(0, 300, 40);
     produce(&input, &first);
     let mut members: Vec<Member> = ["a", "b", "c"].iter().map(|i| Member::start(&w, &m, i)).collect();
+    // The first process may take every partition and read the first
+    // lines alone; a cooperative rebalance then moves partitions in two
+    // rounds. The second lines come once two processes hold keyed tasks.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = settled_status(&m, &input, 3);
+        let holders: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{input}.")) && l.contains(".repartition/"))
+            .filter_map(|l| l.split_whitespace().nth(4))
+            .collect();
+        if holders.len() >= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the keyed tasks were never shared:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let second = lines(300, 300, 40);
-    std::thread::sleep(Duration::from_secs(2));
     produce(&input, &second);
     let all: Vec<_> = first.into_iter().chain(second).collect();
     assert_exact_counts(&output, &all, &mut members.iter_mut().collect::<Vec<_>>());
@@ -312,7 +342,7 @@ fn a_killed_a_stopped_and_a_new_process_lose_and_repeat_nothing() {
     input_so_far.extend(more);
     assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b, &mut c]);
     // `b` stops as asked.
-    b.stop();
+    let b_log = b.stop();
     let more = lines(600, 200, 30);
     produce(&input, &more);
     input_so_far.extend(more);
@@ -323,7 +353,9 @@ fn a_killed_a_stopped_and_a_new_process_lose_and_repeat_nothing() {
     produce(&input, &more);
     input_so_far.extend(more);
     assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut c, &mut d]);
-    let logs = [a_log, d.stop(), a.stop(), c.stop()];
+    // Which member restored moved state depends on how the group spread
+    // the repartition partitions: any of them will do.
+    let logs = [a_log, b_log, d.stop(), a.stop(), c.stop()];
     let restored_state = logs.iter().any(|log| {
         log.lines()
             .any(|l| l.contains("task restored from its changelog") && !l.contains("records=0 "))

@@ -1,11 +1,13 @@
 //! One exactly-once process against what only a real broker does: a
 //! checkpoint stalled past the transaction timeout, so the brokers abort the
-//! open transaction themselves. Checked with an independent `read_committed`
+//! open transaction themselves; the output partition's leader and the
+//! transaction coordinator killed mid-run on a cluster of three. Checked with an independent `read_committed`
 //! reader: each key's counts 1..n exactly once, nothing else.
 
 use crate::kafka::{assert_counts_once, bootstrap, pipeline, records};
 use crate::support::*;
 use mailer_test_support::kafka::{consume_all_at, create_topic_at, produce_at, unique_topic};
+use mailer_test_support::kafka_cluster::KafkaCluster;
 use std::process::{Child, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -121,4 +123,30 @@ fn a_checkpoint_stalled_past_the_transaction_timeout_is_aborted_and_the_run_goes
             && log.contains("restarting from the committed checkpoint"),
         "the abort and the restart are said: {log}"
     );
+}
+
+#[test]
+fn a_killed_partition_leader_and_transaction_coordinator_are_survived_exactly() {
+    let cluster = KafkaCluster::start(3);
+    let w = Workdir::new();
+    let rounds = 150;
+    let (child, feed, output) = counting_run(
+        &w,
+        cluster.bootstrap(),
+        "",
+        "1s",
+        (rounds, Duration::from_millis(100)),
+    );
+    // The output partition's leader dies mid-transaction and comes back;
+    // then the node coordinating the sink's transactions does.
+    let leader = cluster.leader(&output, 0);
+    cluster.kill(leader);
+    std::thread::sleep(Duration::from_secs(4));
+    cluster.restart(leader);
+    std::thread::sleep(Duration::from_secs(2));
+    let coordinator = cluster.transaction_coordinator(&format!("mailer.kafka-counts.{output}"));
+    cluster.kill(coordinator);
+    std::thread::sleep(Duration::from_secs(4));
+    cluster.restart(coordinator);
+    finish(child, feed, cluster.bootstrap(), &output, rounds);
 }

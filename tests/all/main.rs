@@ -8,6 +8,7 @@ mod branch;
 mod checkpoints;
 mod cluster;
 mod cluster_built_in_code;
+mod cluster_churn;
 mod cluster_faults;
 mod cluster_runs;
 mod co_process;

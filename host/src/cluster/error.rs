@@ -48,6 +48,30 @@ pub enum ClusterError {
         "committing the consumed offsets needs the group's generation, and this process is not in the group: restart it"
     )]
     NoGeneration,
+    /// A partition assigned without a committed offset was committed
+    /// before: its position is gone (see `committed.rs`).
+    #[error(
+        "consumer group `{group}` has no committed position for {partitions}, yet the pipeline committed one before (`{topic}` says so): Kafka deletes a group's offsets `offsets.retention.minutes` after its last member left (7 days by default), or they were deleted by hand. Reading again from the start would repeat output, from the end skip input, so nothing runs. Set the group's offsets to where the output stands (`kafka-consumer-groups.sh --group {group} --reset-offsets ... --execute`) and start again; raise `offsets.retention.minutes` on the brokers to keep a stopped pipeline's position longer"
+    )]
+    PositionLost {
+        /// The group.
+        group: String,
+        /// The partitions without a position, each with the group that
+        /// committed it before.
+        partitions: String,
+        /// The topic naming the partitions committed before.
+        topic: String,
+    },
+    /// The partitions committed before cannot be read.
+    #[error("reading `{topic}` on `{brokers}`: {reason}")]
+    CommittedUnread {
+        /// The topic.
+        topic: String,
+        /// The brokers.
+        brokers: String,
+        /// What failed.
+        reason: String,
+    },
 }
 
 impl ClusterError {

@@ -80,8 +80,11 @@ pub trait RebalanceListener: Send + Sync + 'static {
     /// `partitions` were lost with the member's session: others may own
     /// them already, so nothing read from them may be committed.
     fn lost(&self, partitions: &[TopicPartition]);
-    /// `partitions` are this member's now.
-    fn assigned(&self, partitions: &[TopicPartition]);
+    /// `partitions` are this member's now (`consumer` reads them from
+    /// when this returns).
+    fn assigned(&self, partitions: &[TopicPartition], consumer: &BaseConsumer<MemberContext<Self>>)
+    where
+        Self: Sized;
 }
 
 /// The `client.id` of member `member` of `pipeline`'s cluster:
@@ -136,9 +139,9 @@ impl<L: RebalanceListener> ConsumerContext for MemberContext<L> {
         }
     }
 
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
-            Rebalance::Assign(tpl) => self.listener.assigned(&partitions_of(tpl)),
+            Rebalance::Assign(tpl) => self.listener.assigned(&partitions_of(tpl), consumer),
             Rebalance::Revoke(_) => {}
             Rebalance::Error(e) => {
                 tracing::warn!(error = %e, "the group's rebalance failed; it will be retried")

@@ -4,6 +4,7 @@
 //! each keyed task's state follows its partition through a changelog
 //! topic. [`run`] is one process of it.
 
+mod committed;
 mod engine;
 mod error;
 mod kept;

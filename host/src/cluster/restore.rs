@@ -5,7 +5,7 @@
 //! it. Aborted transactions are skipped (`read_committed`), so the state is
 //! exactly what the last committed transaction left.
 
-use crate::connectors::kafka::{consumer_recovers, watermarks};
+use crate::connectors::kafka::{FaultLog, consumer_recovers, watermarks};
 use crate::state::{ChangelogBackend, StateError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -124,12 +124,15 @@ pub fn restore_task(
         .add_partition_offset(topic, partition, Offset::Offset(from))
         .map_err(|e| failed(e.to_string()))?;
     consumer.assign(&assignment).map_err(|e| failed(e.to_string()))?;
+    let mut faults = FaultLog::default();
     loop {
         match consumer.poll(TIMEOUT) {
             None => return Err(failed(format!("no answer within {TIMEOUT:?}"))),
             Some(Err(KafkaError::PartitionEOF(_))) => break,
             Some(Err(e)) if consumer_recovers(&e) => {
-                tracing::warn!(topic, partition, error = %e, "restoring: the consumer rides out a fault");
+                if faults.due() {
+                    tracing::warn!(topic, partition, error = %e, "restoring: the consumer rides out a fault");
+                }
             }
             Some(Err(e)) => return Err(failed(e.to_string())),
             Some(Ok(m)) => {

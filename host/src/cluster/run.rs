@@ -9,7 +9,9 @@ use super::engine::{Engine, EngineParts};
 use super::error::ClusterError;
 use super::member::{GroupMember, MemberContext, Membership, RebalanceListener, TopicPartition};
 use super::topics::{ClusterTopics, TopicRole, topic_name};
-use crate::connectors::kafka::{KafkaSinkSpec, Reported, producer_config, set_transactional};
+use crate::connectors::kafka::{
+    FaultLog, KafkaSinkSpec, Reported, consumer_recovers, producer_config, set_transactional,
+};
 use crate::plan::{ClusterSettings, Plan};
 use crate::runtime::{Control, RunReport, Shutdown};
 use rdkafka::ClientConfig;
@@ -57,10 +59,13 @@ impl RebalanceListener for Shared {
         }
     }
 
-    fn assigned(&self, partitions: &[TopicPartition]) {
+    fn assigned(&self, partitions: &[TopicPartition], consumer: &BaseConsumer<MemberContext<Self>>) {
         tracing::info!(partitions = %names(partitions), "the group gives partitions");
         let mut engine = self.lock();
-        if let Err(e) = engine.assigned(partitions) {
+        let assigned = engine
+            .check_positions(consumer, partitions)
+            .and_then(|()| engine.assigned(partitions));
+        if let Err(e) = assigned {
             engine.fail(e);
         }
     }
@@ -173,6 +178,7 @@ fn serve(
     let (mut last_commit, mut last_tick) = (Instant::now(), Instant::now());
     let mut last_pick = Instant::now();
     let keeps_standbys = engine.lock().keeps_standbys();
+    let mut faults = FaultLog::default();
     while !shutdown.is_cancelled() {
         if keeps_standbys && last_pick.elapsed() >= STANDBY_PICK {
             if let Some(members) = stable_members(consumer, &settings.group) {
@@ -197,8 +203,15 @@ fn serve(
                     }
                     engine.on_message(&msg)?;
                 }
+                Some(Err(e)) if consumer_recovers(&e) => {
+                    if faults.due() {
+                        tracing::warn!(error = %e, "the cluster's consumer reported a fault it rides out; it goes on");
+                    }
+                }
                 Some(Err(e)) => {
-                    tracing::warn!(error = %e, "the cluster's consumer reported an error; it retries")
+                    if faults.due() {
+                        tracing::error!(error = %e, "the cluster's consumer reported an error; it retries (repeats of it are logged every 10 s)");
+                    }
                 }
             }
         }

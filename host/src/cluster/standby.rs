@@ -9,7 +9,7 @@
 use super::kept::KeptMark;
 use super::member::TopicPartition;
 use super::restore::WATERMARK_ENTRY;
-use crate::connectors::kafka::consumer_recovers;
+use crate::connectors::kafka::{FaultLog, consumer_recovers};
 use crate::state::{StateBackend, StateError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -53,6 +53,8 @@ pub struct WarmStates {
     reassign: bool,
     /// When new standbys were last checked for having caught up.
     last_report: Instant,
+    /// Faults the consumer rides out, logged now and then.
+    faults: FaultLog,
 }
 
 impl WarmStates {
@@ -68,6 +70,7 @@ impl WarmStates {
             warm: BTreeMap::new(),
             reassign: false,
             last_report: Instant::now(),
+            faults: FaultLog::default(),
         })
     }
 
@@ -140,7 +143,9 @@ impl WarmStates {
             let m = match polled {
                 Ok(m) => m,
                 Err(e) if consumer_recovers(&e) => {
-                    tracing::warn!(error = %e, "standby copies: the consumer rides out a fault");
+                    if self.faults.due() {
+                        tracing::warn!(error = %e, "standby copies: the consumer rides out a fault");
+                    }
                     break;
                 }
                 Err(e) => return Err(e.into()),

@@ -1,7 +1,9 @@
 //! The topics cluster mode keeps its work in, made when missing: each
 //! `key_by`'s repartition topic, `<pipeline>.<operator>.repartition`, and
 //! each keyed operator's changelog, `<pipeline>.<operator>.changelog`
-//! (compacted: the newest value of every state entry stays). A join's two
+//! (compacted: the newest value of every state entry stays), and
+//! `<pipeline>.offsets.committed`, the partitions whose position the
+//! pipeline committed (compacted, one partition). A join's two
 //! inputs share its repartition topic, so both sides of a key meet in one
 //! task: a record of its second input carries [`INPUT_HEADER`]. A topic that
 //! exists with another partition count is refused, never used: its
@@ -28,6 +30,9 @@ pub enum TopicRole {
     Repartition,
     /// A keyed task's state changes.
     Changelog,
+    /// The partitions whose position the pipeline committed
+    /// (`committed.rs`).
+    Committed,
 }
 
 impl TopicRole {
@@ -35,6 +40,7 @@ impl TopicRole {
         match self {
             TopicRole::Repartition => "repartition",
             TopicRole::Changelog => "changelog",
+            TopicRole::Committed => "committed",
         }
     }
 }
@@ -187,7 +193,7 @@ impl ClusterTopics {
         // -1: the brokers' default replication factor.
         let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
         new = match role {
-            TopicRole::Changelog => new.set("cleanup.policy", "compact"),
+            TopicRole::Changelog | TopicRole::Committed => new.set("cleanup.policy", "compact"),
             // Records keep their event time as their timestamp: replayed
             // history must not expire before its task reads it.
             TopicRole::Repartition => new.set("retention.ms", "-1"),

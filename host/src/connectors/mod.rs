@@ -232,6 +232,21 @@ pub enum ConnectorError {
         /// Its timeout.
         timeout: std::time::Duration,
     },
+    /// The sink's transaction could not commit and was aborted (the
+    /// client said it must be: a broker or coordinator failed over while
+    /// it was open): its output is gone, and a restart from the committed
+    /// checkpoint writes it again.
+    #[error(
+        "Kafka (brokers `{brokers}`, topic `{topic}`): the open transaction could not commit ({reason}) and was aborted; a restart from the committed checkpoint writes its output again"
+    )]
+    TransactionAbortable {
+        /// The bootstrap servers.
+        brokers: String,
+        /// The topic.
+        topic: String,
+        /// What the client said.
+        reason: String,
+    },
     /// PostgreSQL failed or refused.
     #[error("PostgreSQL ({target}, table `{table}`): {message}")]
     Postgres {

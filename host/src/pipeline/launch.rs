@@ -67,14 +67,16 @@ impl LaunchError {
         let LaunchError::Run { cause, .. } = self else {
             return false;
         };
-        matches!(
-            **cause,
-            RunError::Stage(StageError::Sink(ConnectorError::TransactionAborted { .. }))
-                | RunError::Open {
-                    cause: ConnectorError::TransactionAborted { .. },
-                    ..
-                }
-        )
+        let aborted = |e: &ConnectorError| {
+            matches!(
+                e,
+                ConnectorError::TransactionAborted { .. } | ConnectorError::TransactionAbortable { .. }
+            )
+        };
+        match &**cause {
+            RunError::Stage(StageError::Sink(e)) | RunError::Open { cause: e, .. } => aborted(e),
+            _ => false,
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! state changes (to their changelogs), its watermark markers and the
 //! offsets it consumed at once (one Kafka transaction with `exactly_once`).
 
+use super::committed::CommittedPartitions;
 use super::error::ClusterError;
 use super::kept::KeptStates;
 use super::member::{TopicPartition, position_of};
@@ -146,6 +147,8 @@ pub struct Engine {
     swapped: Vec<Arc<SwapPoint>>,
     /// Whether anything was read since the last commit.
     dirty: bool,
+    /// The partitions whose position was committed before.
+    committed: CommittedPartitions,
     /// A failure inside a rebalance callback, for the member's loop.
     failed: Option<ClusterError>,
     /// Records read from the source and written to the sink.
@@ -250,8 +253,12 @@ impl Engine {
                 Some(Standbys::new(warm, replicas, client_id, parts))
             }
         };
+        let brokers = settings.brokers().bootstrap_servers.value();
+        let committed = CommittedPartitions::new(&plan.name, &settings.group, brokers)?;
+        topics.ensure(committed.topic(), 1, TopicRole::Committed)?;
         Ok(Self {
-            brokers: settings.brokers().bootstrap_servers.value().to_owned(),
+            brokers: brokers.to_owned(),
+            committed,
             exactly_once: settings.sink.exactly_once,
             sink_topic: settings.sink.topic.clone(),
             sink_partition: settings.sink.partition,
@@ -287,6 +294,16 @@ impl Engine {
         topics.sort();
         topics.extend(self.keyed.iter().map(|k| k.topic.clone()));
         topics
+    }
+
+    /// Refuses `partitions`, just assigned through `consumer`, when one's
+    /// committed position is gone (`committed.rs`).
+    pub fn check_positions<C: ConsumerContext>(
+        &self,
+        consumer: &BaseConsumer<C>,
+        partitions: &[TopicPartition],
+    ) -> Result<(), ClusterError> {
+        self.committed.check(consumer, &self.client, partitions)
     }
 
     /// Records per poll round.
@@ -515,6 +532,7 @@ impl Engine {
         self.send_markers()?;
         self.send_changes()?;
         let position = position_of(consumer);
+        self.committed.name_new(&self.producer, &position.offsets)?;
         let kafka = |what: &str| ClusterError::kafka(&self.brokers, what.to_owned());
         if self.exactly_once {
             if position.offsets.count() > 0 {
@@ -546,6 +564,7 @@ impl Engine {
                     .map_err(kafka("committing the consumed offsets"))?;
             }
         }
+        self.committed.committed();
         self.dirty = false;
         Ok(())
     }
@@ -673,6 +692,7 @@ impl Engine {
                 .begin_transaction()
                 .map_err(kafka("beginning a transaction"))?;
         }
+        self.committed.aborted();
         self.sources.clear();
         for source in &mut self.source_parts {
             source.pending.clear();

@@ -22,7 +22,7 @@ pub use refusals::raw_record;
 pub use sink::KafkaSink;
 pub use source::KafkaSource;
 pub use transactional::{TRANSACTION_TIMEOUT, TransactionalKafkaSink, committed_checkpoint};
-pub use transient::consumer_recovers;
+pub use transient::{FaultLog, consumer_recovers};
 pub use watermarks::watermarks;
 
 use super::ConnectorError;

@@ -10,7 +10,7 @@
 use super::config::{KafkaSourceSpec, StartFrom, client_config};
 use super::lag::{STATISTICS_INTERVAL_MS, SourceContext};
 use super::record_reader::RecordReader;
-use super::transient::consumer_recovers;
+use super::transient::{FaultLog, consumer_recovers};
 use super::watermarks::watermarks;
 use super::{consumer_error, kafka_error, partitions_of};
 use crate::batch::Batch;
@@ -54,9 +54,8 @@ pub struct KafkaSource {
     topics: Vec<String>,
     discovery: Option<Duration>,
     last_discovery: Instant,
-    /// When a fault the consumer rides out was last logged (once per
-    /// [`FAULT_LOG_EVERY`]: librdkafka repeats one on every poll).
-    fault_logged: Option<Instant>,
+    /// Faults the consumer rides out, logged now and then.
+    faults: FaultLog,
 }
 
 impl KafkaSource {
@@ -157,7 +156,7 @@ impl KafkaSource {
             topics: spec.topics.clone(),
             discovery: (!spec.bounded).then_some(spec.partition_discovery),
             last_discovery: Instant::now(),
-            fault_logged: None,
+            faults: FaultLog::default(),
         })
     }
 
@@ -249,9 +248,6 @@ fn committed_or_earliest(
     Ok(out)
 }
 
-/// How often a fault the consumer rides out is logged, at most.
-const FAULT_LOG_EVERY: Duration = Duration::from_secs(10);
-
 impl Source for KafkaSource {
     fn poll(&mut self, max: usize) -> Result<Poll, ConnectorError> {
         if let Some(every) = self.discovery
@@ -295,8 +291,7 @@ impl Source for KafkaSource {
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) if consumer_recovers(&e) => {
-                    if self.fault_logged.is_none_or(|at| at.elapsed() >= FAULT_LOG_EVERY) {
-                        self.fault_logged = Some(Instant::now());
+                    if self.faults.due() {
                         tracing::warn!(brokers = %self.brokers, error = %e, "the Kafka source's consumer reported a fault it rides out; it goes on");
                     }
                 }

@@ -12,6 +12,7 @@
 
 use super::config::{KafkaSinkSpec, client_config, producer_config, set_transactional, transaction_timeout};
 use super::topic_admin::{TopicAdmin, TopicLimits};
+use super::transient::FaultLog;
 use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
@@ -258,14 +259,46 @@ impl TransactionalKafkaSink {
         self.producer
             .send(record)
             .map_err(|(e, _)| self.failed(format!("recording checkpoint {id} in the transaction: {e}")))?;
-        self.producer.commit_transaction(TIMEOUT).map_err(|e| {
-            let refused = self.producer.context().last_refusal().unwrap_or_default();
-            self.failed(format!(
-                "committing the output of checkpoint {id}: {e}{refused}; the transaction is aborted, and a restart writes this output again from the committed checkpoint"
-            ))
-        })?;
+        // A coordinator failing over makes the commit time out or fail
+        // retriably: it is asked again (librdkafka resumes the same
+        // commit) while the transaction may live.
+        let mut faults = FaultLog::default();
+        loop {
+            match self.producer.commit_transaction(TIMEOUT) {
+                Ok(()) => break,
+                Err(KafkaError::Transaction(e))
+                    if e.is_retriable() && self.opened.elapsed() < self.timeout =>
+                {
+                    if faults.due() {
+                        tracing::warn!(brokers = %self.brokers, topic = %self.topic, checkpoint = id, error = %e, "committing the transaction: the brokers did not answer yet; asking again");
+                    }
+                }
+                Err(KafkaError::Transaction(e)) if e.txn_requires_abort() => {
+                    return Err(self.aborted(e.to_string()));
+                }
+                Err(e) => {
+                    let refused = self.producer.context().last_refusal().unwrap_or_default();
+                    return Err(self.failed(format!(
+                        "committing the output of checkpoint {id}: {e}{refused}; the transaction is aborted, and a restart writes this output again from the committed checkpoint"
+                    )));
+                }
+            }
+        }
         self.pending = 0;
         self.begin()
+    }
+
+    /// Aborts the open transaction, which cannot commit (`reason`): the
+    /// error a restart from the committed checkpoint cures.
+    fn aborted(&mut self, reason: String) -> ConnectorError {
+        if let Err(e) = self.producer.abort_transaction(TIMEOUT) {
+            return self.failed(format!("{reason}; aborting the transaction then: {e}"));
+        }
+        ConnectorError::TransactionAbortable {
+            brokers: self.brokers.clone(),
+            topic: self.topic.clone(),
+            reason,
+        }
     }
 }
 

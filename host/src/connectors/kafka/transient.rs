@@ -3,6 +3,30 @@
 //! need a person (a topic missing, credentials refused, a fatal error).
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use std::time::{Duration, Instant};
+
+/// When a fault a client rides out was last logged: librdkafka reports
+/// one on every poll while it lasts, so it is logged once per
+/// [`FaultLog::EVERY`] at most.
+#[derive(Debug, Default)]
+pub struct FaultLog {
+    last: Option<Instant>,
+}
+
+impl FaultLog {
+    /// How often a lasting fault is logged, at most.
+    pub const EVERY: Duration = Duration::from_secs(10);
+
+    /// Whether a fault seen now is to be logged (then none for
+    /// [`FaultLog::EVERY`]).
+    pub fn due(&mut self) -> bool {
+        let due = self.last.is_none_or(|at| at.elapsed() >= Self::EVERY);
+        if due {
+            self.last = Some(Instant::now());
+        }
+        due
+    }
+}
 
 /// Whether `e` says only that the partition's leader is not known (yet).
 pub fn leader_unknown(e: &KafkaError) -> bool {
@@ -50,6 +74,15 @@ pub fn consumer_recovers(e: &KafkaError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lasting_fault_is_logged_once_per_interval() {
+        let mut log = FaultLog::default();
+        assert!(log.due());
+        assert!(!log.due());
+        log.last = Some(Instant::now() - FaultLog::EVERY);
+        assert!(log.due());
+    }
 
     #[test]
     fn only_a_missing_leader_is_asked_again() {
