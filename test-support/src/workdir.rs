@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-/// A temp folder, removed when dropped.
+/// A temp folder, removed when dropped, unless the test failed: then it is
+/// kept and its path printed, with the logs in it.
 pub struct Workdir {
     /// The folder.
     pub dir: tempfile::TempDir,
@@ -12,6 +13,18 @@ pub struct Workdir {
 impl Default for Workdir {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl Drop for Workdir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dir.disable_cleanup(true);
+            eprintln!(
+                "the failed test's work folder is kept: {}",
+                self.dir.path().display()
+            );
+        }
     }
 }
 

@@ -4,8 +4,10 @@
 //! (as `offsets.retention.minutes` deletes them). Every check reads the output with an independent `read_committed`
 //! consumer: each word's counts 1..n exactly once, nothing else.
 
-use crate::cluster_runs::{Member, assert_exact_counts, input_and_output, lines, settled_status, word_count};
-use crate::kafka::{admin, bootstrap, produce};
+use crate::cluster_runs::{
+    Member, assert_exact_counts, input_and_output, lines, settled_status, word_count, word_count_with,
+};
+use crate::kafka::{admin, bootstrap, produce, transaction_left_open};
 use crate::support::*;
 use rdkafka::ClientConfig;
 use rdkafka::TopicPartitionList;
@@ -78,6 +80,102 @@ fn a_member_frozen_past_its_session_and_transaction_timeouts_is_fenced_and_rejoi
         "{}",
         logs.join("\n----\n")
     );
+}
+
+#[test]
+fn a_member_given_tasks_with_records_in_its_transaction_commits_before_a_restore_longer_than_its_timeout() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-slow-restore");
+    // commit_interval 300 ms: a transaction the brokers abort after 10 s;
+    // restoring the keyed tasks a process is given takes 12 s here.
+    let m = word_count_with(&w, &input, &output, "repartition_partitions = 4\n");
+    let mut input_so_far = lines(0, 300, 30);
+    produce(&input, &input_so_far);
+    let slow = [("MAILER_TEST_PAUSE_BEFORE_RESTORE_MS", "12000")];
+    let a = Member::start_with(&w, &m, "a", &slow);
+    let b = Member::start_with(&w, &m, "b", &slow);
+    // A cooperative rebalance moves partitions in two rounds: once both
+    // hold some, the one holding more keyed tasks is stopped (the group
+    // balances partitions, not keyed tasks).
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let text = loop {
+        let text = settled_status(&m, &input, 2);
+        let held_by = |suffix: &str| {
+            text.lines()
+                .filter(|l| l.starts_with(&input))
+                .any(|l| l.split_whitespace().nth(4).is_some_and(|c| c.ends_with(suffix)))
+        };
+        if held_by("-a") && held_by("-b") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the partitions were never shared:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let keyed_of = |suffix: &str| {
+        text.lines()
+            .filter(|l| l.contains(".repartition/"))
+            .filter(|l| l.split_whitespace().nth(4).is_some_and(|c| c.ends_with(suffix)))
+            .count()
+    };
+    let (stopped, mut survivor) = match keyed_of("-a") > keyed_of("-b") {
+        true => (a, b),
+        false => (b, a),
+    };
+    // Records keep coming while the survivor is given the stopped one's
+    // keyed tasks: its transaction holds some as it starts restoring.
+    let feeding = {
+        let input = input.clone();
+        std::thread::spawn(move || {
+            let mut fed = Vec::new();
+            for round in 0..40 {
+                let more = lines(300 + 30 * round, 30, 30);
+                produce(&input, &more);
+                fed.extend(more);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            fed
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let before = survivor.log().len();
+    stopped.stop();
+    input_so_far.extend(feeding.join().unwrap());
+    assert_exact_counts(&output, &input_so_far, &mut [&mut survivor]);
+    let log = survivor.stop();
+    assert!(log[before..].contains("test hook: restoring"), "{log}");
+    assert_exact_counts(&output, &input_so_far, &mut []);
+}
+
+#[test]
+fn a_task_restored_past_a_transaction_open_on_its_changelog_waits_until_it_is_decided() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-undecided");
+    let m = word_count(&w, &input, &output);
+    let mut input_so_far = lines(0, 300, 30);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    // A transaction left open on the changelog, as a commit whose markers
+    // a leader failover delays: `a` commits its next state changes past it.
+    let open = transaction_left_open(&format!("{input}.counts.changelog"), "undecided", "1");
+    let more = lines(300, 300, 30);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    a.stop();
+    // `b` restores the task: to the changelog's end, once the brokers
+    // aborted the open transaction, not to where it began.
+    let mut b = Member::start(&w, &m, "b");
+    let more = lines(600, 300, 30);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut b]);
+    let log = b.stop();
+    assert!(log.contains("neither committed nor aborted yet"), "{log}");
+    drop(open);
 }
 
 /// A consumer of group `group` that is not a member: it reads and writes

@@ -69,10 +69,16 @@ pub(crate) struct Member {
 
 impl Member {
     pub(crate) fn start(w: &Workdir, manifest: &Path, instance: &str) -> Self {
+        Self::start_with(w, manifest, instance, &[])
+    }
+
+    /// [`Member::start`] with more environment variables (test hooks).
+    pub(crate) fn start_with(w: &Workdir, manifest: &Path, instance: &str, env: &[(&str, &str)]) -> Self {
         let n = std::fs::read_dir(w.path(".")).map_or(0, |d| d.count());
         let log = w.path(&format!("{instance}-{n}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = cli(instance)
+            .envs(env.iter().copied())
             .arg("run")
             .arg(manifest)
             .stdout(Stdio::null())

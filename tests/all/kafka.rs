@@ -14,6 +14,28 @@ pub use mailer_test_support::kafka::{
     admin, bootstrap, consume_all, create_topic, create_topic_with, produce, producer, send, unique_topic,
 };
 
+/// A transaction of another producer left open in partition 0 of `topic`,
+/// holding one record, `key` and `value` (as a process killed in the middle of a
+/// commit leaves it, or one whose commit markers a leader failover
+/// delays): the brokers abort it after 15 s.
+pub(crate) fn transaction_left_open(topic: &str, key: &str, value: &str) -> BaseProducer {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("transactional.id", unique_topic("another-pipeline"))
+        .set("transaction.timeout.ms", "15000")
+        .create()
+        .unwrap();
+    producer.init_transactions(Duration::from_secs(30)).unwrap();
+    producer.begin_transaction().unwrap();
+    let record = BaseRecord::<str, str>::to(topic)
+        .partition(0)
+        .key(key)
+        .payload(value);
+    producer.send(record).map_err(|(e, _)| e).unwrap();
+    producer.flush(Duration::from_secs(30)).unwrap();
+    producer
+}
+
 /// A fresh input topic of `partitions` partitions holding `records`, and a
 /// fresh output topic of one partition.
 pub(crate) fn topics(prefix: &str, partitions: i32, records: &[(String, String)]) -> (String, String) {

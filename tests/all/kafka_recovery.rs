@@ -9,7 +9,7 @@
 use crate::checkpoints::{kills, run_and_kill};
 use crate::kafka::{
     CRASH_KEYS, CRASH_PER_KEY, admin, bootstrap, consume_all, create_topic, create_topic_with,
-    one_run_of_counts, pipeline, plain_producer, records, topics, unique_topic,
+    one_run_of_counts, pipeline, plain_producer, records, topics, transaction_left_open, unique_topic,
 };
 use crate::support::*;
 use rdkafka::ClientConfig;
@@ -162,6 +162,18 @@ keep = 1
 /// Starts `m` with `env`, kills it with SIGKILL as soon as its standard
 /// error says `marker` the `nth` time; whether it did before the run ended.
 fn kill_at_marker(m: &Path, env: (&str, &str), marker: &str, nth: usize) -> bool {
+    kill_at_marker_seeing(m, env, marker, nth, |_| {})
+}
+
+/// [`kill_at_marker`], telling `seeing` how many times the marker was
+/// said each time it is, before the kill.
+fn kill_at_marker_seeing(
+    m: &Path,
+    env: (&str, &str),
+    marker: &str,
+    nth: usize,
+    mut seeing: impl FnMut(usize),
+) -> bool {
     let mut child = mailer()
         .arg("run")
         .arg(m)
@@ -175,6 +187,7 @@ fn kill_at_marker(m: &Path, env: (&str, &str), marker: &str, nth: usize) -> bool
     for line in stderr.lines() {
         if line.unwrap().contains(marker) {
             seen += 1;
+            seeing(seen);
             if seen == nth {
                 child.kill().unwrap();
                 break;
@@ -216,6 +229,44 @@ fn kills_between_a_durable_checkpoint_and_its_commit_neither_lose_nor_repeat_kaf
     let (m, output) = exactly_once(&w);
     killed_between_durable_and_committed(&m);
     assert_one_run(&output);
+}
+
+#[test]
+fn a_transaction_another_pipeline_left_open_in_the_commit_topic_holds_a_restart_back_not_back_in_time() {
+    let w = Workdir::new();
+    let (_, output) = exactly_once(&w);
+    let commits = unique_topic("shared-commits");
+    let text = w.read("pipeline.toml").replacen(
+        "exactly_once = true\n",
+        &format!("exactly_once = true\ncommit_topic = \"{commits}\"\n"),
+        1,
+    );
+    let m = w.write("pipeline.toml", &text);
+    // The sink's first record ("nothing committed yet"), the other
+    // pipeline's open transaction, then this sink's commits of checkpoints
+    // 1 and 2, and a SIGKILL before the commit of 3.
+    let mut other = None;
+    let killed = kill_at_marker_seeing(
+        &m,
+        ("MAILER_TEST_PAUSE_BEFORE_COMMIT_MS", "300"),
+        "durable, not committed",
+        3,
+        |seen| {
+            if seen == 1 {
+                other = Some(transaction_left_open(
+                    &commits,
+                    "another-pipeline\u{0}its-topic",
+                    r#"{"pipeline":"another-pipeline","topic":"its-topic","checkpoint":7}"#,
+                ));
+            }
+        },
+    );
+    assert!(killed, "the run ended before its third commit");
+    let log = run_to_end(&m, &[]);
+    assert!(log.contains("resuming from a checkpoint"), "{log}");
+    assert!(log.contains("neither committed nor aborted yet"), "{log}");
+    assert_one_run(&output);
+    drop(other);
 }
 
 /// An unbounded Kafka source of `input` (starting at `start`) to a file,

@@ -15,7 +15,7 @@
 use super::error::ClusterError;
 use super::member::TopicPartition;
 use super::topics::{TopicError, TopicRole, topic_name};
-use crate::connectors::kafka::{Reported, consumer_recovers, send_waiting};
+use crate::connectors::kafka::{EndReader, Reported, consumer_recovers, send_waiting};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -151,7 +151,9 @@ impl CommittedPartitions {
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
             .set("isolation.level", "read_committed");
-        let consumer: BaseConsumer = config.create().map_err(|e| failed(e.to_string()))?;
+        let consumer: BaseConsumer<EndReader> = config
+            .create_with_context(EndReader)
+            .map_err(|e| failed(e.to_string()))?;
         let mut list = TopicPartitionList::new();
         list.add_partition_offset(&self.topic, 0, Offset::Beginning)
             .map_err(|e| failed(e.to_string()))?;

@@ -2,10 +2,13 @@
 //! committed record from an offset (the one its local state recorded at its
 //! last commit, or the start) to the partition's end as the task is
 //! assigned, applied in order: a value puts its entry, a tombstone deletes
-//! it. Aborted transactions are skipped (`read_committed`), so the state is
+//! it. Aborted transactions are skipped (`read_committed`), and the end is
+//! read once every transaction below it is decided, so the state is
 //! exactly what the last committed transaction left.
 
-use crate::connectors::kafka::{FaultLog, consumer_recovers, watermarks};
+use crate::connectors::kafka::{
+    EndReader, FaultLog, LONGEST_OPEN_TRANSACTION, consumer_recovers, decided_end,
+};
 use crate::state::{ChangelogBackend, StateError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -81,15 +84,20 @@ pub fn restore_task(
         partition,
         reason,
     };
+    // Up to the end as it is now, once every transaction in it is decided:
+    // a commit whose markers a leader failover delays holds the last
+    // stable offset back, and stopping there would drop its state changes
+    // while its source offsets count as committed.
+    let (low, high) = decided_end(config, topic, partition, LONGEST_OPEN_TRANSACTION).map_err(failed)?;
     let mut config = config.clone();
     config
         .set("group.id", format!("mailer-restore-{topic}"))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true");
-    let consumer: BaseConsumer = config.create().map_err(|e: KafkaError| failed(e.to_string()))?;
-    let (low, high) = watermarks(consumer.client(), topic, partition, TIMEOUT)
-        .map_err(|e| failed(format!("reading its end: {e}")))?;
+    let consumer: BaseConsumer<EndReader> = config
+        .create_with_context(EndReader)
+        .map_err(|e: KafkaError| failed(e.to_string()))?;
     let state_failed = |source| RestoreError::State {
         topic: topic.to_owned(),
         partition,

@@ -62,8 +62,13 @@ impl RebalanceListener for Shared {
     fn assigned(&self, partitions: &[TopicPartition], consumer: &BaseConsumer<MemberContext<Self>>) {
         tracing::info!(partitions = %names(partitions), "the group gives partitions");
         let mut engine = self.lock();
+        // A cooperative rebalance revokes nothing from a member it gives
+        // partitions to: what its open transaction holds is committed
+        // first, since restoring the new tasks may take longer than a
+        // transaction may stay open (the brokers would abort it).
         let assigned = engine
-            .check_positions(consumer, partitions)
+            .commit(consumer)
+            .and_then(|()| engine.check_positions(consumer, partitions))
             .and_then(|()| engine.assigned(partitions));
         if let Err(e) = assigned {
             engine.fail(e);

@@ -16,7 +16,7 @@ mod source;
 mod spawn;
 mod stage;
 #[cfg(debug_assertions)]
-mod test_hooks;
+pub(crate) mod test_hooks;
 mod watermark;
 mod wiring;
 mod worker;

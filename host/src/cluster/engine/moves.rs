@@ -26,6 +26,14 @@ impl Engine {
     /// restored from its changelogs (after the warm or kept copy this
     /// process has, when it has one).
     pub fn assigned(&mut self, partitions: &[TopicPartition]) -> Result<(), ClusterError> {
+        #[cfg(debug_assertions)]
+        if partitions
+            .iter()
+            .any(|(t, _)| self.keyed.iter().any(|k| &k.topic == t))
+            && (!self.sources.is_empty() || self.keyed.iter().any(|k| !k.tasks.is_empty()))
+        {
+            crate::runtime::test_hooks::before_restore(partitions);
+        }
         self.assigned_sources(partitions);
         for (topic, p) in partitions {
             let Some(k) = self.keyed.iter().position(|k| &k.topic == topic) else {

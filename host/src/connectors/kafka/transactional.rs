@@ -12,7 +12,8 @@
 
 use super::config::{KafkaSinkSpec, client_config, producer_config, set_transactional, transaction_timeout};
 use super::topic_admin::{TopicAdmin, TopicLimits};
-use super::transient::FaultLog;
+use super::transient::{EndReader, FaultLog};
+use super::watermarks::{LONGEST_OPEN_TRANSACTION, decided_end};
 use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
@@ -87,13 +88,16 @@ fn read_commit_record(spec: &KafkaSinkSpec, pipeline: &str) -> Result<Option<u64
     let brokers = spec.bootstrap_servers.value();
     let topic = &spec.commit_topic;
     let err = |e: String| kafka_error(brokers, topic, format!("reading the commit topic: {e}"));
-    let mut config = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
+    let connection = client_config(&spec.bootstrap_servers, spec.security.as_ref(), &spec.options);
+    let mut config = connection.clone();
     config
         .set("group.id", format!("mailer-commit-reader.{pipeline}"))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
         .set("isolation.level", "read_committed");
-    let consumer: BaseConsumer = config.create().map_err(|e| err(e.to_string()))?;
+    let consumer: BaseConsumer<EndReader> = config
+        .create_with_context(EndReader)
+        .map_err(|e| err(e.to_string()))?;
     let metadata = consumer
         .fetch_metadata(Some(topic), TIMEOUT)
         .map_err(|e| err(e.to_string()))?;
@@ -104,6 +108,10 @@ fn read_commit_record(spec: &KafkaSinkSpec, pipeline: &str) -> Result<Option<u64
     {
         return Ok(None);
     }
+    // Another pipeline's transaction left open in the shared topic would
+    // stop a `read_committed` reader short of this sink's newer records
+    // (this sink's own transaction was fenced, so it is decided).
+    decided_end(&connection, topic, 0, LONGEST_OPEN_TRANSACTION).map_err(err)?;
     let mut list = TopicPartitionList::new();
     list.add_partition_offset(topic, 0, Offset::Beginning)
         .map_err(|e| err(e.to_string()))?;

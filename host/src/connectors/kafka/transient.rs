@@ -2,6 +2,8 @@
 //! leader moving, a coordinator failing over — told apart from those that
 //! need a person (a topic missing, credentials refused, a fatal error).
 
+use rdkafka::ClientContext;
+use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,23 @@ impl FaultLog {
         due
     }
 }
+
+/// The context of a reader that asks to hear of a partition's end
+/// (`enable.partition.eof`, which its poll returns): librdkafka reports
+/// each end to the error callback too, which rdkafka's default context
+/// would log as an error. Real errors are logged as that one does.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EndReader;
+
+impl ClientContext for EndReader {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
+            tracing::error!(target: "librdkafka", "librdkafka: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for EndReader {}
 
 /// Whether `e` says only that the partition's leader is not known (yet).
 pub fn leader_unknown(e: &KafkaError) -> bool {
