@@ -100,7 +100,25 @@ fn exactly_once_rows_land_once_after_killed_runs() {
     let db = TestDb::new("eo");
     let w = Workdir::new();
     let m = counts_pipeline(&w, &db, "exactly_once = true", 40_000);
-    let kills = 2 * crate::checkpoints::kills();
+    // Another writer of the table, on its own, all along: its rows stay
+    // as it wrote them, and it cuts nothing of the pipeline's.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = {
+        let (dsn, stop) = (db.dsn(), stop.clone());
+        std::thread::spawn(move || {
+            let mut written = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                written += 1;
+                sql(
+                    &dsn,
+                    &format!("INSERT INTO counts (k, n) VALUES ('other', {written})"),
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            written
+        })
+    };
+    let kills = (2 * crate::checkpoints::kills()).max(50);
     let mut resumed = 0;
     for i in 0..kills {
         resumed += u64::from(crate::checkpoints::run_and_kill(&w, &m, i, 400));
@@ -108,11 +126,53 @@ fn exactly_once_rows_land_once_after_killed_runs() {
     assert!(resumed > 0, "no run resumed from a checkpoint");
     let out = run(&["run", m.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = other.join().unwrap();
+    assert_eq!(
+        db.value(
+            "SELECT count(*) || ' ' || count(DISTINCT n) || ' ' || max(n) FROM counts WHERE k = 'other'"
+        ),
+        format!("{written} {written} {written}")
+    );
+    db.execute("DELETE FROM counts WHERE k = 'other'");
     assert_exactly_once(&db);
     assert_eq!(
         db.value("SELECT count(*) FROM mailer_progress WHERE pipeline = 'pg-counts' AND sink = 'counts'"),
         "1"
     );
+}
+
+#[test]
+fn a_second_instance_of_an_exactly_once_pipeline_is_refused_by_the_databases_lock() {
+    let db = TestDb::new("twice");
+    let w = Workdir::new();
+    let m = counts_pipeline(&w, &db, "exactly_once = true", 3_000);
+    // The same pipeline beside other checkpoints: no folder lock sees the
+    // first instance, only the database can.
+    let elsewhere = Workdir::new();
+    let second = elsewhere.write("pipeline.toml", &std::fs::read_to_string(&m).unwrap());
+    let mut first = mailer()
+        .arg("run")
+        .arg(&m)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while db.value("SELECT count(*) FROM counts") == "0" {
+        assert!(first.try_wait().unwrap().is_none(), "the first instance ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = run(&["run", second.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let message = stderr(&refused);
+    assert!(
+        message.contains("another instance of pipeline `pg-counts` writes to `counts` exactly once")
+            && message.contains("pg_terminate_backend"),
+        "{message}"
+    );
+    assert!(first.try_wait().unwrap().is_none(), "the first instance goes on");
+    assert!(first.wait().unwrap().success());
+    assert_exactly_once(&db);
 }
 
 #[test]
@@ -209,8 +269,9 @@ fn upserted_totals_converge_after_killed_runs() {
     assert_eq!(got, expected_counts());
 }
 
-/// Terminates the pipeline's connections (`pg_terminate_backend`) a few
-/// times while it runs; how many it cut. Only connections older than a
+/// Terminates the pipeline's connections (`pg_terminate_backend`; an
+/// exactly-once sink's lock session too) a few times while it runs; how
+/// many it cut. Only connections older than a
 /// second: cutting one while the sink opens fails the run (opening is not
 /// retried), which is not what this test is about.
 fn cut_connections(db: &TestDb, child: &mut std::process::Child) -> usize {
@@ -219,7 +280,7 @@ fn cut_connections(db: &TestDb, child: &mut std::process::Child) -> usize {
         std::thread::sleep(Duration::from_millis(300));
         let n = db.value(&format!(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE datname = '{}' AND application_name = 'mailer' \
+             WHERE datname = '{}' AND starts_with(application_name, 'mailer') \
              AND backend_start < now() - interval '1 second'",
             db.name
         ));

@@ -5,6 +5,7 @@ mod config;
 mod connection;
 mod connector;
 mod rows;
+mod run_lock;
 mod schema;
 mod sink;
 

@@ -26,6 +26,7 @@
 use super::config::{PostgresSinkSpec, WriteMode};
 use super::connection::{Target, describe, is_transient, quote, quote_table, sibling};
 use super::rows::RowMapping;
+use super::run_lock::{LOCK_WAIT, LockError, RunLock, lock_key, name_session, run_token, session_name};
 use super::schema;
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink, refuse};
@@ -68,8 +69,10 @@ struct Statements {
     fence: Option<String>,
 }
 
-/// Exactly once: where progress is recorded.
+/// Exactly once: where progress is recorded, and the run's lock.
 struct Progress {
+    /// Moves the progress from the checkpoint this run last saw there
+    /// (`$4`) to `$3`: a row only this run moves, so it never goes back.
     record: String,
     read: String,
     /// Records "started, nothing committed" (checkpoint 0) unless a row is
@@ -78,6 +81,13 @@ struct Progress {
     start: String,
     pipeline: String,
     sink: String,
+    /// The sink's advisory lock ([`RunLock`]).
+    lock_key: i64,
+    /// This run's sessions' `application_name`.
+    session: String,
+    /// Ends the sessions of earlier runs (or this run's lost ones) still
+    /// holding the stage.
+    end_sessions: String,
 }
 
 /// A `COPY` in progress.
@@ -102,6 +112,10 @@ pub struct PostgresSink {
     rejects: FailureHandler,
     /// The number of the open `COPY` (exactly once: staged with its rows).
     copy_number: u64,
+    /// Exactly once: the lock held for the run, and the checkpoint the
+    /// progress table holds as this run last saw it.
+    lock: Option<RunLock>,
+    progress_seen: u64,
 }
 
 impl PostgresSink {
@@ -125,19 +139,32 @@ impl PostgresSink {
         schema::check_table(&runtime, &client, spec).map_err(err)?;
         let sql = statements(spec, pipeline);
         let progress = spec.exactly_once.then(|| Arc::new(progress(spec, pipeline)));
+        let (mut lock, mut progress_seen) = (None, 0);
         if let Some(p) = &progress {
-            // What a previous run staged is replayed from its checkpoint.
+            lock = Some(
+                take_lock(&runtime, &target, p).map_err(|e| ConnectorError::Postgres {
+                    target: target.shown().to_owned(),
+                    table: spec.table.clone(),
+                    message: e,
+                })?,
+            );
+            // What a previous run staged is replayed from its checkpoint:
+            // its sessions are ended, the stage made anew.
             let setup = format!(
-                "{}; {}",
+                "{}; {}; {}",
+                p.end_sessions,
                 progress_table_ddl(spec),
                 sql.create_stage.as_deref().expect("exactly once stages")
             );
-            runtime
+            progress_seen = runtime
                 .block_on(async {
+                    name_session(&client, &p.session).await?;
                     client.batch_execute(&setup).await?;
-                    client.execute(&p.start, &[&p.pipeline, &p.sink]).await
+                    client.execute(&p.start, &[&p.pipeline, &p.sink]).await?;
+                    committed(&client, p).await
                 })
-                .map_err(|e| err(format!("preparing the stage and `{}`: {}", p.sink, describe(&e))))?;
+                .map_err(|e| err(format!("preparing the stage and `{}`: {}", p.sink, describe(&e))))?
+                .unwrap_or(0);
         }
         let mut sink = Self {
             runtime,
@@ -153,17 +180,21 @@ impl PostgresSink {
             retry_timeout: spec.retry_timeout,
             rejects,
             copy_number: 0,
+            lock,
+            progress_seen,
         };
         sink.client = Some(sink.prepared(client).map_err(|e| sink.failed("preparing", &e))?);
         Ok(sink)
     }
 
-    /// A connection ready to write: the temporary stage of `upsert` exists.
+    /// A connection ready to write: the temporary stage of `upsert` exists;
+    /// exactly once, the session carries the run's name (a fence of this
+    /// run may end it once lost).
     fn prepared(&self, client: Client) -> Result<Client, tokio_postgres::Error> {
-        if self.progress.is_none()
-            && let Some(create) = &self.sql.create_stage
-        {
-            self.runtime.block_on(client.batch_execute(create))?;
+        match (&self.progress, &self.sql.create_stage) {
+            (Some(p), _) => self.runtime.block_on(name_session(&client, &p.session))?,
+            (None, Some(create)) => self.runtime.block_on(client.batch_execute(create))?,
+            (None, None) => {}
         }
         Ok(client)
     }
@@ -325,7 +356,44 @@ impl PostgresSink {
     }
 
     fn commit(&mut self, id: u64) -> Result<(), ConnectorError> {
+        let progress = self.progress.clone().expect("exactly once");
+        // A lost lock session (the server ended it, the network cut it) is
+        // taken again once, its old session ended first, unless another
+        // instance took the lock meanwhile.
+        for attempt in 0..2 {
+            if attempt > 0 || !self.lock.as_ref().is_some_and(RunLock::is_open) {
+                tracing::warn!(table = %self.table, "the session holding the sink's lock was lost; taking the lock again");
+                self.lock = None;
+                let lock = take_lock(&self.runtime, &self.target, &progress)
+                    .map_err(|message| self.refused(message))?;
+                self.lock = Some(lock);
+            }
+            match self.commit_holding_lock(id)? {
+                Committed::Yes => {
+                    self.progress_seen = id;
+                    return Ok(());
+                }
+                Committed::LockLost if attempt == 0 => continue,
+                Committed::LockLost => break,
+                Committed::ProgressMoved => {
+                    return Err(self.refused(format!(
+                        "checkpoint {id} is not committed: `{}` no longer says checkpoint {}, as this run left it (another instance committed); stopping",
+                        progress.sink, self.progress_seen
+                    )));
+                }
+            }
+        }
+        Err(self.refused(format!(
+            "checkpoint {id} is not committed: the sink's lock is no longer this run's (another instance of the pipeline took it); stopping"
+        )))
+    }
+
+    /// One commit of checkpoint `id`'s rows, in a transaction that checks
+    /// the run's lock and moves the progress row from what the run saw.
+    fn commit_holding_lock(&mut self, id: u64) -> Result<Committed, ConnectorError> {
         let (sql, progress) = (self.sql.clone(), self.progress.clone().expect("exactly once"));
+        let (classid, objid, pid) = self.lock.as_ref().expect("taken").held_params();
+        let seen = self.progress_seen as i64;
         let what = format!("committing the rows of checkpoint {id}");
         self.retrying(&what, |rt, client, retry| {
             rt.block_on(async {
@@ -334,21 +402,37 @@ impl PostgresSink {
                     tx.batch_execute(sql.fence.as_deref().expect("exactly once fences"))
                         .await?;
                     if committed(&tx, &progress).await? == Some(id) {
-                        return tx.commit().await;
+                        return tx.commit().await.map(|()| Committed::Yes);
                     }
+                }
+                let held = tx.query_opt(RunLock::HELD, &[&classid, &objid, &pid]).await?;
+                if held.is_none() {
+                    return Ok(Committed::LockLost);
                 }
                 tx.execute(sql.merge.as_deref().expect("exactly once merges"), &[])
                     .await?;
                 tx.execute(sql.clear_stage.as_deref().expect("exactly once stages"), &[])
                     .await?;
-                tx.execute(
-                    &progress.record,
-                    &[&progress.pipeline, &progress.sink, &(id as i64)],
-                )
-                .await?;
-                tx.commit().await
+                let moved = tx
+                    .execute(
+                        &progress.record,
+                        &[&progress.pipeline, &progress.sink, &(id as i64), &seen],
+                    )
+                    .await?;
+                if moved != 1 {
+                    return Ok(Committed::ProgressMoved);
+                }
+                tx.commit().await.map(|()| Committed::Yes)
             })
         })
+    }
+
+    fn refused(&self, message: String) -> ConnectorError {
+        ConnectorError::Postgres {
+            target: self.target.shown().to_owned(),
+            table: self.table.clone(),
+            message,
+        }
     }
 }
 
@@ -401,6 +485,32 @@ impl Sink for PostgresSink {
     }
 }
 
+/// What a commit's transaction did.
+enum Committed {
+    Yes,
+    /// The lock was not this run's: nothing was committed.
+    LockLost,
+    /// The progress row moved under this run: nothing was committed.
+    ProgressMoved,
+}
+
+/// Takes the sink's lock for this run on a session of its own; the error
+/// names the holder and what to do.
+fn take_lock(runtime: &Runtime, target: &Target, progress: &Progress) -> Result<RunLock, String> {
+    let client = target
+        .connect(runtime)
+        .map_err(|e| format!("cannot connect: {}", describe(&e)))?;
+    runtime
+        .block_on(RunLock::take(client, progress.lock_key, &progress.session, LOCK_WAIT))
+        .map_err(|e| match e {
+            LockError::Held(holder) => format!(
+                "another instance of pipeline `{}` writes to `{}` exactly once: {holder} holds the sink's lock (waited {LOCK_WAIT:?}). One instance runs per pipeline: stop the other; if its process is gone and the session stays, end it with `SELECT pg_terminate_backend(<pid>)`",
+                progress.pipeline, progress.sink
+            ),
+            LockError::Db(e) => format!("taking the sink's lock: {}", describe(&e)),
+        })
+}
+
 /// Ends `copy` and commits it (`upsert`: the merge first); returns once the
 /// server has committed the rows.
 async fn finish_copy(
@@ -443,19 +553,42 @@ pub fn committed_checkpoint(spec: &PostgresSinkSpec, pipeline: &str) -> Result<O
         table: spec.table.clone(),
         message: format!("reading the committed checkpoint: {}", describe(&e)),
     };
-    let client = target.connect(&runtime).map_err(err)?;
+    let mut client = target.connect(&runtime).map_err(err)?;
     let progress = progress(spec, pipeline);
+    let table = sibling(&spec.table, &spec.progress_table);
+    let exists = |client: &Client, table: String| {
+        runtime.block_on(async move {
+            let row = client
+                .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+                .await?;
+            Ok::<bool, tokio_postgres::Error>(row.get(0))
+        })
+    };
+    if !exists(&client, table).map_err(err)? {
+        return Ok(None);
+    }
+    // The lock first (an earlier run's session may still hold it), then
+    // its sessions on the stage ended and the stage locked: a commit the
+    // server was still finishing is in, or not, before progress is read.
+    let _lock = take_lock(&runtime, &target, &progress).map_err(|message| ConnectorError::Postgres {
+        target: target.shown().to_owned(),
+        table: spec.table.clone(),
+        message,
+    })?;
+    let stage = sibling(&spec.table, &stage_name(spec, pipeline));
+    let staged = exists(&client, stage.clone()).map_err(err)?;
     runtime
         .block_on(async {
-            let table = sibling(&spec.table, &spec.progress_table);
-            let exists: bool = client
-                .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
-                .await?
-                .get(0);
-            if !exists {
-                return Ok(None);
+            name_session(&client, &progress.session).await?;
+            let tx = client.transaction().await?;
+            tx.batch_execute(&progress.end_sessions).await?;
+            if staged {
+                tx.batch_execute(&format!("LOCK TABLE {stage} IN SHARE ROW EXCLUSIVE MODE"))
+                    .await?;
             }
-            committed(&client, &progress).await
+            let seen = committed(&tx, &progress).await?;
+            tx.commit().await?;
+            Ok(seen)
         })
         .map_err(err)
 }
@@ -483,10 +616,11 @@ pub(super) fn runtime() -> Result<Runtime, ConnectorError> {
 
 fn progress(spec: &PostgresSinkSpec, pipeline: &str) -> Progress {
     let table = sibling(&spec.table, &spec.progress_table);
+    let stage = stage_name(spec, pipeline);
     Progress {
         record: format!(
-            "INSERT INTO {table} (pipeline, sink, checkpoint) VALUES ($1, $2, $3) \
-             ON CONFLICT (pipeline, sink) DO UPDATE SET checkpoint = EXCLUDED.checkpoint, committed_at = now()"
+            "UPDATE {table} SET checkpoint = $3, committed_at = now() \
+             WHERE pipeline = $1 AND sink = $2 AND checkpoint = $4"
         ),
         read: format!("SELECT checkpoint FROM {table} WHERE pipeline = $1 AND sink = $2"),
         start: format!(
@@ -494,6 +628,9 @@ fn progress(spec: &PostgresSinkSpec, pipeline: &str) -> Progress {
         ),
         pipeline: pipeline.to_owned(),
         sink: spec.table.clone(),
+        lock_key: lock_key(pipeline, &spec.table),
+        session: session_name(&stage, &run_token()),
+        end_sessions: end_sessions(&sibling(&spec.table, &stage), &stage),
     }
 }
 
@@ -506,18 +643,27 @@ fn progress_table_ddl(spec: &PostgresSinkSpec) -> String {
     )
 }
 
-/// Makes the transaction it runs in own `stage`: the backends of the sink's
-/// earlier connections still holding it (a connection the sink lost while
-/// the server went on, e.g. committing) are terminated, and the lock waits
-/// until they are gone, so what the stage and the progress table hold is
-/// final. The stage is the sink's own (one instance runs per pipeline), so
-/// no one else's work is cut.
-fn fence(stage: &str) -> String {
+/// Ends the sessions of this sink (named `mailer:<stage>:…`, this run's
+/// or an earlier run's) other than the current one that hold locks on
+/// `stage` (qualified; `name` unqualified): a connection the sink lost
+/// while the server went on, e.g. committing. Nobody else's session is
+/// touched (autovacuum, a person reading the stage).
+fn end_sessions(stage: &str, name: &str) -> String {
     let literal = stage.replace('\'', "''");
     format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_locks \
-         WHERE locktype = 'relation' AND relation = '{literal}'::regclass AND pid <> pg_backend_pid(); \
-         LOCK TABLE {stage} IN SHARE ROW EXCLUSIVE MODE"
+        "SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+         WHERE l.locktype = 'relation' AND l.relation = to_regclass('{literal}') AND l.pid <> pg_backend_pid() \
+         AND starts_with(a.application_name, 'mailer:{name}:')"
+    )
+}
+
+/// Makes the transaction it runs in own `stage`: the sink's sessions still
+/// holding it are ended ([`end_sessions`]), and the lock waits until they
+/// are gone, so what the stage and the progress table hold is final.
+fn fence(stage: &str, name: &str) -> String {
+    format!(
+        "{}; LOCK TABLE {stage} IN SHARE ROW EXCLUSIVE MODE",
+        end_sessions(stage, name)
     )
 }
 
@@ -576,7 +722,7 @@ fn statements(spec: &PostgresSinkSpec, pipeline: &str) -> Statements {
             merge: Some(merge(&stage)),
             clear_stage: Some(format!("TRUNCATE {stage}")),
             staged: Some(format!("SELECT 1 FROM {stage} WHERE mailer_batch = $1 LIMIT 1")),
-            fence: Some(fence(&stage)),
+            fence: Some(fence(&stage, &stage_name(spec, pipeline))),
         };
     }
     match spec.mode {
