@@ -178,6 +178,123 @@ fn a_task_restored_past_a_transaction_open_on_its_changelog_waits_until_it_is_de
     drop(open);
 }
 
+#[test]
+fn a_second_process_with_the_same_instance_id_on_one_machine_is_refused_and_unnamed_folders_go() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-same-instance");
+    let m = word_count_with(
+        &w,
+        &input,
+        &output,
+        "[state]\nbackend = \"rocksdb\"\npath = \"state\"\n",
+    );
+    let input_so_far = lines(0, 300, 30);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    let (status, log) = Member::start(&w, &m, "a").exit(Duration::from_secs(60));
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("is locked by") && log.contains("needs its own `instance_id`"),
+        "{log}"
+    );
+    a.assert_running();
+    a.stop();
+    // A process without `instance_id` works in a folder of its own, gone
+    // when it ends; one a killed process left goes when the next starts.
+    let unnamed = w.write(
+        "unnamed.toml",
+        &std::fs::read_to_string(&m)
+            .unwrap()
+            .replace("instance_id = \"${MAILER_INSTANCE}\"\n", ""),
+    );
+    let unnamed_folders = || -> Vec<String> {
+        std::fs::read_dir(w.path("state"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("pid-"))
+            .collect()
+    };
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: {:?}",
+                unnamed_folders()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let b = Member::start(&w, &unnamed, "b");
+    wait_for("the process makes its folder", &|| unnamed_folders().len() == 1);
+    let left = unnamed_folders();
+    b.kill();
+    // Removed once a minute old (a process that just made its folder has
+    // not locked it yet): this one is made older.
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::open(w.path("state").join(&left[0]))
+        .unwrap()
+        .set_modified(an_hour_ago)
+        .unwrap();
+    let c = Member::start(&w, &unnamed, "c");
+    wait_for("the next process removes the folder a killed one left", &|| {
+        let now = unnamed_folders();
+        now.len() == 1 && now != left
+    });
+    c.stop();
+    assert!(unnamed_folders().is_empty(), "{:?}", unnamed_folders());
+}
+
+#[test]
+fn a_manifest_that_would_read_the_state_elsewhere_or_leave_it_behind_is_refused() {
+    let w = Workdir::new();
+    let (m, input, output, mut input_so_far) = counted_by_one_then_stopped(&w, "cluster-plan");
+    let text = std::fs::read_to_string(&m).unwrap();
+    for (changed, says) in [
+        (
+            text.replace("batch_size = 50", "batch_size = 50\nmax_parallelism = 64"),
+            "`max_parallelism` is 64".to_owned(),
+        ),
+        (
+            text.replace("name = \"counts\"", "name = \"totals\""),
+            format!("no keyed operator of this manifest writes `{input}.counts.changelog`"),
+        ),
+    ] {
+        let changed = w.write("changed.toml", &changed);
+        let (status, log) = Member::start(&w, &changed, "a").exit(Duration::from_secs(60));
+        assert!(!status.success(), "{log}");
+        assert!(
+            log.contains("written with another plan") && log.contains(&says),
+            "{says}: {log}"
+        );
+    }
+    // The manifest the state was written with goes on counting.
+    let more = lines(300, 300, 30);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    a.stop();
+}
+
+/// A word count whose first 300 lines member `a` counted alone and
+/// committed before it stopped: its manifest, input and output topics,
+/// and the lines.
+fn counted_by_one_then_stopped(
+    w: &Workdir,
+    prefix: &str,
+) -> (std::path::PathBuf, String, String, Vec<(String, String)>) {
+    let (input, output) = input_and_output(prefix);
+    let m = word_count(w, &input, &output);
+    let input_so_far = lines(0, 300, 30);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    a.stop();
+    (m, input, output, input_so_far)
+}
+
 /// A consumer of group `group` that is not a member: it reads and writes
 /// the group's committed offsets as the tools do.
 fn group_client(group: &str) -> BaseConsumer {
@@ -192,13 +309,7 @@ fn group_client(group: &str) -> BaseConsumer {
 #[test]
 fn a_group_whose_offsets_expired_is_refused_and_resumes_once_they_are_set_again() {
     let w = Workdir::new();
-    let (input, output) = input_and_output("cluster-expired");
-    let m = word_count(&w, &input, &output);
-    let mut input_so_far = lines(0, 300, 30);
-    produce(&input, &input_so_far);
-    let mut a = Member::start(&w, &m, "a");
-    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
-    a.stop();
+    let (m, input, output, mut input_so_far) = counted_by_one_then_stopped(&w, "cluster-expired");
     // The group's positions, as an operator would note them, then gone:
     // deleting the empty group is what Kafka does once
     // `offsets.retention.minutes` passed.

@@ -395,18 +395,26 @@ fn partitions_added_while_running_are_read_from_their_beginning() {
 }
 
 #[test]
-fn a_checkpoint_interval_near_the_transaction_timeout_is_refused_at_validate() {
+fn a_checkpoint_interval_the_transaction_timeout_cannot_cover_is_refused_at_validate() {
     let w = Workdir::new();
+    // 4 minutes, times 5 with the 3 failed checkpoints tolerated in a row
+    // by default: over the 15 minutes a transaction may stay open.
     let text = std::fs::read_to_string(pipeline(&w, "in", "out", true))
         .unwrap()
-        .replace("interval = \"200ms\"", "interval = \"10m\"")
+        .replace("interval = \"200ms\"", "interval = \"4m\"")
         .replace("topic = \"", "exactly_once = true\ntopic = \"");
     let m = w.write("pipeline.toml", &text);
     let out = run(&["validate", m.to_str().unwrap()]);
     assert!(!out.status.success());
     let message = stderr(&out);
     assert!(
-        message.contains("must be at most half the Kafka sink's transaction timeout"),
+        message.contains("times 5 must be at most the Kafka sink's transaction timeout")
+            && message.contains("`tolerable_failures` = 3"),
         "{message}"
     );
+    // With one failure tolerated, the same interval fits (4 minutes x 3).
+    let fits = text.replace("interval = \"4m\"", "interval = \"4m\"\ntolerable_failures = 1");
+    let m = w.write("pipeline.toml", &fits);
+    let out = run(&["validate", m.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }

@@ -176,6 +176,98 @@ fn a_second_instance_of_an_exactly_once_pipeline_is_refused_by_the_databases_loc
 }
 
 #[test]
+fn a_sink_blocked_by_a_lock_fails_its_checkpoints_at_the_timeout_and_the_run_stops_saying_so() {
+    let db = TestDb::new("stuck");
+    let w = Workdir::new();
+    let m = counts_pipeline(&w, &db, "", 5_000);
+    let text = std::fs::read_to_string(&m)
+        .unwrap()
+        .replace("batch_size = 500", "batch_size = 500\nshutdown_timeout = \"2s\"")
+        .replace(
+            "interval = \"100ms\"",
+            "interval = \"100ms\"\ntimeout = \"2s\"\ntolerable_failures = 1",
+        );
+    let m = w.write("pipeline.toml", &text);
+    // Another session holds the table for 15 s: the sink's COPY waits on it.
+    let holder = {
+        let dsn = db.dsn();
+        std::thread::spawn(move || {
+            sql(
+                &dsn,
+                "BEGIN; LOCK TABLE counts IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(15); COMMIT",
+            )
+        })
+    };
+    let locked = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+                  WHERE c.relname = 'counts' AND l.mode = 'AccessExclusiveLock' AND l.granted";
+    while db.value(locked) == "0" {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = std::time::Instant::now();
+    let out = run(&["run", m.to_str().unwrap()]);
+    let took = started.elapsed();
+    let message = stderr(&out);
+    assert!(!out.status.success(), "{message}");
+    assert!(
+        message.contains("within the checkpoint timeout (2s)"),
+        "{message}"
+    );
+    assert!(
+        took < Duration::from_secs(14),
+        "it stopped in {took:?}, before the lock was let go: {message}"
+    );
+    holder.join().unwrap();
+}
+
+#[test]
+fn a_retry_ends_only_the_sinks_own_sessions_never_a_person_reading_the_stage() {
+    let db = TestDb::new("reader");
+    let w = Workdir::new();
+    let m = counts_pipeline(&w, &db, "exactly_once = true", 4_000);
+    let mut child = spawn_run(&m);
+    let stage = loop {
+        let found = db.rows("SELECT tablename FROM pg_tables WHERE tablename LIKE 'mailer_stage_%'");
+        if let Some(row) = found.first() {
+            break row[0].clone().unwrap();
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // A person reads the stage in a transaction of 8 s, while the sink's
+    // connections (not the one holding its lock) are cut: the retries'
+    // fences must leave that session alone.
+    let reader = {
+        let (dsn, stage) = (db.dsn(), stage.clone());
+        std::thread::spawn(move || {
+            sql(
+                &dsn,
+                &format!("BEGIN; SELECT count(*) FROM {stage}; SELECT pg_sleep(8); COMMIT"),
+            )
+        })
+    };
+    let mut cut = 0;
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(500));
+        cut += db
+            .value(&format!(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = '{}' AND starts_with(application_name, 'mailer') \
+                 AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory') \
+                 AND backend_start < now() - interval '1 second'",
+                db.name
+            ))
+            .parse::<usize>()
+            .unwrap();
+    }
+    assert!(reader.join().is_ok(), "the reader's session was ended");
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(cut >= 3, "only {cut} connections were cut: {err}");
+    assert_exactly_once(&db);
+}
+
+#[test]
 fn kills_between_a_durable_checkpoint_and_its_commit_neither_lose_nor_repeat_rows() {
     let db = TestDb::new("gap");
     let w = Workdir::new();

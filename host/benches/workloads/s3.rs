@@ -42,6 +42,7 @@ fn settings(server: &S3Server, dir: &Path) -> CheckpointSettings {
         },
         keep: 3,
         tolerable_failures: 0,
+        timeout: mailer::manifest::defaults::checkpoint_timeout(),
     }
 }
 

@@ -62,6 +62,7 @@ fn run(name: &str, how: &str, parallelism: usize, backend: &str, checkpoints: bo
             s3: Default::default(),
             keep: 2,
             tolerable_failures: 0,
+            timeout: mailer::manifest::defaults::checkpoint_timeout(),
         });
     }
     measure(name, n, p, n, "");

@@ -12,10 +12,10 @@ use super::savepoint::{RunControl, SavepointRequest};
 use super::savepoint::{report_done, report_failure, write_savepoint};
 use super::stats::{CheckpointStats, size_of};
 use super::store::{CheckpointStore, Completed, StoreError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What the stages tell the coordinator.
 #[derive(Debug)]
@@ -89,6 +89,10 @@ pub struct CoordinatorSetup {
     pub operators: Vec<OperatorMeta>,
     /// Failures in a row that do not stop the pipeline.
     pub tolerable_failures: u32,
+    /// Time between checkpoints.
+    pub interval: Duration,
+    /// How long a checkpoint may take before it counts as failed.
+    pub timeout: Duration,
     /// Counts.
     pub stats: Arc<CheckpointStats>,
     /// The run's control: a stop-with-savepoint stops it.
@@ -148,25 +152,50 @@ pub fn run_coordinator(
         operators: setup.operators.clone(),
         setup,
         pending: BTreeMap::new(),
+        expired: BTreeSet::new(),
         failures_in_a_row: 0,
+        last_ended: Instant::now(),
+        last_id: 0,
     };
-    while let Ok(event) = events.recv() {
-        if let Some(id) = coordinator.on_event(event) {
-            coordinator.finish(id)?;
+    loop {
+        match events.recv_timeout(EXPIRY_CHECK) {
+            Ok(event) => {
+                if let Some(id) = coordinator.on_event(event) {
+                    coordinator.finish(id)?;
+                }
+            }
+            Err(flume::RecvTimeoutError::Timeout) => {}
+            Err(flume::RecvTimeoutError::Disconnected) => break,
         }
+        coordinator.expire()?;
     }
     coordinator.abandon_pending();
     Ok(())
 }
+
+/// How often checkpoints in flight are checked against the timeout.
+const EXPIRY_CHECK: Duration = Duration::from_millis(200);
+
+/// How many expired checkpoints are remembered (their late
+/// acknowledgements ignored).
+const EXPIRED_KEPT: usize = 64;
 
 /// The checkpoints in flight and what the coordinator carries from one to
 /// the next.
 struct Coordinator {
     setup: CoordinatorSetup,
     pending: BTreeMap<u64, Pending>,
+    /// Checkpoints failed for taking longer than the timeout: what still
+    /// arrives for them is dropped.
+    expired: BTreeSet<u64>,
     /// The plugin each operator runs at the newest barrier.
     operators: Vec<OperatorMeta>,
     failures_in_a_row: u32,
+    /// When the last checkpoint ended (or the run began), and the newest id
+    /// heard of: with none in flight past the interval and the timeout,
+    /// the next one could not start.
+    last_ended: Instant,
+    last_id: u64,
 }
 
 impl Coordinator {
@@ -174,6 +203,10 @@ impl Coordinator {
     /// and the source's position are in.
     fn on_event(&mut self, event: CheckpointEvent) -> Option<u64> {
         let id = event.id();
+        if self.expired.contains(&id) {
+            return None;
+        }
+        self.last_id = self.last_id.max(id);
         let p = self.pending.entry(id).or_insert_with(Pending::new);
         match event {
             CheckpointEvent::Started {
@@ -230,6 +263,7 @@ impl Coordinator {
             .map_err(|e| e.to_string()),
         };
         setup.stats.in_flight.store(false, Ordering::Release);
+        self.last_ended = Instant::now();
         if let Some(tx) = &setup.outcomes {
             // A stopped sink means the pipeline is stopping.
             let _ = tx.send((id, result.is_ok()));
@@ -253,24 +287,78 @@ impl Coordinator {
             }
             Err(reason) => {
                 setup.store.abandon(&tmp);
-                self.failures_in_a_row += 1;
-                setup.stats.record_failure(id, p.started.elapsed(), &reason);
-                tracing::warn!(checkpoint = id, %reason, failures_in_a_row = self.failures_in_a_row, "checkpoint failed");
                 if let Some(request) = p.savepoint {
                     // Someone waits for it: the next checkpoint carries it.
                     tracing::info!(target = %request.target, "the savepoint is retried with the next checkpoint");
                     setup.control.request_savepoint(request);
                 }
-                if self.failures_in_a_row > setup.tolerable_failures {
-                    return Err(CoordinatorError::TooManyFailures {
-                        count: self.failures_in_a_row,
-                        tolerated: setup.tolerable_failures,
-                        reason,
-                    });
-                }
-                Ok(())
+                self.failed(id, p.started.elapsed(), reason)
             }
         }
+    }
+
+    /// Counts checkpoint `id`'s failure (after `took`); an error once more
+    /// failed in a row than tolerated.
+    fn failed(&mut self, id: u64, took: Duration, reason: String) -> Result<(), CoordinatorError> {
+        self.failures_in_a_row += 1;
+        self.setup.stats.record_failure(id, took, &reason);
+        tracing::warn!(checkpoint = id, %reason, failures_in_a_row = self.failures_in_a_row, "checkpoint failed");
+        if self.failures_in_a_row > self.setup.tolerable_failures {
+            return Err(CoordinatorError::TooManyFailures {
+                count: self.failures_in_a_row,
+                tolerated: self.setup.tolerable_failures,
+                reason,
+            });
+        }
+        Ok(())
+    }
+
+    /// Fails the checkpoints in flight for longer than the timeout: a stage
+    /// or sink that never acknowledges its barrier (a write blocked on a
+    /// lock, a half-open connection) fails them, counted against
+    /// `tolerable_failures`, instead of stalling the pipeline unseen.
+    fn expire(&mut self) -> Result<(), CoordinatorError> {
+        let timeout = self.setup.timeout;
+        let late: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.started.elapsed() >= timeout)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in late {
+            let expected = self.setup.expected_acks;
+            let p = self.pending.get_mut(&id).expect("listed above");
+            let barrier = if p.positions.is_some() {
+                ""
+            } else {
+                "; the source had not placed its barrier"
+            };
+            p.failure.get_or_insert(format!(
+                "not complete within the checkpoint timeout ({timeout:?}): {} of {expected} stages and sinks acknowledged its barrier{barrier}",
+                p.acks
+            ));
+            self.expired.insert(id);
+            while self.expired.len() > EXPIRED_KEPT {
+                self.expired.pop_first();
+            }
+            self.finish(id)?;
+        }
+        // None in flight, and none started for an interval and the
+        // timeout: the source cannot place a barrier (every edge before a
+        // blocked stage or sink is full).
+        let due = self.setup.interval.saturating_add(timeout);
+        if self.pending.is_empty() && self.last_ended.elapsed() >= due {
+            self.last_ended = Instant::now();
+            let id = self.last_id + 1;
+            return self.failed(
+                id,
+                due,
+                format!(
+                    "not started within the checkpoint timeout ({timeout:?}) after its interval: the source could not place its barrier, the pipeline is stalled (a stage or sink blocks, and every edge before it is full)"
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Removes the folders of the checkpoints the pipeline stopped before.
@@ -362,6 +450,8 @@ mod tests {
             key_groups: 128,
             operators: Vec::new(),
             tolerable_failures,
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(600),
             stats: Arc::default(),
             control: Arc::new(Requests::default()),
             outcomes: None,
@@ -454,6 +544,56 @@ mod tests {
         assert!(
             !super::super::pending_dir(dir.path(), 1).exists(),
             "a failed checkpoint's folder is removed"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_a_stage_never_acknowledges_fails_at_the_timeout_and_its_late_acks_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = setup(dir.path(), 1);
+        s.timeout = Duration::from_millis(300);
+        let (stats, store) = (s.stats.clone(), s.store.clone());
+        store.begin(1).unwrap();
+        let (tx, rx) = flume::unbounded();
+        // One of the two acknowledgements, then nothing for a while: the
+        // second stage is stuck. Its acknowledgement comes after the
+        // timeout, too late to complete the checkpoint.
+        tx.send(started(1)).unwrap();
+        tx.send(acked(1)).unwrap();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(700));
+            tx.send(acked(1)).unwrap();
+        });
+        run_coordinator(s, rx).unwrap();
+        late.join().unwrap();
+        assert_eq!(stats.failed.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.completed.load(Ordering::Relaxed), 0);
+        assert!(store.latest().unwrap().is_none());
+        let reason = stats.history()[0].reason.clone().unwrap_or_default();
+        assert!(
+            reason.contains("not complete within the checkpoint timeout (300ms)")
+                && reason.contains("1 of 2"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_the_source_cannot_start_fails_after_its_interval_and_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = setup(dir.path(), 0);
+        (s.interval, s.timeout) = (Duration::from_millis(100), Duration::from_millis(200));
+        let (tx, rx) = flume::unbounded::<CheckpointEvent>();
+        // The source is blocked: no checkpoint starts, its sender stays.
+        let started = Instant::now();
+        let stopped = run_coordinator(s, rx);
+        drop(tx);
+        let Err(CoordinatorError::TooManyFailures { reason, .. }) = stopped else {
+            panic!("a stalled pipeline stops: {stopped:?}");
+        };
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(
+            reason.contains("the source could not place its barrier"),
+            "{reason}"
         );
     }
 

@@ -44,6 +44,8 @@ pub struct CheckpointSettings {
     pub keep: usize,
     /// Failures in a row that do not stop the pipeline.
     pub tolerable_failures: u32,
+    /// How long a checkpoint may take before it counts as failed.
+    pub timeout: Duration,
 }
 
 /// The folder checkpoint `id` is written into before it completes.

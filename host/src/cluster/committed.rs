@@ -11,11 +11,19 @@
 //! [`ClusterError::PositionLost`]. A partition it does not name is new
 //! (the pipeline's first run, or partitions added to a source topic) and is
 //! read from its start.
+//!
+//! The same topic records, under the key `plan`, what the state in the
+//! changelogs depends on ([`PlanShape`]): a process whose manifest spreads
+//! keys over other key groups, or no longer writes a changelog that holds
+//! state, is refused ([`ClusterError::PlanChanged`]) instead of reading its
+//! keys' state in the wrong place or leaving it behind.
 
 use super::error::ClusterError;
 use super::member::TopicPartition;
 use super::topics::{TopicError, TopicRole, topic_name};
-use crate::connectors::kafka::{EndReader, Reported, consumer_recovers, send_waiting};
+use crate::connectors::kafka::{
+    EndReader, LONGEST_OPEN_TRANSACTION, Reported, consumer_recovers, decided_end, send_waiting,
+};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -25,6 +33,44 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The key of the [`PlanShape`] record.
+const SHAPE_KEY: &str = "plan";
+
+/// What the state a pipeline keeps in its changelogs depends on.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlanShape {
+    /// The key groups keys are spread over (`max_parallelism`).
+    pub key_groups: u32,
+    /// The keyed operators' changelog topics.
+    pub changelogs: Vec<String>,
+}
+
+impl PlanShape {
+    /// Why a process with this shape cannot take over state written with
+    /// `was`, if it cannot: other key groups, or a changelog no operator
+    /// writes any more. Changelogs added (new keyed operators) are fine.
+    fn refusal(&self, was: &PlanShape) -> Option<String> {
+        if was.key_groups != self.key_groups {
+            return Some(format!(
+                "its keys were spread over {} key groups, and this manifest's `max_parallelism` is {}: each key's state would be looked for in another group",
+                was.key_groups, self.key_groups
+            ));
+        }
+        let left: Vec<&str> = was
+            .changelogs
+            .iter()
+            .filter(|c| !self.changelogs.contains(c))
+            .map(String::as_str)
+            .collect();
+        (!left.is_empty()).then(|| {
+            format!(
+                "no keyed operator of this manifest writes `{}` (renamed or removed): the state there would be left behind",
+                left.join("`, `")
+            )
+        })
+    }
+}
 
 /// The record naming `partition` of `topic`: its key.
 fn key_of((topic, partition): &TopicPartition) -> String {
@@ -138,6 +184,42 @@ impl CommittedPartitions {
         })
     }
 
+    /// Refuses `shape` when the state in the changelogs was written with
+    /// another one; records it (in the open transaction, with `producer`)
+    /// when the topic has none, or it adds changelogs: whether it did (the
+    /// caller commits it then).
+    pub fn check_shape(
+        &self,
+        client: &ClientConfig,
+        producer: &BaseProducer<Reported>,
+        shape: &PlanShape,
+    ) -> Result<bool, ClusterError> {
+        let ever = self.read(client)?;
+        if let Some(text) = ever.get(SHAPE_KEY) {
+            let was: PlanShape = serde_json::from_str(text).map_err(|e| ClusterError::CommittedUnread {
+                topic: self.topic.clone(),
+                brokers: self.brokers.clone(),
+                reason: format!("its `{SHAPE_KEY}` record is not one mailer wrote: {e}"),
+            })?;
+            if let Some(reason) = shape.refusal(&was) {
+                return Err(ClusterError::PlanChanged {
+                    reason,
+                    topic: self.topic.clone(),
+                });
+            }
+            if &was == shape {
+                return Ok(false);
+            }
+        }
+        let value = serde_json::to_string(shape).expect("serialises");
+        let record = BaseRecord::to(&self.topic).key(SHAPE_KEY).payload(&value);
+        send_waiting(producer, record).map_err(ClusterError::kafka(
+            &self.brokers,
+            format!("recording the plan in `{}`", self.topic),
+        ))?;
+        Ok(true)
+    }
+
     /// Every record of the topic, key to value, read to its end.
     fn read(&self, client: &ClientConfig) -> Result<BTreeMap<String, String>, ClusterError> {
         let failed = |reason: String| ClusterError::CommittedUnread {
@@ -154,6 +236,8 @@ impl CommittedPartitions {
         let consumer: BaseConsumer<EndReader> = config
             .create_with_context(EndReader)
             .map_err(|e| failed(e.to_string()))?;
+        // Names committed after a transaction still open are read too.
+        decided_end(client, &self.topic, 0, LONGEST_OPEN_TRANSACTION).map_err(failed)?;
         let mut list = TopicPartitionList::new();
         list.add_partition_offset(&self.topic, 0, Offset::Beginning)
             .map_err(|e| failed(e.to_string()))?;
@@ -185,6 +269,36 @@ impl CommittedPartitions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_key_groups_or_a_changelog_left_behind_are_refused_and_new_ones_are_fine() {
+        let was = PlanShape {
+            key_groups: 128,
+            changelogs: vec!["p.counts.changelog".into()],
+        };
+        let same = was.clone();
+        assert_eq!(same.refusal(&was), None);
+        let grown = PlanShape {
+            changelogs: vec!["p.counts.changelog".into(), "p.sums.changelog".into()],
+            ..was.clone()
+        };
+        assert_eq!(grown.refusal(&was), None);
+        let regrouped = PlanShape {
+            key_groups: 256,
+            ..was.clone()
+        };
+        assert!(
+            regrouped
+                .refusal(&was)
+                .unwrap()
+                .contains("`max_parallelism` is 256")
+        );
+        let renamed = PlanShape {
+            changelogs: vec!["p.totals.changelog".into()],
+            ..was.clone()
+        };
+        assert!(renamed.refusal(&was).unwrap().contains("`p.counts.changelog`"));
+    }
 
     #[test]
     fn the_topic_is_named_after_the_pipeline() {

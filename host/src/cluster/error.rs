@@ -62,6 +62,24 @@ pub enum ClusterError {
         /// The topic naming the partitions committed before.
         topic: String,
     },
+    /// The manifest's plan cannot take over the state in the changelogs.
+    #[error(
+        "the pipeline's state in Kafka was written with another plan ({reason}; `{topic}` records the plan). Run the manifest it was written with, or start the pipeline anew under another `[pipeline] name` and `[cluster] group`"
+    )]
+    PlanChanged {
+        /// What differs.
+        reason: String,
+        /// The topic recording the plan.
+        topic: String,
+    },
+    /// The process's state folder cannot be made or locked.
+    #[error("the state folder `{folder}`: {reason}")]
+    StateFolder {
+        /// The folder.
+        folder: String,
+        /// Why.
+        reason: String,
+    },
     /// The partitions committed before cannot be read.
     #[error("reading `{topic}` on `{brokers}`: {reason}")]
     CommittedUnread {

@@ -9,6 +9,7 @@ mod engine;
 mod error;
 mod kept;
 pub mod member;
+mod member_folder;
 pub mod restore;
 mod run;
 mod standby;

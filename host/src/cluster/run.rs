@@ -8,6 +8,7 @@
 use super::engine::{Engine, EngineParts};
 use super::error::ClusterError;
 use super::member::{GroupMember, MemberContext, Membership, RebalanceListener, TopicPartition};
+use super::member_folder::MemberFolder;
 use super::topics::{ClusterTopics, TopicRole, topic_name};
 use crate::connectors::kafka::{
     FaultLog, KafkaSinkSpec, Reported, consumer_recovers, producer_config, set_transactional,
@@ -125,6 +126,8 @@ pub fn run(
         .clone()
         .unwrap_or_else(|| format!("pid-{}-{}", std::process::id(), crate::clock::now_ms()));
     isolate_state(&mut plan, &member_name);
+    // Dropped last: after the engine closed its databases.
+    let _folder = MemberFolder::take(&plan, &member_name)?;
     let client_id = super::member::client_id(&plan.name, &member_name, admin);
     let producer = producer(&settings, &member_name)?;
     let pipeline = plan.name.clone();

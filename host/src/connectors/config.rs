@@ -43,6 +43,10 @@ pub struct ConnectorContext<'a> {
     pub dir: &'a Path,
     /// The checkpoint interval, when the pipeline takes checkpoints.
     pub checkpoint_interval: Option<Duration>,
+    /// Checkpoints in a row that may fail (`[checkpoint]
+    /// tolerable_failures`; 0 without checkpoints): an exactly-once sink
+    /// keeps its output pending over each of them.
+    pub tolerable_failures: u32,
 }
 
 impl ConnectorContext<'_> {

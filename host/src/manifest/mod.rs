@@ -104,6 +104,11 @@ impl Manifest {
             pipeline: &self.spec.pipeline.get_ref().name,
             dir: &self.dir,
             checkpoint_interval: self.spec.checkpoint.as_ref().map(|c| c.get_ref().interval),
+            tolerable_failures: self
+                .spec
+                .checkpoint
+                .as_ref()
+                .map_or(0, |c| c.get_ref().tolerable_failures),
         }
     }
 

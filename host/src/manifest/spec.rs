@@ -231,6 +231,10 @@ pub struct CheckpointSpec {
     /// before the pipeline stops.
     #[serde(default = "defaults::tolerable_failures")]
     pub tolerable_failures: u32,
+    /// How long a checkpoint may take before it counts as failed (a stage
+    /// or sink that never acknowledges its barrier).
+    #[serde(default = "defaults::checkpoint_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
     /// `[checkpoint.s3]`: how to reach the bucket of `s3://` paths (and of
     /// savepoints in buckets).
     #[serde(default)]
@@ -1055,6 +1059,10 @@ pub mod defaults {
     /// Checkpoint failures in a row tolerated.
     pub const fn tolerable_failures() -> u32 {
         3
+    }
+    /// How long a checkpoint may take.
+    pub const fn checkpoint_timeout() -> Duration {
+        Duration::from_secs(600)
     }
     /// How long one S3 request may take.
     pub const fn s3_request_timeout() -> Duration {

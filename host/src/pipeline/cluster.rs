@@ -147,5 +147,6 @@ fn context(name: &str) -> ConnectorContext<'_> {
         pipeline: name,
         dir: Path::new("."),
         checkpoint_interval: None,
+        tolerable_failures: 0,
     }
 }

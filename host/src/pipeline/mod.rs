@@ -221,6 +221,7 @@ impl Pipeline {
             s3: S3Settings::default(),
             keep: crate::manifest::defaults::checkpoints_kept(),
             tolerable_failures: crate::manifest::defaults::tolerable_failures(),
+            timeout: crate::manifest::defaults::checkpoint_timeout(),
         });
         self
     }

@@ -381,6 +381,7 @@ fn checkpoint_settings(m: &Manifest) -> Option<CheckpointSettings> {
         },
         keep: spec.keep,
         tolerable_failures: spec.tolerable_failures,
+        timeout: spec.timeout,
     })
 }
 

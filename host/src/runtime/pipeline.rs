@@ -506,6 +506,8 @@ fn start_checkpoints(
         key_groups: plan.key_groups,
         operators,
         tolerable_failures: settings.tolerable_failures,
+        interval: settings.interval,
+        timeout: settings.timeout,
         stats: stats.clone(),
         control: Arc::new(control.clone()),
         outcomes,
@@ -542,6 +544,15 @@ fn supervise(
             tracing::error!(timeout = ?timeout, "shutdown timeout passed: aborting blocked stages");
             shutdown.abort();
             first_error.get_or_insert(RunError::Aborted(timeout));
+        }
+        if cancelled_at.is_some_and(|t| t.elapsed() > timeout.saturating_mul(2)) {
+            // A stage blocked where no abort reaches (a call into a
+            // database that does not answer) is left behind: the run ends
+            // as a crash would, and the next one resumes from its
+            // checkpoint.
+            let blocked: Vec<&str> = handles.iter().map(|(name, _)| name.as_str()).collect();
+            tracing::error!(stages = %blocked.join(", "), "stages still blocked twice the shutdown timeout after the stop: leaving them");
+            break;
         }
         let (done, running): (Vec<StageHandle>, Vec<StageHandle>) =
             handles.into_iter().partition(|(_, h)| h.is_finished());

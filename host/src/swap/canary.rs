@@ -69,20 +69,25 @@ impl Swaps {
             if self.shutdown.is_cancelled() {
                 return;
             }
-            let stats = {
-                let operators = self.operators.lock().expect("operators lock");
-                match operators.get(operator).and_then(|v| v.canary.as_ref()) {
-                    Some((running, _, stats)) if *running == id => stats.clone(),
-                    _ => return,
-                }
-            };
-            let (records, failures) = stats.counts();
-            let passed = records >= self.probation.records;
-            if failures <= allowed && !passed {
-                continue;
-            }
-            let Ok(Some(canary)) = self.take_canary(operator) else {
-                return;
+            // Checked and taken under one lock, by id: a canary aborted and
+            // another started meanwhile is not this watcher's.
+            let taken = self.versions(operator, |v| {
+                let Some((_, _, stats)) = v.canary.as_ref().filter(|c| c.0 == id) else {
+                    return Ok(None);
+                };
+                let (records, failures) = stats.counts();
+                let decided = failures > allowed || records >= self.probation.records;
+                Ok(Some(
+                    decided
+                        .then(|| v.canary.take())
+                        .flatten()
+                        .map(|c| (c, records, failures)),
+                ))
+            });
+            let (canary, records, failures) = match taken {
+                Ok(Some(Some(taken))) => taken,
+                Ok(Some(None)) => continue,
+                _ => return,
             };
             if failures > allowed {
                 canary.2.end(CanaryState::RolledBack);

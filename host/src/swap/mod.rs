@@ -97,6 +97,8 @@ struct Versions {
     shadow: Option<Shadow>,
     /// The canary handling some of its key groups, if any.
     canary: Option<Canary>,
+    /// The swap that made `current` the version (none: the manifest's).
+    current_swap: Option<u64>,
 }
 
 impl Versions {
@@ -167,6 +169,7 @@ impl Swaps {
                         workers: op.workers,
                         shadow: None,
                         canary: None,
+                        current_swap: None,
                     },
                 )
             })
@@ -531,8 +534,14 @@ impl Swaps {
                     seen,
                     "the new plugin version failed too often on probation: rolling it back"
                 );
-                if let Err(e) = self.roll_back(operator, Change::AutomaticRollback, false) {
-                    tracing::error!(operator, error = %e, "the automatic rollback failed");
+                // Only swap `id`, checked under the lock it is rolled back
+                // under: a swap landing meanwhile is not undone.
+                match self.roll_back(operator, Change::AutomaticRollback, false, Some(id)) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        tracing::info!(operator, "another swap followed before the rollback: it stays")
+                    }
+                    Err(e) => tracing::error!(operator, error = %e, "the automatic rollback failed"),
                 }
                 return;
             }
@@ -551,11 +560,24 @@ impl Swaps {
     /// Swaps `operator` back to the version before the running one; to a
     /// version of a lower state version only when `force`.
     pub fn rollback(&self, operator: &str, force: bool) -> Result<SwapRecord, SwapError> {
-        self.roll_back(operator, Change::Rollback, force)
+        self.roll_back(operator, Change::Rollback, force, None)?
+            .ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))
     }
 
-    fn roll_back(&self, operator: &str, change: Change, force: bool) -> Result<SwapRecord, SwapError> {
-        let previous = self.versions(operator, |v| {
+    /// Swaps `operator` back to the version before the running one, in one
+    /// step under its lock; with `of_swap`, only while swap `of_swap` made
+    /// the running version (`None` then when another swap followed it).
+    fn roll_back(
+        &self,
+        operator: &str,
+        change: Change,
+        force: bool,
+        of_swap: Option<u64>,
+    ) -> Result<Option<SwapRecord>, SwapError> {
+        let switched = self.versions(operator, |v| {
+            if of_swap.is_some_and(|id| v.current_swap != Some(id)) {
+                return Ok(None);
+            }
             let newest = v.previous.iter().rposition(|(_, rolled_back)| !rolled_back);
             let at = newest.ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?;
             let previous = &v.previous[at].0;
@@ -564,9 +586,12 @@ impl Swaps {
                 operator: operator.to_owned(),
                 reason,
             })?;
-            Ok(v.previous.remove(at).0)
+            let previous = v.previous.remove(at).0;
+            Ok(Some(self.switch_in(v, operator, previous, change)))
         })?;
-        self.switch(operator, previous, change)
+        switched
+            .map(|(record, point)| self.publish(record, point))
+            .transpose()
     }
 
     /// The operator's world, and whether its plugins count fuel.
@@ -596,25 +621,36 @@ impl Swaps {
         plugin: Arc<LoadedPlugin>,
         change: Change,
     ) -> Result<SwapRecord, SwapError> {
-        let (record, point) = self.versions(operator, |v| {
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let record = self.record(id, operator, (&v.current, &plugin), change, v.workers);
-            let mut point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
-            if change == Change::Upgrade && plugin.state_version() > v.current.state_version() {
-                point = point.with_kind(SwapKind::Upgrade);
-            }
-            // The swap point ends a trial in every worker.
-            if let Some((_, _, canary)) = v.canary.take() {
-                canary.end(CanaryState::RolledBack);
-            }
-            if let Some((_, _, shadow)) = v.shadow.take() {
-                shadow.end(ShadowState::Aborted);
-            }
-            let old = std::mem::replace(&mut v.current, plugin);
-            v.previous.push((old, record.rollback));
-            Ok((record, point))
-        })?;
+        let (record, point) = self.versions(operator, |v| Ok(self.switch_in(v, operator, plugin, change)))?;
         self.publish(record, point)
+    }
+
+    /// Makes `plugin` the version of `operator` (its versions `v`, under
+    /// their lock): the swap's record and the point to publish.
+    fn switch_in(
+        &self,
+        v: &mut Versions,
+        operator: &str,
+        plugin: Arc<LoadedPlugin>,
+        change: Change,
+    ) -> (SwapRecord, SwapPoint) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let record = self.record(id, operator, (&v.current, &plugin), change, v.workers);
+        let mut point = SwapPoint::new(id, operator, plugin.clone(), v.workers);
+        if change == Change::Upgrade && plugin.state_version() > v.current.state_version() {
+            point = point.with_kind(SwapKind::Upgrade);
+        }
+        // The swap point ends a trial in every worker.
+        if let Some((_, _, canary)) = v.canary.take() {
+            canary.end(CanaryState::RolledBack);
+        }
+        if let Some((_, _, shadow)) = v.shadow.take() {
+            shadow.end(ShadowState::Aborted);
+        }
+        let old = std::mem::replace(&mut v.current, plugin);
+        v.previous.push((old, record.rollback));
+        v.current_swap = Some(id);
+        (record, point)
     }
 
     /// The record of swap `id` of `operator`, on `workers` workers, from

@@ -8,7 +8,7 @@
 //! state changes (to their changelogs), its watermark markers and the
 //! offsets it consumed at once (one Kafka transaction with `exactly_once`).
 
-use super::committed::CommittedPartitions;
+use super::committed::{CommittedPartitions, PlanShape};
 use super::error::ClusterError;
 use super::kept::KeptStates;
 use super::member::{TopicPartition, position_of};
@@ -256,6 +256,36 @@ impl Engine {
         let brokers = settings.brokers().bootstrap_servers.value();
         let committed = CommittedPartitions::new(&plan.name, &settings.group, brokers)?;
         topics.ensure(committed.topic(), 1, TopicRole::Committed)?;
+        let mut changelogs = Vec::new();
+        for k in &keyed {
+            changelogs.extend(changelog_topics(&plan, &k.part, k.partitions).map_err(|cause| {
+                ClusterError::Task {
+                    task: k.topic.clone(),
+                    cause: Box::new(cause),
+                }
+            })?);
+        }
+        let shape = PlanShape {
+            key_groups: plan.key_groups,
+            changelogs,
+        };
+        if committed.check_shape(&client, &producer, &shape)? {
+            // Committed at once: an open transaction would hold back
+            // every reader of the topic, this process's too.
+            let kafka = |what: &str| ClusterError::kafka(brokers, what.to_owned());
+            if settings.sink.exactly_once {
+                producer
+                    .commit_transaction(TIMEOUT)
+                    .map_err(kafka("committing the plan's record"))?;
+                producer
+                    .begin_transaction()
+                    .map_err(kafka("beginning a transaction"))?;
+            } else {
+                producer
+                    .flush(TIMEOUT)
+                    .map_err(kafka("writing the plan's record"))?;
+            }
+        }
         Ok(Self {
             brokers: brokers.to_owned(),
             committed,

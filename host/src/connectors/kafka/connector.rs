@@ -90,13 +90,16 @@ impl SinkConfig for KafkaSinkSpec {
             return Ok(());
         };
         // A transaction stays open for an interval and the checkpoint
-        // after it; the brokers abort one open past the timeout.
+        // after it, and an interval more for each failed checkpoint
+        // tolerated in a row; the brokers abort one open past the timeout.
         let timeout = transaction_timeout(self, TRANSACTION_TIMEOUT);
-        if interval * 2 > timeout {
+        let intervals = cx.tolerable_failures.saturating_add(2);
+        if interval.saturating_mul(intervals) > timeout {
             return Err(ConfigProblem {
                 at: ProblemAt::Checkpoint("interval"),
                 message: format!(
-                    "the checkpoint interval ({interval:?}) must be at most half the Kafka sink's transaction timeout ({timeout:?}, `transaction.timeout.ms`): each transaction stays open for an interval and the checkpoint after it, and the brokers abort one open longer"
+                    "the checkpoint interval ({interval:?}) times {intervals} must be at most the Kafka sink's transaction timeout ({timeout:?}, `transaction.timeout.ms`): each transaction stays open for an interval, the checkpoint after it, and an interval more for each of the `tolerable_failures` = {} checkpoints that may fail in a row, and the brokers abort one open longer. Lower the interval or `tolerable_failures`, or raise `transaction.timeout.ms`",
+                    cx.tolerable_failures
                 ),
             });
         }

@@ -13,6 +13,15 @@ use tokio_postgres::{Client, Config};
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// tokio-postgres's keepalive idle time when the DSN sets none.
+const DEFAULT_KEEPALIVE_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// Keepalives, unless the DSN sets them: idle 30 s, then every 10 s, 3
+/// unanswered ones end the connection.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_RETRIES: u32 = 3;
+
 /// A database to connect to.
 pub struct Target {
     config: Config,
@@ -32,6 +41,18 @@ impl Target {
         })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        // A connection the network cut without a word (a half-open one)
+        // is noticed within about a minute, not after the system's two
+        // hours: a write waiting on it fails and is retried on a new one.
+        if config.get_keepalives_idle() == DEFAULT_KEEPALIVE_IDLE {
+            config.keepalives_idle(KEEPALIVE_IDLE);
+        }
+        if config.get_keepalives_interval().is_none() {
+            config.keepalives_interval(KEEPALIVE_INTERVAL);
+        }
+        if config.get_keepalives_retries().is_none() {
+            config.keepalives_retries(KEEPALIVE_RETRIES);
         }
         if config.get_application_name().is_none() {
             config.application_name("mailer");
@@ -187,6 +208,16 @@ mod tests {
             .unwrap();
         assert!(!e.contains("s3cret"), "{e}");
         assert!(e.starts_with("the DSN is not valid"), "{e}");
+    }
+
+    #[test]
+    fn a_silent_connection_is_noticed_within_a_minute_unless_the_dsn_says_otherwise() {
+        let t = Target::new("postgres://a@h/d", None, None).unwrap();
+        assert_eq!(t.config.get_keepalives_idle(), KEEPALIVE_IDLE);
+        assert_eq!(t.config.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL));
+        assert_eq!(t.config.get_keepalives_retries(), Some(KEEPALIVE_RETRIES));
+        let t = Target::new("host=h user=a keepalives_idle=600", None, None).unwrap();
+        assert_eq!(t.config.get_keepalives_idle(), Duration::from_secs(600));
     }
 
     #[test]
