@@ -612,6 +612,9 @@ impl Swaps {
         std::fs::write(&tmp, bytes)?;
         std::fs::File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, &path)?;
+        // The rename itself survives a power loss only once the folder is
+        // synced: a checkpoint naming the plugin must find it.
+        std::fs::File::open(&self.store)?.sync_all()?;
         Ok((path, true))
     }
 
