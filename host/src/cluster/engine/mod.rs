@@ -233,19 +233,21 @@ impl Engine {
             .enumerate()
             .map(|(i, p)| (p.clone(), i as u32))
             .collect();
+        // Each keyed part's repartition topic and changelog topics: the
+        // plan's shape, and what standbys keep warm.
+        let mut parts = Vec::new();
+        for k in &keyed {
+            let changelogs =
+                changelog_topics(&plan, &k.part, k.partitions).map_err(|cause| ClusterError::Task {
+                    task: k.topic.clone(),
+                    cause: Box::new(cause),
+                })?;
+            parts.push((k.topic.clone(), changelogs));
+        }
+        let changelogs = parts.iter().flat_map(|(_, c)| c.clone()).collect();
         let standby = match settings.standby_replicas {
             0 => None,
             replicas => {
-                let mut parts = Vec::new();
-                for k in &keyed {
-                    let changelogs = changelog_topics(&plan, &k.part, k.partitions).map_err(|cause| {
-                        ClusterError::Task {
-                            task: k.topic.clone(),
-                            cause: Box::new(cause),
-                        }
-                    })?;
-                    parts.push((k.topic.clone(), changelogs));
-                }
                 let warm = WarmStates::new(&client, &settings.group).map_err(ClusterError::kafka(
                     settings.brokers().bootstrap_servers.value(),
                     "making the standby states' consumer".to_owned(),
@@ -256,15 +258,6 @@ impl Engine {
         let brokers = settings.brokers().bootstrap_servers.value();
         let committed = CommittedPartitions::new(&plan.name, &settings.group, brokers)?;
         topics.ensure(committed.topic(), 1, TopicRole::Committed)?;
-        let mut changelogs = Vec::new();
-        for k in &keyed {
-            changelogs.extend(changelog_topics(&plan, &k.part, k.partitions).map_err(|cause| {
-                ClusterError::Task {
-                    task: k.topic.clone(),
-                    cause: Box::new(cause),
-                }
-            })?);
-        }
         let shape = PlanShape {
             key_groups: plan.key_groups,
             changelogs,

@@ -141,13 +141,7 @@ impl PostgresSink {
         let progress = spec.exactly_once.then(|| Arc::new(progress(spec, pipeline)));
         let (mut lock, mut progress_seen) = (None, 0);
         if let Some(p) = &progress {
-            lock = Some(
-                take_lock(&runtime, &target, p).map_err(|e| ConnectorError::Postgres {
-                    target: target.shown().to_owned(),
-                    table: spec.table.clone(),
-                    message: e,
-                })?,
-            );
+            lock = Some(take_lock(&runtime, &target, p).map_err(err)?);
             // What a previous run staged is replayed from its checkpoint:
             // its sessions are ended, the stage made anew.
             let setup = format!(
