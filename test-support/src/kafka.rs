@@ -89,6 +89,19 @@ pub fn create_topic_at(bootstrap: &str, topic: &str, partitions: i32, config: &[
     }
 }
 
+/// Whether the broker lists `topic` (asked by listing every topic, which
+/// never makes one).
+pub fn topic_exists(topic: &str) -> bool {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("a consumer");
+    let metadata = consumer
+        .fetch_metadata(None, Duration::from_secs(30))
+        .expect("the broker's topics");
+    metadata.topics().iter().any(|t| t.name() == topic)
+}
+
 /// An idempotent producer: a retry after a slow broker's timeout never
 /// writes a record twice.
 pub fn producer() -> BaseProducer {

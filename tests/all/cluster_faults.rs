@@ -5,9 +5,10 @@
 //! consumer: each word's counts 1..n exactly once, nothing else.
 
 use crate::cluster_runs::{
-    Member, assert_exact_counts, input_and_output, lines, settled_status, word_count, word_count_with,
+    Member, assert_exact_counts, held_by_each, input_and_output, keyed_tasks_of, lines, settled_status,
+    word_count, word_count_with,
 };
-use crate::kafka::{admin, bootstrap, produce, transaction_left_open};
+use crate::kafka::{admin, bootstrap, produce, topic_exists, transaction_left_open, unique_topic};
 use crate::support::*;
 use rdkafka::ClientConfig;
 use rdkafka::TopicPartitionList;
@@ -97,30 +98,8 @@ fn a_member_given_tasks_with_records_in_its_transaction_commits_before_a_restore
     // A cooperative rebalance moves partitions in two rounds: once both
     // hold some, the one holding more keyed tasks is stopped (the group
     // balances partitions, not keyed tasks).
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    let text = loop {
-        let text = settled_status(&m, &input, 2);
-        let held_by = |suffix: &str| {
-            text.lines()
-                .filter(|l| l.starts_with(&input))
-                .any(|l| l.split_whitespace().nth(4).is_some_and(|c| c.ends_with(suffix)))
-        };
-        if held_by("-a") && held_by("-b") {
-            break text;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the partitions were never shared:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    let keyed_of = |suffix: &str| {
-        text.lines()
-            .filter(|l| l.contains(".repartition/"))
-            .filter(|l| l.split_whitespace().nth(4).is_some_and(|c| c.ends_with(suffix)))
-            .count()
-    };
-    let (stopped, mut survivor) = match keyed_of("-a") > keyed_of("-b") {
+    let text = held_by_each(&m, &input, &["a", "b"]);
+    let (stopped, mut survivor) = match keyed_tasks_of(&text, "a") > keyed_tasks_of(&text, "b") {
         true => (a, b),
         false => (b, a),
     };
@@ -147,6 +126,43 @@ fn a_member_given_tasks_with_records_in_its_transaction_commits_before_a_restore
     let log = survivor.stop();
     assert!(log[before..].contains("test hook: restoring"), "{log}");
     assert_exact_counts(&output, &input_so_far, &mut []);
+}
+
+#[test]
+fn status_before_the_first_run_and_a_missing_source_make_no_topics() {
+    // The brokers make a topic anyone asks about unless told not to
+    // (auto.create.topics.enable is on by default): with one partition, it
+    // would stop the pipeline's first start.
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-no-auto-create");
+    let m = word_count(&w, &input, &output);
+    let status = mailer()
+        .env("KAFKA_BOOTSTRAP", bootstrap())
+        .env("MAILER_INSTANCE", "status")
+        .args(["cluster", "status", m.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(
+        !topic_exists(&format!("{input}.counts.repartition")),
+        "the status made the repartition topic"
+    );
+    let input_so_far = lines(0, 100, 30);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a]);
+    a.stop();
+
+    // A source topic that does not exist is refused, and not made.
+    let missing = unique_topic("cluster-missing-in");
+    let m = word_count(&w, &missing, &output);
+    let (status, log) = Member::start(&w, &m, "b").exit(Duration::from_secs(60));
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains(&format!("`{missing}`")) && log.contains("the topic does not exist"),
+        "{log}"
+    );
+    assert!(!topic_exists(&missing), "the missing source topic was made");
 }
 
 #[test]

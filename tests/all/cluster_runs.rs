@@ -256,6 +256,43 @@ pub(crate) fn settled_status(m: &Path, pipeline: &str, members: usize) -> String
     }
 }
 
+/// The cluster's status once the group settled with `members` and each of
+/// them holds some of `pipeline`'s partitions; fails after 90 s.
+pub(crate) fn held_by_each(m: &Path, pipeline: &str, members: &[&str]) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = settled_status(m, pipeline, members.len());
+        let holds = |name: &str| {
+            text.lines()
+                .filter(|l| l.starts_with(pipeline))
+                .any(|l| holder_is(l, name))
+        };
+        if members.iter().all(|name| holds(name)) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the partitions were never shared:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// How many keyed tasks (repartition partitions) member `name` holds in a
+/// cluster status `text`.
+pub(crate) fn keyed_tasks_of(text: &str, name: &str) -> usize {
+    text.lines()
+        .filter(|l| l.contains(".repartition/") && holder_is(l, name))
+        .count()
+}
+
+/// Whether a status line's partition is held by member `name`.
+fn holder_is(line: &str, name: &str) -> bool {
+    line.split_whitespace()
+        .nth(4)
+        .is_some_and(|c| c.ends_with(&format!("-{name}")))
+}
+
 pub(crate) fn input_and_output(prefix: &str) -> (String, String) {
     let (input, output) = (
         unique_topic(&format!("{prefix}-in")),
@@ -330,38 +367,65 @@ fn a_killed_a_stopped_and_a_new_process_lose_and_repeat_nothing() {
     let m = word_count(&w, &input, &output);
     let mut input_so_far = lines(0, 200, 30);
     produce(&input, &input_so_far);
-    let a = Member::start(&w, &m, "a");
-    let mut b = Member::start(&w, &m, "b");
-    let mut c = Member::start(&w, &m, "c");
+    let mut members: Vec<(&str, Member)> = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| (name, Member::start(&w, &m, name)))
+        .collect();
+    // Once the group spread the partitions and the keyed tasks hold state,
+    // the process holding the most keyed tasks dies at once, mid-run, and
+    // comes back: its transactional id fences whatever its killed self
+    // left open, and the group hands its partitions out again, each task's
+    // state restored from its changelog.
+    let text = held_by_each(&m, &input, &["a", "b", "c"]);
+    assert_exact_counts(
+        &output,
+        &input_so_far,
+        &mut members.iter_mut().map(|(_, p)| p).collect::<Vec<_>>(),
+    );
+    let keyed_of = |name: &str| keyed_tasks_of(&text, name);
+    let victim = (0..members.len())
+        .max_by_key(|&i| keyed_of(members[i].0))
+        .unwrap();
+    let (name, killed) = members.remove(victim);
     let more = lines(200, 200, 30);
     produce(&input, &more);
     input_so_far.extend(more);
-    // Mid-run, `a` dies at once, and comes back: its transactional id
-    // fences whatever its killed self left open, and the group hands out
-    // the partitions again once the broker expires the dead member's
-    // session, each task's state restored from its changelog.
-    std::thread::sleep(Duration::from_millis(1500));
-    let a_log = a.kill();
-    let mut a = Member::start(&w, &m, "a");
+    std::thread::sleep(Duration::from_millis(300));
+    let killed_log = killed.kill();
+    members.push((name, Member::start(&w, &m, name)));
     let more = lines(400, 200, 30);
     produce(&input, &more);
     input_so_far.extend(more);
-    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b, &mut c]);
-    // `b` stops as asked.
-    let b_log = b.stop();
+    assert_exact_counts(
+        &output,
+        &input_so_far,
+        &mut members.iter_mut().map(|(_, p)| p).collect::<Vec<_>>(),
+    );
+    // Another stops as asked.
+    let (_, stopped) = members.remove(0);
+    let stopped_log = stopped.stop();
     let more = lines(600, 200, 30);
     produce(&input, &more);
     input_so_far.extend(more);
-    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut c]);
+    assert_exact_counts(
+        &output,
+        &input_so_far,
+        &mut members.iter_mut().map(|(_, p)| p).collect::<Vec<_>>(),
+    );
     // A newcomer joins.
-    let mut d = Member::start(&w, &m, "d");
+    members.push(("d", Member::start(&w, &m, "d")));
     let more = lines(800, 200, 30);
     produce(&input, &more);
     input_so_far.extend(more);
-    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut c, &mut d]);
-    // Which member restored moved state depends on how the group spread
-    // the repartition partitions: any of them will do.
-    let logs = [a_log, b_log, d.stop(), a.stop(), c.stop()];
+    assert_exact_counts(
+        &output,
+        &input_so_far,
+        &mut members.iter_mut().map(|(_, p)| p).collect::<Vec<_>>(),
+    );
+    // Which member restored the moved state depends on how the group
+    // spread the repartition partitions: any of them will do.
+    let mut logs = vec![killed_log, stopped_log];
+    logs.extend(members.into_iter().map(|(_, p)| p.stop()));
     let restored_state = logs.iter().any(|log| {
         log.lines()
             .any(|l| l.contains("task restored from its changelog") && !l.contains("records=0 "))

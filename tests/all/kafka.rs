@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use mailer_test_support::kafka::{
-    admin, bootstrap, consume_all, create_topic, create_topic_with, produce, producer, send, unique_topic,
+    admin, bootstrap, consume_all, create_topic, create_topic_with, produce, producer, send, topic_exists,
+    unique_topic,
 };
 
 /// A transaction of another producer left open in partition 0 of `topic`,
@@ -174,6 +175,25 @@ fn an_unreachable_broker_and_a_missing_topic_are_clear_errors() {
         "said once: {err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+    assert!(!topic_exists(&missing), "the missing source topic was made");
+
+    // A missing output topic is refused too, and not made with the
+    // brokers' defaults (auto.create.topics.enable is on by default).
+    let (input, missing_output) = (unique_topic("in"), unique_topic("missing-out"));
+    create_topic(&input, 1);
+    let m = w.write(
+        "missing-output.toml",
+        &text.replace(&missing, &input).replace(&output, &missing_output),
+    );
+    let out = run(&["run", m.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("topic `{missing_output}`")), "{err}");
+    assert!(err.contains("the topic does not exist"), "{err}");
+    assert!(
+        !topic_exists(&missing_output),
+        "the missing output topic was made"
+    );
 
     let m = w.write(
         "unreachable.toml",

@@ -232,6 +232,10 @@ pub fn client_config(
 ) -> rdkafka::ClientConfig {
     let mut c = rdkafka::ClientConfig::new();
     c.set("bootstrap.servers", bootstrap.value());
+    // Asking about a topic never makes it (brokers do by default, with one
+    // partition): a missing topic is refused by name, and the cluster's
+    // own topics are made with the partitions they need.
+    c.set("allow.auto.create.topics", "false");
     if let Some(s) = security {
         c.set("security.protocol", s.protocol.librdkafka());
         if let Some(m) = &s.sasl_mechanism {

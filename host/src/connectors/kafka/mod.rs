@@ -22,7 +22,7 @@ pub use refusals::raw_record;
 pub use sink::KafkaSink;
 pub use source::KafkaSource;
 pub use transactional::{TRANSACTION_TIMEOUT, TransactionalKafkaSink, committed_checkpoint};
-pub use transient::{EndReader, FaultLog, consumer_recovers};
+pub use transient::{EndReader, FaultLog, consumer_recovers, still_sending};
 pub use watermarks::{LONGEST_OPEN_TRANSACTION, decided_end, watermarks};
 
 use super::ConnectorError;

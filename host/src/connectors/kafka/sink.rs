@@ -15,8 +15,9 @@ use rdkafka::producer::{BaseProducer, DeliveryResult, Producer, ProducerContext}
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// How long a flush may wait for the brokers.
-const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+/// How much longer than the delivery timeout a flush waits: by then every
+/// record was delivered or reported failed.
+const FLUSH_MARGIN: Duration = Duration::from_secs(10);
 
 /// Applies the policy to records the brokers refuse, and keeps the first
 /// failure that stops the pipeline until the next flush reports it.
@@ -61,6 +62,8 @@ pub struct KafkaSink {
     brokers: String,
     topic: String,
     partition: Option<i32>,
+    /// How long a record is retried through outages (`delivery_timeout`).
+    delivery_timeout: Duration,
 }
 
 impl KafkaSink {
@@ -98,6 +101,7 @@ impl KafkaSink {
             brokers,
             topic: spec.topic.clone(),
             partition: spec.partition,
+            delivery_timeout: spec.delivery_timeout,
         })
     }
 
@@ -126,8 +130,10 @@ impl Sink for KafkaSink {
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
+        // Records are retried through an outage until `delivery_timeout`:
+        // the flush waits as long, and a record that failed says why.
         self.producer
-            .flush(FLUSH_TIMEOUT)
+            .flush(self.delivery_timeout + FLUSH_MARGIN)
             .map_err(|e| self.failed(format!("flushing: {e}")))?;
         let failure = self
             .producer

@@ -12,7 +12,7 @@
 
 use super::config::{KafkaSinkSpec, client_config, producer_config, set_transactional, transaction_timeout};
 use super::topic_admin::{TopicAdmin, TopicLimits};
-use super::transient::{EndReader, FaultLog};
+use super::transient::{EndReader, FaultLog, still_sending};
 use super::watermarks::{LONGEST_OPEN_TRANSACTION, decided_end};
 use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
@@ -281,6 +281,13 @@ impl TransactionalKafkaSink {
                         tracing::warn!(brokers = %self.brokers, topic = %self.topic, checkpoint = id, error = %e, "committing the transaction: the brokers did not answer yet; asking again");
                     }
                 }
+                // The commit flushes first: records still retried through
+                // an outage (until `delivery_timeout`) are waited for.
+                Err(e) if still_sending(&e) && self.opened.elapsed() < self.timeout => {
+                    if faults.due() {
+                        tracing::warn!(brokers = %self.brokers, topic = %self.topic, checkpoint = id, "committing the transaction: the brokers did not take every record yet; waiting (each is retried until `delivery_timeout`)");
+                    }
+                }
                 Err(KafkaError::Transaction(e)) if e.txn_requires_abort() => {
                     return Err(self.aborted(e.to_string()));
                 }
@@ -326,9 +333,18 @@ impl Sink for TransactionalKafkaSink {
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
-        self.producer
-            .flush(TIMEOUT)
-            .map_err(|e| self.failed(format!("flushing: {e}")))
+        let mut faults = FaultLog::default();
+        loop {
+            match self.producer.flush(TIMEOUT) {
+                Ok(()) => return Ok(()),
+                Err(e) if still_sending(&e) && self.opened.elapsed() < self.timeout => {
+                    if faults.due() {
+                        tracing::warn!(brokers = %self.brokers, topic = %self.topic, "flushing: the brokers did not take every record yet; waiting (each is retried until `delivery_timeout`)");
+                    }
+                }
+                Err(e) => return Err(self.failed(format!("flushing: {e}"))),
+            }
+        }
     }
 
     fn close(&mut self) -> Result<(), ConnectorError> {

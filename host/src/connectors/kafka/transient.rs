@@ -62,6 +62,13 @@ pub fn leader_unknown(e: &KafkaError) -> bool {
     )
 }
 
+/// Whether a producer's flush ended only because records are still being
+/// retried through an outage (each fails by itself once its
+/// `delivery_timeout` passes): waiting longer is the cure.
+pub fn still_sending(e: &KafkaError) -> bool {
+    matches!(e, KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+}
+
 /// Whether a consumer's poll reporting `e` goes on by itself: librdkafka
 /// reconnects, finds the new leader or coordinator and fetches again, so
 /// the error is news to log, not a reason to stop.
