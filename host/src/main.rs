@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mailer::admin::{AdminClient, ClientError};
+use mailer::admin::{AdminClient, AdminPeers, ClientError};
 use mailer::checkpoint::{Location, StartFrom};
 use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
@@ -676,23 +676,37 @@ fn state_command(command: &StateCommand) -> Result<()> {
     }
     // Cluster mode: a key's state is on the process running its task;
     // every process is asked, and a scan merges their keys.
-    let (token, members) = cluster_members(&plan)?;
+    let (peers, members) = cluster_members(&plan)?;
     let mut found = Vec::new();
+    let mut skipped = Vec::new();
     for (member, admin) in &members {
         let addr = admin.with_context(|| {
             format!("process {member} publishes no admin API: start every process with `[admin]`")
         })?;
-        match ask(&AdminClient::at(addr, token.clone())) {
+        // An address the manifest does not list is skipped (and warned of).
+        let client = match peers.client(member, addr) {
+            Ok(client) => client,
+            Err(ClientError::NotListed { addr } | ClientError::PlainOverNetwork { addr }) => {
+                skipped.push(format!("{member} at {addr}"));
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("asking process {member}")),
+        };
+        match ask(&client) {
             Ok(answer) => found.push(answer),
             Err(ClientError::Refused { status: 404, .. }) => {}
             Err(e) => return Err(e).with_context(|| format!("asking process {member}")),
         }
     }
+    let not_asked = match skipped.is_empty() {
+        true => String::new(),
+        false => format!(" (not asked: {})", skipped.join(", ")),
+    };
     let answer = match command {
         StateCommand::Get { operator, key, .. } => found.into_iter().next().with_context(|| {
             format!(
-                "key \"{key}\" has no state in operator `{operator}` on any of the {} processes",
-                members.len()
+                "key \"{key}\" has no state in operator `{operator}` on any of the {} processes asked{not_asked}",
+                members.len() - skipped.len()
             )
         })?,
         StateCommand::Scan { operator, limit, .. } => {
@@ -718,16 +732,16 @@ fn state_command(command: &StateCommand) -> Result<()> {
 /// address it publishes.
 type Members = Vec<(String, Option<std::net::SocketAddr>)>;
 
-/// The admin token of a cluster-mode `plan` and the group's members now;
-/// an error when none runs.
-fn cluster_members(plan: &plan::Plan) -> Result<(String, Members)> {
-    let token = plan.admin.as_ref().ok_or(ClientError::NoAdmin)?.token.clone();
+/// The admin APIs a cluster-mode `plan`'s manifest lets the CLI ask and
+/// the group's members now; an error when none runs.
+fn cluster_members(plan: &plan::Plan) -> Result<(AdminPeers, Members)> {
+    let peers = AdminPeers::of(plan)?;
     let members = mailer::cluster::member_admins(plan)?;
     anyhow::ensure!(
         !members.is_empty(),
         "no process of the cluster's group runs now: nothing to ask"
     );
-    Ok((token, members))
+    Ok((peers, members))
 }
 
 fn plugin_command(command: PluginCommand) -> Result<()> {
@@ -747,12 +761,14 @@ fn plugin_command(command: PluginCommand) -> Result<()> {
         return Ok(());
     }
     // Cluster mode: every process, through the admin API it publishes.
-    let (token, members) = cluster_members(&plan)?;
+    let (peers, members) = cluster_members(&plan)?;
     let mut answers = serde_json::Map::new();
     let mut failed = 0;
     for (member, admin) in &members {
         let answer = match admin {
-            Some(addr) => plugin_answer(&AdminClient::at(*addr, token.clone()), &command, &plan)
+            Some(addr) => peers
+                .client(member, *addr)
+                .and_then(|client| plugin_answer(&client, &command, &plan))
                 .map_err(|e| e.to_string()),
             None => Err("it publishes no admin API: start every process with `[admin]`".to_owned()),
         };

@@ -129,6 +129,22 @@ pub(crate) fn run_and_kill_at(
     String::from_utf8_lossy(&out.stderr).contains("resuming from a checkpoint")
 }
 
+/// The moments `MAILER_TEST_KILL_AT` aims a sink's SIGKILL at: its
+/// output staged, the checkpoint durable, the output committed.
+pub(crate) const KILL_MOMENTS: [&str; 3] = ["staged", "durable", "committed"];
+
+/// Runs `m` until it kills itself at `moment` of its `n`-th checkpoint (a
+/// debug build's test hook) or ends; whether it was killed there.
+pub(crate) fn run_killed_at(m: &std::path::Path, moment: &str, n: u64) -> bool {
+    let out = mailer()
+        .env("MAILER_TEST_KILL_AT", format!("{moment}:{n}"))
+        .arg("run")
+        .arg(m)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stderr).contains(&format!("test hook: killed {moment}"))
+}
+
 /// How many times each crash test kills the pipeline per backend
 /// (`MAILER_SOAK_KILLS`; `just soak` makes it 100, 200 in all).
 pub(crate) fn kills() -> u64 {

@@ -904,18 +904,22 @@ fn cluster_output(
     (got, logs.join("\n----\n"))
 }
 
+/// A window test's topics: its input (6 partitions) and the outputs of
+/// one process and of the cluster (1 each).
+fn window_topics(prefix: &str) -> (String, String, String) {
+    let names = ["in", "one", "cluster"].map(|role| unique_topic(&format!("{prefix}-{role}")));
+    create_topic(&names[0], 6);
+    create_topic(&names[1], 1);
+    create_topic(&names[2], 1);
+    let [input, one, cluster] = names;
+    (input, one, cluster)
+}
+
 /// Event-time windows over records in the first `fed` of 6 partitions: the
 /// cluster of `members` fires the same windows as one process.
 fn cluster_windows_equal_one_process(fed: i32, members: &[&str], watermark: &str) {
     let w = Workdir::new();
-    let input = unique_topic("cluster-win-in");
-    let (one_out, cluster_out) = (
-        unique_topic("cluster-win-one"),
-        unique_topic("cluster-win-cluster"),
-    );
-    create_topic(&input, 6);
-    create_topic(&one_out, 1);
-    create_topic(&cluster_out, 1);
+    let (input, one_out, cluster_out) = window_topics("cluster-win");
     // Out of order within the 2 s bound, over 40 windows of 10 s (window
     // results carry the window's end).
     let start = an_hour_ago(10_000);

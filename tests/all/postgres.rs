@@ -99,7 +99,8 @@ fn assert_exactly_once(db: &TestDb) {
 fn exactly_once_rows_land_once_after_killed_runs() {
     let db = TestDb::new("eo");
     let w = Workdir::new();
-    let m = counts_pipeline(&w, &db, "exactly_once = true", 40_000);
+    // 20 s of records: work is left for every kill.
+    let m = counts_pipeline(&w, &db, "exactly_once = true", 3_000);
     // Another writer of the table, on its own, all along: its rows stay
     // as it wrote them, and it cuts nothing of the pipeline's.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -118,12 +119,25 @@ fn exactly_once_rows_land_once_after_killed_runs() {
             written
         })
     };
+    // Every other kill at a random moment, the rest aimed between the
+    // steps: the output staged, the checkpoint durable, the output
+    // committed, of the run's first, second or third checkpoint.
     let kills = (2 * crate::checkpoints::kills()).max(50);
-    let mut resumed = 0;
+    let (mut resumed, mut aimed) = (0, [0; 3]);
     for i in 0..kills {
-        resumed += u64::from(crate::checkpoints::run_and_kill(&w, &m, i, 400));
+        if i % 2 == 0 {
+            resumed += u64::from(crate::checkpoints::run_and_kill(&w, &m, i, 400));
+        } else {
+            let at = (i / 2 % 3) as usize;
+            let moment = crate::checkpoints::KILL_MOMENTS[at];
+            aimed[at] += u64::from(crate::checkpoints::run_killed_at(&m, moment, 1 + i / 6 % 3));
+        }
     }
     assert!(resumed > 0, "no run resumed from a checkpoint");
+    assert!(
+        aimed.iter().all(|&n| n >= 5),
+        "kills that hit staged, durable, committed: {aimed:?}"
+    );
     let out = run(&["run", m.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

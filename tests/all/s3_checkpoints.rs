@@ -184,8 +184,13 @@ fn each_checkpoint_uploads_only_the_files_the_ones_before_it_did_not() {
         })
         .collect();
     assert_eq!(uploads.len(), checkpoints.len(), "{log}");
-    // What the checkpoints say they uploaded is what the bucket holds.
-    let stored_bytes: u64 = object_sizes(&server, "inc").values().sum();
+    // What the checkpoints say they uploaded is what the bucket holds
+    // (besides the prefix's lease, which no checkpoint counts).
+    let stored_bytes: u64 = object_sizes(&server, "inc")
+        .iter()
+        .filter(|(key, _)| key.as_str() != "inc/_lease.json")
+        .map(|(_, size)| size)
+        .sum();
     assert_eq!(uploads.iter().sum::<u64>(), stored_bytes);
 
     // A file of the newest checkpoint lost: a new machine refuses to resume
@@ -202,6 +207,84 @@ fn each_checkpoint_uploads_only_the_files_the_ones_before_it_did_not() {
             && err.contains("--from-checkpoint"),
         "{err}"
     );
+}
+
+#[test]
+fn a_second_instance_on_the_same_prefix_is_refused_and_the_first_ones_checkpoints_restore() {
+    let server = S3Server::start(BUCKET);
+    let w = Workdir::new();
+    let m = manifest(
+        &w,
+        &server,
+        2,
+        20_000,
+        "interval = \"200ms\"\npath = \"s3://mailer/shared\"\nlocal_path = \"checkpoints\"",
+    );
+    // The same pipeline from another folder of its own (another machine):
+    // only the bucket prefix is shared.
+    let text = std::fs::read_to_string(&m).unwrap();
+    let second_text = text
+        .replace("local_path = \"checkpoints\"", "local_path = \"checkpoints-2\"")
+        .replace("path = \"state\"", "path = \"state-2\"")
+        .replace("path = \"out.txt\"", "path = \"out-2.txt\"");
+    assert_ne!(second_text, text);
+    let second = w.manifest_as("second.toml", &second_text);
+
+    let mut first = spawn_run(&m);
+    wait_for_new_checkpoint(&w.path("checkpoints"));
+    let out = run(&["run", second.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(
+        !out.status.success(),
+        "a second instance ran beside the first: {err}"
+    );
+    assert!(
+        err.contains("s3://mailer/shared")
+            && err.contains("shared/_lease.json")
+            && err.contains(&format!("process {}", first.id())),
+        "the refusal names the prefix and the holder: {err}"
+    );
+    assert!(
+        !w.path("out-2.txt").exists() || std::fs::read_to_string(w.path("out-2.txt")).unwrap().is_empty(),
+        "the refused instance wrote output"
+    );
+
+    // The first goes on: its later checkpoints are whole in the bucket.
+    for _ in 0..3 {
+        wait_for_new_checkpoint(&w.path("checkpoints"));
+    }
+    assert!(first.try_wait().unwrap().is_none(), "the first run stopped");
+    first.kill().unwrap();
+    let killed = first.wait_with_output().unwrap();
+    assert!(
+        !stderr(&killed).contains("checkpoint failed"),
+        "{}",
+        stderr(&killed)
+    );
+
+    // A new machine resumes from the killed run's newest checkpoint (its
+    // lease names a process that is gone) and ends with exactly one
+    // run's counts.
+    empty_the_machine(&w);
+    let log = run_to_end(&m, &[]);
+    assert!(
+        log.contains("resuming from a checkpoint") && log.contains("took over the lease"),
+        "{log}"
+    );
+    assert_eq!(final_counts(&w), expected_counts());
+    // A clean stop releases the lease: the next instance need not wait.
+    let lease = read_object(&server, "shared/_lease.json");
+    assert!(lease.contains("\"released\": true"), "{lease}");
+}
+
+/// The text of the object `key`.
+fn read_object(server: &S3Server, key: &str) -> String {
+    use object_store::ObjectStoreExt;
+    let client = settings(server).client(BUCKET).unwrap();
+    let path = object_store::path::Path::from(key);
+    let bytes =
+        mailer::checkpoint::s3::wait_for(async move { client.get(&path).await?.bytes().await }).unwrap();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 #[test]

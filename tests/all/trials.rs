@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 /// An endless generator (20k records/s over 500 keys, values
 /// `<value_prefix><n>`) -> key_by -> process `counts` (`counter-v1`) on 2
-/// workers -> `out.txt`, skipping failed records; probation of 3000 records
-/// at most 1% failing.
-fn counting(w: &Workdir, addr: &str, value_prefix: &str) -> std::path::PathBuf {
+/// workers -> `out.txt`, failed records handled by `on_error`; probation
+/// of 3000 records at most 1% failing.
+fn counting(w: &Workdir, addr: &str, value_prefix: &str, on_error: &str) -> std::path::PathBuf {
     w.manifest(&format!(
         r#"
 [pipeline]
@@ -34,7 +34,7 @@ parallelism = 2
 name = "counts"
 type = "process"
 plugin = "{{plugin:counter-v1}}"
-on_error = "skip"
+on_error = "{on_error}"
 
 [sink]
 type = "file"
@@ -52,12 +52,12 @@ rollback_failure_share = 0.01
 
 /// Starts the pipeline, runs `counter-next` as a canary on 25% of the key
 /// groups until it is no longer running, lets the pipeline run on for a
-/// while, stops it; the canary's view and each output line as (key, count,
-/// by the canary's version).
-fn run_canary(value_prefix: &str) -> (serde_json::Value, Vec<(String, u64, bool)>) {
+/// while, stops it; the canary's view, each output line as (key, count,
+/// by the canary's version) and the records the source read.
+fn run_canary(value_prefix: &str, on_error: &str) -> (serde_json::Value, Vec<(String, u64, bool)>, u64) {
     let w = Workdir::new();
     let addr = format!("127.0.0.1:{}", free_port());
-    let m = counting(&w, &addr, value_prefix);
+    let m = counting(&w, &addr, value_prefix, on_error);
     let mut running = Running(spawn_with_token(&m, &[]));
     wait_for(&addr);
     std::thread::sleep(Duration::from_millis(300));
@@ -79,7 +79,10 @@ fn run_canary(value_prefix: &str) -> (serde_json::Value, Vec<(String, u64, bool)
     };
     std::thread::sleep(Duration::from_millis(500));
     sigterm(&running.0);
-    assert!(running.0.wait().unwrap().success());
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut running.0.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(running.0.wait().unwrap().success(), "{log}");
+    let read = finished_field(&log, "source_records");
     let lines = w
         .read("out.txt")
         .lines()
@@ -93,7 +96,7 @@ fn run_canary(value_prefix: &str) -> (serde_json::Value, Vec<(String, u64, bool)
             (fields[0].to_owned(), fields[1].parse().unwrap(), next)
         })
         .collect();
-    (canary, lines)
+    (canary, lines, read)
 }
 
 /// Whether `key` is in the canary's key groups (the first 32 of 128).
@@ -117,7 +120,7 @@ fn assert_counted_once(lines: &[(String, u64, bool)]) {
 
 #[test]
 fn a_canary_of_a_quarter_of_the_key_groups_touches_only_their_keys_and_is_promoted() {
-    let (canary, lines) = run_canary("");
+    let (canary, lines, _) = run_canary("", "skip");
     assert_eq!(canary["state"], "promoted", "{canary}");
     assert_eq!(canary["key_groups_canary"], 32);
     assert_eq!(canary["failures"], 0);
@@ -151,7 +154,7 @@ fn a_canary_of_a_quarter_of_the_key_groups_touches_only_their_keys_and_is_promot
 
 #[test]
 fn a_canary_failing_one_record_in_ten_is_rolled_back_and_its_keys_go_back() {
-    let (canary, lines) = run_canary("flaky");
+    let (canary, lines, _) = run_canary("flaky", "skip");
     assert_eq!(canary["state"], "rolled_back", "{canary}");
     let failures = canary["failures"].as_u64().unwrap();
     assert!(failures > 30, "more than 1% of the probation failed: {canary}");
@@ -174,10 +177,33 @@ fn a_canary_failing_one_record_in_ten_is_rolled_back_and_its_keys_go_back() {
 }
 
 #[test]
+fn a_canary_failing_under_on_error_fail_is_rolled_back_and_the_current_version_handles_its_record() {
+    let (canary, lines, read) = run_canary("flaky", "fail");
+    assert_eq!(canary["state"], "rolled_back", "{canary}");
+    assert!(canary["failures"].as_u64().unwrap() >= 1, "{canary}");
+    assert!(canary["records"].as_u64().unwrap() < 3000, "{canary}");
+    // Nothing failed for good: every record the source read was counted
+    // once, the one the canary failed by the current version.
+    assert_counted_once(&lines);
+    assert_eq!(lines.len() as u64, read, "a line per record read");
+    let by_next: Vec<_> = lines.iter().filter(|(_, _, next)| *next).collect();
+    assert!(by_next.iter().all(|(key, _, _)| canary_key(key)));
+    let last_next = lines.iter().rposition(|(_, _, next)| *next).unwrap_or(0);
+    assert!(
+        lines[last_next + 1..]
+            .iter()
+            .filter(|(key, _, _)| canary_key(key))
+            .count()
+            > 100,
+        "the canary's keys are counted by the old version again"
+    );
+}
+
+#[test]
 fn a_process_shadow_reads_the_same_state_and_changes_none() {
     let w = Workdir::new();
     let addr = format!("127.0.0.1:{}", free_port());
-    let m = counting(&w, &addr, "flaky");
+    let m = counting(&w, &addr, "flaky", "skip");
     let mut running = Running(spawn_with_token(&m, &[]));
     wait_for(&addr);
     std::thread::sleep(Duration::from_millis(300));

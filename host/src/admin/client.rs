@@ -1,12 +1,16 @@
 //! The admin API's client, for `mailer plugin …`: the address and token
-//! come from the manifest's `[admin]`.
+//! come from the manifest's `[admin]` (in cluster mode, the address from
+//! a member, through [`super::AdminPeers`]). The token goes over plain HTTP
+//! to loopback addresses only; with `[admin] tls_cert`, over HTTPS.
 
+use super::ClientTls;
 use crate::metrics::TaskSnapshot;
 use crate::plan::{AdminSettings, Plan};
 use crate::swap::SwapOptions;
 use crate::tap::TapLine;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
 
 /// Why a request to the admin API failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +44,25 @@ pub enum ClientError {
         /// The pipeline's limit.
         max: u64,
     },
+    /// An advertised admin address the manifest does not list.
+    #[error(
+        "{addr} is not listed in the manifest as an admin address (`[admin] listen`, `[cluster] admin_addresses`): not asked, the token not sent there"
+    )]
+    NotListed {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// Plain HTTP to an address beyond this machine.
+    #[error(
+        "{addr} is not a loopback address and the admin API serves no TLS: the token would cross the network in clear (set `[admin] tls_cert` and `tls_key`)"
+    )]
+    PlainOverNetwork {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// The CA the client trusts cannot be read.
+    #[error("{0}")]
+    Tls(String),
     /// A plugin file could not be read.
     #[error("reading {path}: {source}")]
     Read {
@@ -55,29 +78,44 @@ pub struct AdminClient {
     base: String,
     token: String,
     agent: ureq::Agent,
+    tls: Option<ClientTls>,
 }
 
 impl AdminClient {
-    /// The client of the pipeline `plan` describes.
+    /// The client of the pipeline `plan` describes (one process: its
+    /// `[admin] listen`, loopback for an unspecified address).
     pub fn of(plan: &Plan) -> Result<Self, ClientError> {
-        let AdminSettings { listen, token, .. } = plan.admin.clone().ok_or(ClientError::NoAdmin)?;
+        let AdminSettings {
+            listen, token, tls, ..
+        } = plan.admin.clone().ok_or(ClientError::NoAdmin)?;
         let host = if listen.ip().is_unspecified() {
-            std::net::SocketAddr::from(([127, 0, 0, 1], listen.port()))
+            SocketAddr::from(([127, 0, 0, 1], listen.port()))
         } else {
             listen
         };
-        Ok(Self::at(host, token))
+        let tls = tls
+            .map(|t| ClientTls::trusting(&t.ca))
+            .transpose()
+            .map_err(ClientError::Tls)?;
+        Self::at(host, token, tls.as_ref())
     }
 
-    /// The client of the admin API at `addr`, asking with `token`.
-    pub fn at(addr: std::net::SocketAddr, token: String) -> Self {
-        Self {
-            base: format!("http://{addr}/api"),
+    /// The client of the admin API at `addr`, asking with `token`: over
+    /// HTTPS trusting `tls`, else over plain HTTP, which only a loopback
+    /// address gets (the token would cross the network in clear).
+    pub fn at(addr: SocketAddr, token: String, tls: Option<&ClientTls>) -> Result<Self, ClientError> {
+        if tls.is_none() && !addr.ip().is_loopback() {
+            return Err(ClientError::PlainOverNetwork { addr });
+        }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        Ok(Self {
+            base: format!("{scheme}://{addr}/api"),
             token,
             // A swap is answered once the uploaded component compiled: tens
             // of MB take minutes on a loaded machine.
-            agent: agent(Some(std::time::Duration::from_secs(600))),
-        }
+            agent: agent(Some(std::time::Duration::from_secs(600)), tls),
+            tls: tls.cloned(),
+        })
     }
 
     /// `GET /api/pipelines`.
@@ -273,7 +311,7 @@ impl AdminClient {
         let mut query = vec![format!("sample={sample}")];
         query.extend(limit.map(|n| format!("limit={n}")));
         // No overall timeout: a tap may follow a pipeline for days.
-        let agent = agent(None);
+        let agent = agent(None, self.tls.as_ref());
         let url = format!("{}/tap/{point}?{}", self.base, query.join("&"));
         let response = agent.get(url).header("Authorization", self.bearer()).call();
         let response = self.unreachable(response)?;
@@ -324,14 +362,24 @@ impl AdminClient {
 }
 
 /// An HTTP client answering error statuses as answers, giving up on a
-/// connection after 5 s and on a whole request after `global`.
-fn agent(global: Option<std::time::Duration>) -> ureq::Agent {
-    ureq::Agent::config_builder()
+/// connection after 5 s and on a whole request after `global`; its
+/// `https` connections trust `tls`.
+fn agent(global: Option<std::time::Duration>, tls: Option<&ClientTls>) -> ureq::Agent {
+    use ureq::unversioned::resolver::DefaultResolver;
+    use ureq::unversioned::transport::{Connector, TcpConnector};
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(std::time::Duration::from_secs(5)))
         .timeout_global(global)
-        .build()
-        .into()
+        .build();
+    match tls {
+        None => config.into(),
+        Some(tls) => ureq::Agent::with_parts(
+            config,
+            ().chain(TcpConnector::default()).chain(tls.connector()),
+            DefaultResolver::default(),
+        ),
+    }
 }
 
 /// `pairs` as a URL query.

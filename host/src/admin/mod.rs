@@ -4,18 +4,27 @@
 //! history of swaps; it streams the records leaving a source or operator
 //! (`mailer tap`); it serves the Prometheus metrics at `/metrics` and the
 //! dashboard at `/`. It runs on its own thread with its own single-threaded
-//! runtime.
+//! runtime, over TLS only with `[admin] tls_cert` and `tls_key`. Its
+//! client ([`AdminClient`]) sends the token over plain HTTP to loopback
+//! only, and in cluster mode to the addresses the manifest lists only
+//! ([`AdminPeers`]).
 
 mod client;
 mod dashboard;
 mod guard;
+mod peers;
 mod routes;
 mod state;
 mod tap;
+mod tls_client;
+mod tls_server;
 
 pub use client::{AdminClient, ClientError};
+pub use peers::AdminPeers;
 pub use routes::AdminState;
+pub use tls_client::ClientTls;
 
+use crate::plan::AdminTls;
 use futures_util::future::Either;
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -34,8 +43,9 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
-    /// Binds `listen` and serves `state`.
-    pub fn start(listen: SocketAddr, state: AdminState) -> std::io::Result<Self> {
+    /// Binds `listen` and serves `state`, over TLS only when `tls` is set.
+    pub fn start(listen: SocketAddr, tls: Option<&AdminTls>, state: AdminState) -> std::io::Result<Self> {
+        let acceptor = tls.map(tls_server::acceptor).transpose()?;
         let listener = std::net::TcpListener::bind(listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -58,26 +68,17 @@ impl AdminServer {
                         return;
                     }
                 };
-                let mut cut = stopped.clone();
-                let mut stopped = stopped;
-                let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-                    let _ = stopped.wait_for(|&stop| stop).await;
-                });
-                // Requests under way get a moment to finish; a client that
-                // reads nothing (a tap) does not hold the stop.
-                let cut = async move {
-                    let _ = cut.wait_for(|&stop| stop).await;
-                    tokio::time::sleep(GRACE).await;
-                };
-                let served = Box::pin(server.into_future());
-                match futures_util::future::select(served, Box::pin(cut)).await {
-                    Either::Left((Err(e), _)) => tracing::error!(error = %e, "the admin server stopped"),
-                    Either::Left((Ok(()), _)) => {}
-                    Either::Right(_) => tracing::warn!("admin connections still open were cut at the stop"),
+                match acceptor {
+                    None => serve(listener, app, stopped).await,
+                    Some(acceptor) => match tls_server::TlsListener::new(listener, acceptor) {
+                        Ok(listener) => serve(listener, app, stopped).await,
+                        Err(e) => tracing::error!(error = %e, "the admin server could not listen"),
+                    },
                 }
             });
         })?;
-        tracing::info!(%addr, "admin API listening");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tracing::info!(%addr, scheme, "admin API listening");
         Ok(Self {
             addr,
             stop,
@@ -89,6 +90,31 @@ impl AdminServer {
     /// Where it listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+}
+
+/// Serves `app` on `listener` until `stopped` turns true.
+async fn serve<L>(listener: L, app: axum::Router, stopped: tokio::sync::watch::Receiver<bool>)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let mut cut = stopped.clone();
+    let mut stopped = stopped;
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stopped.wait_for(|&stop| stop).await;
+    });
+    // Requests under way get a moment to finish; a client that reads
+    // nothing (a tap) does not hold the stop.
+    let cut = async move {
+        let _ = cut.wait_for(|&stop| stop).await;
+        tokio::time::sleep(GRACE).await;
+    };
+    let served = Box::pin(server.into_future());
+    match futures_util::future::select(served, Box::pin(cut)).await {
+        Either::Left((Err(e), _)) => tracing::error!(error = %e, "the admin server stopped"),
+        Either::Left((Ok(()), _)) => {}
+        Either::Right(_) => tracing::warn!("admin connections still open were cut at the stop"),
     }
 }
 

@@ -71,6 +71,9 @@ pub enum CoordinatorError {
         /// The last failure.
         reason: String,
     },
+    /// Another instance took the bucket prefix's lease over.
+    #[error(transparent)]
+    Lease(#[from] super::lease::LeaseError),
 }
 
 /// What the coordinator needs to know about the pipeline.
@@ -168,6 +171,11 @@ pub fn run_coordinator(
             Err(flume::RecvTimeoutError::Disconnected) => break,
         }
         coordinator.expire()?;
+        // Nothing more is written beside another instance.
+        if let Some(lost) = coordinator.setup.store.lease_lost() {
+            coordinator.abandon_pending();
+            return Err(lost.into());
+        }
     }
     coordinator.abandon_pending();
     Ok(())

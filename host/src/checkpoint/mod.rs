@@ -4,6 +4,7 @@
 //! after a crash or a stop.
 
 mod coordinator;
+mod lease;
 mod location;
 mod lock;
 mod metadata;
@@ -15,6 +16,7 @@ mod stats;
 mod store;
 
 pub use coordinator::{CheckpointEvent, CoordinatorError, CoordinatorSetup, run_coordinator};
+pub use lease::LeaseError;
 pub use location::{BucketUrl, Location};
 pub use lock::{FolderLock, LOCK_FILE, LockError, holder as lock_holder, lock, lock_all};
 pub use metadata::{Metadata, OperatorMeta, SnapshotMeta, file_sizes};

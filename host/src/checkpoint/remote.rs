@@ -5,6 +5,7 @@
 //! ```text
 //! <prefix>/files/<sha-256>            each snapshot file, named by its content
 //! <prefix>/chk-<id>/_metadata.json    checkpoint <id>: it exists once this does
+//! <prefix>/_lease.json                 who writes here now (see `lease.rs`)
 //! ```
 //!
 //! Named by its content, a file that several checkpoints hold (RocksDB's
@@ -13,11 +14,16 @@
 //! number of kept checkpoints whose metadata lists it: pruning deletes a
 //! checkpoint's metadata first (the checkpoint is then gone, in one step),
 //! then the files no kept checkpoint lists. Files that a failed checkpoint
-//! or a crash left unlisted are deleted when the store is next opened.
+//! or a crash left unlisted are deleted when the store is next opened, once
+//! older than [`GRACE`].
+//!
+//! One instance writes a prefix: opening the store takes the prefix's lease
+//! first (before it lists or deletes anything), and every write checks it.
 //!
 //! A savepoint in a bucket has the same layout, with its metadata at
 //! `<prefix>/_metadata.json`.
 
+use super::lease::{Lease, LeaseError, LeaseTiming};
 use super::location::BucketUrl;
 use super::metadata::Metadata;
 use super::s3::{S3Settings, wait_for};
@@ -31,11 +37,18 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 
 /// Bytes buffered per file upload; a larger file goes up in parts of this
 /// size, two at a time (at most `concurrency` × 3 × 8 MiB in memory).
 const PART_BYTES: usize = 8 << 20;
+
+/// How old a file no checkpoint lists must be before opening the store
+/// deletes it: a younger one may be an upload of a checkpoint still being
+/// written (by a holder whose lease lapsed, or whose clock is off), not
+/// what a failed one left.
+pub(super) const GRACE: Duration = Duration::from_secs(60 * 60);
 
 /// The checkpoints under one bucket prefix.
 pub struct RemoteCheckpoints {
@@ -43,6 +56,11 @@ pub struct RemoteCheckpoints {
     client: Arc<dyn ObjectStore>,
     concurrency: usize,
     known: Mutex<Known>,
+    /// The prefix's lease, held while checkpoints are written here (none
+    /// for a savepoint, written or read once).
+    lease: Option<Lease>,
+    /// How old an unlisted file must be to be deleted at open.
+    grace: Duration,
 }
 
 impl std::fmt::Debug for RemoteCheckpoints {
@@ -63,6 +81,11 @@ struct Known {
     /// The digests of the last checkpoint's local files, by identity: a
     /// file linked into the next checkpoint is not read again.
     hashed: HashMap<FileId, String>,
+    /// A checkpoint failed since `uploaded` was last checked against a
+    /// listing: a file it names may be gone (deleted by a run that shared
+    /// the prefix, or a PUT that did not land), so the next checkpoint
+    /// lists `files/` first and uploads again what is missing.
+    stale: bool,
 }
 
 /// A local file's identity: the same inode, size and time are the same
@@ -133,13 +156,41 @@ impl RemoteCheckpoints {
             client,
             concurrency: concurrency.max(1),
             known: Mutex::default(),
+            lease: None,
+            grace: GRACE,
         }
     }
 
-    /// The checkpoints at `url`: lists the complete ones, then deletes the
-    /// files none of them lists (what a failed checkpoint or a crash left).
+    /// The checkpoints at `url`, for this process to write: takes the
+    /// prefix's lease (refused while another instance holds it), lists the
+    /// complete checkpoints, then deletes the files none of them lists
+    /// that are older than [`GRACE`] (what a failed checkpoint or a crash
+    /// left).
     pub fn open(url: &BucketUrl, settings: &S3Settings) -> Result<Self, StoreError> {
-        Self::connect(url, settings)?.load()
+        Self::connect(url, settings)?
+            .leased(LeaseTiming::default())?
+            .load()
+    }
+
+    /// This store, holding the prefix's lease.
+    fn leased(mut self, timing: LeaseTiming) -> Result<Self, StoreError> {
+        self.lease = Some(Lease::acquire(self.client.clone(), &self.url, timing)?);
+        Ok(self)
+    }
+
+    /// Whether this process may write to the prefix now (always, without a
+    /// lease: a savepoint).
+    fn check_lease(&self) -> Result<(), StoreError> {
+        match &self.lease {
+            Some(lease) => lease.check().map_err(StoreError::from),
+            None => Ok(()),
+        }
+    }
+
+    /// Why the run must stop, once another instance took the prefix's
+    /// lease over.
+    pub fn lease_lost(&self) -> Option<LeaseError> {
+        self.lease.as_ref().and_then(Lease::lost)
     }
 
     /// Lists the complete checkpoints and deletes the unlisted files.
@@ -218,27 +269,60 @@ impl RemoteCheckpoints {
         }
     }
 
-    /// Deletes the objects under `files/` whose digest is not in `listed`;
-    /// the digests of those left.
-    fn delete_unlisted_files(&self, listed: &BTreeSet<String>) -> Result<BTreeSet<String>, StoreError> {
+    /// The objects under `files/`.
+    fn list_files(&self) -> Result<Vec<object_store::ObjectMeta>, StoreError> {
         let (client, files) = (self.client.clone(), self.object("files"));
-        let present: Vec<ObjectPath> =
-            wait_for(async move { client.list(Some(&files)).try_collect::<Vec<_>>().await })
-                .map_err(|e| self.failed("listing the snapshot files", e))?
-                .into_iter()
-                .map(|meta| meta.location)
-                .collect();
-        let (kept, unlisted): (Vec<ObjectPath>, Vec<ObjectPath>) = present
+        wait_for(async move { client.list(Some(&files)).try_collect::<Vec<_>>().await })
+            .map_err(|e| self.failed("listing the snapshot files", e))
+    }
+
+    /// Deletes the objects under `files/` whose digest is not in `listed`
+    /// and that are older than the grace period; the digests of the listed
+    /// ones there.
+    fn delete_unlisted_files(&self, listed: &BTreeSet<String>) -> Result<BTreeSet<String>, StoreError> {
+        let (kept, unlisted): (Vec<_>, Vec<_>) = self
+            .list_files()?
             .into_iter()
-            .partition(|p| p.filename().is_some_and(|name| listed.contains(name)));
-        if !unlisted.is_empty() {
-            tracing::info!(url = %self.url, files = unlisted.len(), "deleting snapshot files no checkpoint lists");
+            .partition(|m| m.location.filename().is_some_and(|name| listed.contains(name)));
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let grace_ms = i64::try_from(self.grace.as_millis()).unwrap_or(i64::MAX);
+        let (old, young): (Vec<_>, Vec<_>) = unlisted
+            .into_iter()
+            .partition(|m| now_ms.saturating_sub(m.last_modified.timestamp_millis()) >= grace_ms);
+        if !young.is_empty() {
+            tracing::info!(url = %self.url, files = young.len(), grace = ?self.grace,
+                "keeping snapshot files no checkpoint lists yet: younger than the grace period");
         }
-        self.delete_all(unlisted)?;
+        if !old.is_empty() {
+            tracing::info!(url = %self.url, files = old.len(), "deleting snapshot files no checkpoint lists");
+        }
+        self.delete_all(old.into_iter().map(|m| m.location).collect())?;
         Ok(kept
             .iter()
-            .filter_map(|p| p.filename().map(str::to_owned))
+            .filter_map(|m| m.location.filename().map(str::to_owned))
             .collect())
+    }
+
+    /// After a failed checkpoint: forgets the files a listing of `files/`
+    /// no longer shows, so that the next checkpoint uploads them again.
+    fn recheck_uploaded(&self) -> Result<(), StoreError> {
+        let present: HashSet<String> = self
+            .list_files()?
+            .iter()
+            .filter_map(|m| m.location.filename().map(str::to_owned))
+            .collect();
+        let mut known = self.known.lock().expect("known lock");
+        let before = known.uploaded.len();
+        known.uploaded.retain(|d| present.contains(d));
+        let missing = before - known.uploaded.len();
+        if missing > 0 {
+            tracing::warn!(url = %self.url, files = missing,
+                "snapshot files uploaded before are gone from the bucket: uploading them again");
+        }
+        known.stale = false;
+        Ok(())
     }
 
     /// Deletes the objects `paths` (those already gone too).
@@ -296,8 +380,25 @@ impl RemoteCheckpoints {
     /// Uploads checkpoint `metadata.id`, whole in the local folder `dir`:
     /// the files the bucket does not hold yet, then the metadata (with each
     /// file's digest recorded in it). Returns the bytes uploaded.
+    /// Any failure makes the next checkpoint check which files the bucket
+    /// still holds first.
     pub fn upload_checkpoint(&self, dir: &Path, metadata: &mut Metadata) -> Result<u64, StoreError> {
+        let uploaded = self.try_upload_checkpoint(dir, metadata);
+        if uploaded.is_err() {
+            self.known.lock().expect("known lock").stale = true;
+        }
+        uploaded
+    }
+
+    fn try_upload_checkpoint(&self, dir: &Path, metadata: &mut Metadata) -> Result<u64, StoreError> {
+        self.check_lease()?;
+        if self.known.lock().expect("known lock").stale {
+            self.recheck_uploaded()?;
+        }
         let files_bytes = self.upload_files(dir, metadata)?;
+        // The files took their time: the lease is checked again before the
+        // commit point.
+        self.check_lease()?;
         let id = metadata.id;
         // Listed as kept first: a PUT that fails here may still have been
         // stored, and its files must not be pruned meanwhile.
@@ -444,6 +545,8 @@ impl RemoteCheckpoints {
         if partial.exists() {
             std::fs::remove_dir_all(&partial).map_err(|e| io("clearing", &partial, e))?;
         }
+        // Made even when no snapshot needs a folder (no stateful operator).
+        std::fs::create_dir_all(&partial).map_err(|e| io("creating", &partial, e))?;
         let mut jobs = Vec::new();
         for s in &metadata.snapshots {
             let folder = partial.join(&s.path);
@@ -487,6 +590,10 @@ impl RemoteCheckpoints {
     /// (metadata first), then the files no kept checkpoint lists. A failure
     /// is logged: what is left is deleted by the next prune or open.
     pub fn prune(&self, keep: usize, committed: u64) {
+        if let Err(e) = self.check_lease() {
+            tracing::warn!(error = %e, "not pruning old checkpoints without the lease");
+            return;
+        }
         let doomed: Vec<u64> = self
             .ids()
             .into_iter()
@@ -598,10 +705,28 @@ mod tests {
     use object_store::memory::InMemory;
 
     fn store(client: &Arc<dyn ObjectStore>) -> RemoteCheckpoints {
+        opened(client, GRACE, false).unwrap()
+    }
+
+    /// The store at `s3://b/p`, sparing unlisted files younger than
+    /// `grace`, holding the prefix's lease if `leased`.
+    fn opened(
+        client: &Arc<dyn ObjectStore>,
+        grace: Duration,
+        leased: bool,
+    ) -> Result<RemoteCheckpoints, StoreError> {
         let url = BucketUrl::parse("s3://b/p").unwrap().unwrap();
-        RemoteCheckpoints::with_client(&url, client.clone(), 2)
-            .load()
-            .unwrap()
+        let mut store = RemoteCheckpoints::with_client(&url, client.clone(), 2);
+        store.grace = grace;
+        if leased {
+            store = store.leased(LeaseTiming::default())?;
+        }
+        store.load()
+    }
+
+    fn put_object(client: &Arc<dyn ObjectStore>, key: &str, bytes: &'static [u8]) {
+        let (c, path) = (client.clone(), ObjectPath::from(key));
+        wait_for(async move { c.put(&path, PutPayload::from_static(bytes)).await }).unwrap();
     }
 
     /// A checkpoint folder in `dir` with one snapshot of `files`.
@@ -724,22 +849,72 @@ mod tests {
     }
 
     #[test]
-    fn files_no_checkpoint_lists_are_deleted_at_open_and_listed_ones_kept() {
+    fn files_no_checkpoint_lists_are_deleted_at_open_past_the_grace_period_and_listed_ones_kept() {
         let client: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let dir = tempfile::tempdir().unwrap();
         let (c1, mut m1) = checkpoint(dir.path(), 1, &[("1.sst", b"aaaa")]);
         store(&client).upload_checkpoint(&c1, &mut m1).unwrap();
-        // A failed checkpoint's file, uploaded without its metadata.
-        let orphan = ObjectPath::from("p/files/0123");
-        let c = client.clone();
-        wait_for(async move { c.put(&orphan, PutPayload::from_static(b"x")).await }).unwrap();
-        let reopened = store(&client);
+        // A failed checkpoint's file, uploaded without its metadata, or one
+        // of a checkpoint still being written.
+        put_object(&client, "p/files/0123", b"x");
+        assert_eq!(store(&client).ids(), [1]);
+        assert!(
+            objects(&client).contains("p/files/0123"),
+            "younger than the grace period: kept"
+        );
+        let reopened = opened(&client, Duration::ZERO, false).unwrap();
         assert_eq!(reopened.ids(), [1]);
         assert_eq!(objects(&client).len(), 2, "the metadata and the listed file");
         // A file the bucket has is not uploaded again after a restart.
         let (c2, mut m2) = checkpoint(dir.path(), 2, &[("1.sst", b"aaaa")]);
         let uploaded = reopened.upload_checkpoint(&c2, &mut m2).unwrap() as usize;
         assert_eq!(uploaded, serde_json::to_vec_pretty(&m2).unwrap().len());
+    }
+
+    #[test]
+    fn a_second_store_on_a_leased_prefix_is_refused_before_it_deletes_anything() {
+        let client: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let first = opened(&client, GRACE, true).unwrap();
+        // The first one's upload in flight: its metadata is not written yet.
+        put_object(&client, "p/files/0123", b"x");
+        let e = opened(&client, Duration::ZERO, true).unwrap_err().to_string();
+        assert!(
+            e.contains("`s3://b/p` is in use") && e.contains(&format!("process {}", std::process::id())),
+            "{e}"
+        );
+        assert!(objects(&client).contains("p/files/0123"));
+        first.check_lease().unwrap();
+        assert!(first.lease_lost().is_none());
+        // Released with the store: the next one opens at once.
+        drop(first);
+        opened(&client, GRACE, true).unwrap();
+    }
+
+    #[test]
+    fn after_a_failed_checkpoint_the_files_the_bucket_lost_are_uploaded_again() {
+        let client: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let remote = store(&client);
+        let dir = tempfile::tempdir().unwrap();
+        let (c1, mut m1) = checkpoint(dir.path(), 1, &[("1.sst", b"aaaa")]);
+        remote.upload_checkpoint(&c1, &mut m1).unwrap();
+        // Deleted behind the store's back (as by a run sharing the prefix),
+        // then a checkpoint whose metadata PUT fails.
+        let digest = m1.snapshots[0].digests["1.sst"].clone();
+        let c = client.clone();
+        let lost = ObjectPath::from(format!("p/files/{digest}"));
+        wait_for(async move { c.delete(&lost).await }).unwrap();
+        put_object(&client, &format!("p/{}", metadata_key(2)), b"{}");
+        let (c2, mut m2) = checkpoint(dir.path(), 2, &[("1.sst", b"aaaa")]);
+        remote.upload_checkpoint(&c2, &mut m2).unwrap_err();
+        // The next one uploads the file again, and restores.
+        let (c3, mut m3) = checkpoint(dir.path(), 3, &[("1.sst", b"aaaa")]);
+        let uploaded = remote.upload_checkpoint(&c3, &mut m3).unwrap() as usize;
+        assert_eq!(uploaded, 4 + serde_json::to_vec_pretty(&m3).unwrap().len());
+        let fresh = tempfile::tempdir().unwrap();
+        assert_eq!(
+            remote.fetch_checkpoint(3, &fresh.path().join("chk-3")).unwrap(),
+            m3
+        );
     }
 
     #[test]

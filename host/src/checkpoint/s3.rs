@@ -141,6 +141,16 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// Starts `work` on the S3 runtime without waiting for it (the lease's
+/// renewals); its handle, which [`wait_for`] can wait on.
+pub(super) fn spawn<F>(work: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    runtime().spawn(work)
+}
+
 /// Runs `work` on the S3 runtime and waits for its result, from any thread
 /// (inside another runtime too). A panic inside it is an error here, never
 /// a panic of the waiting thread.

@@ -59,6 +59,10 @@ pub enum StoreError {
         /// What failed.
         message: String,
     },
+    /// The bucket prefix's lease is held by another instance, or was lost
+    /// (its message names the prefix; shown once, not as a chained source).
+    #[error(transparent)]
+    Lease(#[from] super::lease::LeaseError),
 }
 
 fn io(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> StoreError {
@@ -129,6 +133,13 @@ impl CheckpointStore {
             Some(r) => r.url().to_string(),
             None => self.dir.display().to_string(),
         }
+    }
+
+    /// Why the run must stop, once another instance took the bucket
+    /// prefix's lease over (`None` while this run holds it, or without a
+    /// bucket).
+    pub fn lease_lost(&self) -> Option<super::lease::LeaseError> {
+        self.remote.as_ref().and_then(|r| r.lease_lost())
     }
 
     /// Checkpoint `id`'s output is committed by the sink: pruning keeps it

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// How old a kept state may be: well within the day a compacted
 /// changelog keeps its tombstones.
-const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
+pub(super) const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
 
 /// Where a state is as of its snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -98,7 +98,9 @@ pub fn client_id(pipeline: &str, member: &str, admin: Option<SocketAddr>) -> Str
 }
 
 /// The admin address in a member's `client.id` ([`client_id`]), if any; an
-/// unspecified address (`0.0.0.0`) is the host the broker saw.
+/// unspecified address (`0.0.0.0`) is the host the broker saw. Whoever
+/// joins the group chooses their `client.id`: the address is a claim, which
+/// the CLI trusts only when the manifest lists it (`crate::admin::AdminPeers`).
 pub fn admin_of(client_id: &str, host: &str) -> Option<SocketAddr> {
     let (_, addr) = client_id.rsplit_once('@')?;
     let addr: SocketAddr = addr.parse().ok()?;

@@ -103,7 +103,7 @@ pub fn run(
     if !source.options.contains_key("fetch.wait.max.ms") {
         client.set("fetch.wait.max.ms", "20");
     }
-    let topics = ClusterTopics::connect(&client)?;
+    let topics = ClusterTopics::connect(&client)?.with_replication(settings.replication_factor);
     let source_topics: Vec<&String> = settings.sources.iter().flat_map(|s| &s.topics).collect();
     let mut source_partitions = Vec::new();
     for &topic in &source_topics {

@@ -6,7 +6,7 @@
 use super::error::ClusterError;
 use super::member::{TopicPartition, admin_of};
 use super::topics::{ClusterTopics, TopicRole, topic_name};
-use crate::admin::AdminClient;
+use crate::admin::{AdminPeers, ClientError};
 use crate::connectors::kafka::watermarks;
 use crate::metrics::TaskSnapshot;
 use crate::plan::Plan;
@@ -28,7 +28,8 @@ pub struct MemberStatus {
     pub host: String,
     /// The partitions it holds.
     pub partitions: Vec<TopicPartition>,
-    /// Its admin API, when it publishes one.
+    /// The admin API address its `client.id` advertises, if any (asked
+    /// only when the manifest lists it).
     pub admin: Option<SocketAddr>,
     /// Its tasks as its admin API shows them (restore progress among
     /// them), or why they cannot be seen.
@@ -77,8 +78,9 @@ pub fn status(plan: &Plan) -> Result<ClusterStatus, ClusterError> {
     let kafka =
         |what: &str| ClusterError::kafka(settings.brokers().bootstrap_servers.value(), what.to_owned());
     let mut members = members_of(plan, &consumer)?;
+    let peers = AdminPeers::of(plan);
     for m in &mut members {
-        m.tasks = tasks_of(plan, m.admin);
+        m.tasks = tasks_of(&peers, m);
     }
     let holder: BTreeMap<&TopicPartition, &str> = members
         .iter()
@@ -116,9 +118,10 @@ pub fn status(plan: &Plan) -> Result<ClusterStatus, ClusterError> {
     })
 }
 
-/// Each member of `plan`'s cluster now (its `client.id`) and its admin
-/// API's address, when it publishes one: where `mailer plugin` commands go
-/// in cluster mode.
+/// Each member of `plan`'s cluster now (its `client.id`) and the admin
+/// API's address it advertises, when it does: where `mailer plugin`
+/// commands go in cluster mode, through [`AdminPeers`] (anyone joining the
+/// group advertises what they like).
 pub fn member_admins(plan: &Plan) -> Result<Vec<(String, Option<SocketAddr>)>, ClusterError> {
     let (consumer, _) = observer(plan)?;
     let members = members_of(plan, &consumer)?;
@@ -169,15 +172,19 @@ fn members_of(plan: &Plan, consumer: &BaseConsumer) -> Result<Vec<MemberStatus>,
     Ok(members)
 }
 
-/// The tasks of the member whose admin API is at `admin`, asked with the
-/// token of `plan`'s `[admin]`.
-fn tasks_of(plan: &Plan, admin: Option<SocketAddr>) -> Result<Vec<TaskSnapshot>, String> {
-    let (Some(addr), Some(settings)) = (admin, &plan.admin) else {
-        return Err("it serves no admin API (add `[admin]` to the manifest to see its tasks)".into());
-    };
-    AdminClient::at(addr, settings.token.clone())
-        .tasks()
-        .map_err(|e| e.to_string())
+/// The tasks of member `m`, asked of its admin API with the manifest's
+/// token, when the manifest lists its address (else why not).
+fn tasks_of(peers: &Result<AdminPeers, ClientError>, m: &MemberStatus) -> Result<Vec<TaskSnapshot>, String> {
+    let no_api = || "it serves no admin API (add `[admin]` to the manifest to see its tasks)".to_owned();
+    let Some(addr) = m.admin else { return Err(no_api()) };
+    match peers {
+        Ok(peers) => peers
+            .client(&m.client_id, addr)
+            .and_then(|client| client.tasks())
+            .map_err(|e| e.to_string()),
+        Err(ClientError::NoAdmin) => Err(no_api()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The partitions of a consumer-protocol assignment: a version (i16), then

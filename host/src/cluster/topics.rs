@@ -7,12 +7,25 @@
 //! inputs share its repartition topic, so both sides of a key meet in one
 //! task: a record of its second input carries [`INPUT_HEADER`]. A topic that
 //! exists with another partition count is refused, never used: its
-//! partitions would not line up with the tasks' key groups.
+//! partitions would not line up with the tasks' key groups; so is one whose
+//! settings would lose records (`connectors::kafka::topic_settings`: a
+//! changelog that is not compacted, a repartition topic that expires), or
+//! with fewer replicas than `replication_factor` asks for. Topics are made
+//! with an explicit replication factor, and the repartition topics' records
+//! the group committed past are deleted (`purge.rs`).
 
-use rdkafka::ClientConfig;
+mod purge;
+
+pub use purge::RepartitionPurge;
+
+use crate::connectors::kafka::topic_settings::{
+    Keeps, TopicSettingError, check_replication, check_settings, describe, replication_factor,
+};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::error::KafkaResult;
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientConfig, TopicPartitionList};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,6 +56,27 @@ impl TopicRole {
             TopicRole::Committed => "committed",
         }
     }
+
+    /// What a topic of this role must keep.
+    fn keeps(self) -> Keeps {
+        match self {
+            TopicRole::Repartition => Keeps::EveryRecord,
+            // A kept state is brought up to date from its changelog, which
+            // must still hold the deletions made since it was kept.
+            TopicRole::Changelog => Keeps::NewestOfEachKey {
+                tombstones_for: Some(super::kept::MAX_AGE),
+            },
+            TopicRole::Committed => Keeps::NewestOfEachKey { tombstones_for: None },
+        }
+    }
+}
+
+/// What the brokers list of a topic.
+struct Listed {
+    /// Each partition's id, whether it has a leader, and its replicas.
+    partitions: Vec<(i32, bool, usize)>,
+    /// How many brokers the cluster lists.
+    brokers: usize,
 }
 
 /// Why a cluster topic cannot be named, made or used.
@@ -78,6 +112,10 @@ pub enum TopicError {
         /// What the pipeline needs.
         expected: usize,
     },
+    /// The topic exists with settings that would lose records, or with
+    /// fewer replicas than asked for.
+    #[error(transparent)]
+    Setting(#[from] Box<TopicSettingError>),
 }
 
 /// The name of operator `operator`'s topic of `role` in `pipeline`.
@@ -99,11 +137,17 @@ pub struct ClusterTopics {
     client: AdminClient<DefaultClientContext>,
     runtime: tokio::runtime::Runtime,
     brokers: String,
+    /// `replication_factor`, when the manifest sets it.
+    replication: Option<usize>,
 }
 
 impl ClusterTopics {
-    /// Connects with `config` (the brokers, security).
+    /// Connects with `config` (the brokers, security); asking about a
+    /// topic never makes it.
     pub fn connect(config: &ClientConfig) -> Result<Self, TopicError> {
+        let mut config = config.clone();
+        // The brokers would make a missing topic with one partition.
+        config.set("allow.auto.create.topics", "false");
         let brokers = config.get("bootstrap.servers").unwrap_or_default().to_owned();
         let failed = |reason: String| TopicError::Brokers {
             brokers: brokers.clone(),
@@ -119,13 +163,22 @@ impl ClusterTopics {
             client,
             runtime,
             brokers,
+            replication: None,
         })
+    }
+
+    /// Makes topics with `replication` replicas (and refuses existing ones
+    /// with fewer); `None`: the smaller of 3 and the brokers listed (and
+    /// only warns of existing ones with fewer).
+    pub fn with_replication(mut self, replication: Option<usize>) -> Self {
+        self.replication = replication;
+        self
     }
 
     /// The partitions of `topic`, which must exist (a source topic).
     pub fn partitions(&self, topic: &str) -> Result<Vec<i32>, TopicError> {
-        match self.listed_partitions(topic)? {
-            Some(partitions) if !partitions.is_empty() => Ok(partitions.into_iter().map(|(id, _)| id).collect()),
+        match self.listed(topic)?.partitions {
+            partitions if !partitions.is_empty() => Ok(partitions.into_iter().map(|(id, ..)| id).collect()),
             _ => Err(self.failed(
                 topic,
                 "the topic does not exist: create it (with the partitions you need) before the pipeline starts".into(),
@@ -133,10 +186,9 @@ impl ClusterTopics {
         }
     }
 
-    /// The partitions the brokers list for `topic`, each with whether it
-    /// has a leader; `None` when they do not list it, or list it with an
-    /// error.
-    fn listed_partitions(&self, topic: &str) -> Result<Option<Vec<(i32, bool)>>, TopicError> {
+    /// What the brokers list of `topic`: no partitions when they do not
+    /// list it, or list it with an error.
+    fn listed(&self, topic: &str) -> Result<Listed, TopicError> {
         let metadata = self
             .client
             .inner()
@@ -146,29 +198,35 @@ impl ClusterTopics {
             .topics()
             .iter()
             .find(|t| t.name() == topic && t.error().is_none());
-        Ok(listed.map(|t| {
+        let partitions = listed.map_or_else(Vec::new, |t| {
             t.partitions()
                 .iter()
-                .map(|p| (p.id(), p.error().is_none() && p.leader() >= 0))
+                .map(|p| (p.id(), p.error().is_none() && p.leader() >= 0, p.replicas().len()))
                 .collect()
-        }))
+        });
+        Ok(Listed {
+            partitions,
+            brokers: metadata.brokers().len(),
+        })
     }
 
     /// How many partitions `topic` has, once the brokers list it with a
     /// leader for each: a topic just created (by this process or another
     /// one starting beside it) takes a moment to reach every broker's
-    /// metadata. 0 when it is still not listed after `TIMEOUT`.
-    fn settled_partitions(&self, topic: &str) -> Result<usize, TopicError> {
+    /// metadata. No partitions when it is still not listed after
+    /// `TIMEOUT`.
+    fn settled(&self, topic: &str) -> Result<Listed, TopicError> {
         let deadline = std::time::Instant::now() + TIMEOUT;
         loop {
-            if let Some(partitions) = self.listed_partitions(topic)?
-                && !partitions.is_empty()
-                && partitions.iter().all(|(_, led)| *led)
-            {
-                return Ok(partitions.len());
+            let listed = self.listed(topic)?;
+            if !listed.partitions.is_empty() && listed.partitions.iter().all(|(_, led, _)| *led) {
+                return Ok(listed);
             }
             if std::time::Instant::now() >= deadline {
-                return Ok(0);
+                return Ok(Listed {
+                    partitions: Vec::new(),
+                    ..listed
+                });
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
@@ -183,21 +241,23 @@ impl ClusterTopics {
         }
     }
 
-    /// Makes `topic` with `partitions` partitions (compacted for a
-    /// changelog) unless it exists; refuses one with another partition
-    /// count.
+    /// Makes `topic` with `partitions` partitions, the settings its role
+    /// needs (compacted for a changelog; never expiring, never compacted
+    /// for a repartition topic) and the replication factor asked for,
+    /// unless it exists; refuses one with another partition count, with
+    /// settings that would lose records, or with fewer replicas than
+    /// `replication_factor` asks for (fewer than the default: a warning).
     pub fn ensure(&self, topic: &str, partitions: usize, role: TopicRole) -> Result<(), TopicError> {
         let failed = |reason: String| self.failed(topic, reason);
         let count =
             i32::try_from(partitions).map_err(|_| failed(format!("{partitions} partitions are too many")))?;
-        // -1: the brokers' default replication factor.
-        let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
-        new = match role {
-            TopicRole::Changelog | TopicRole::Committed => new.set("cleanup.policy", "compact"),
-            // Records keep their event time as their timestamp: replayed
-            // history must not expire before its task reads it.
-            TopicRole::Repartition => new.set("retention.ms", "-1"),
-        };
+        let replication = replication_factor(self.replication, self.listed(topic)?.brokers);
+        let factor =
+            i32::try_from(replication).map_err(|_| failed(format!("{replication} replicas are too many")))?;
+        let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(factor));
+        for (name, value) in role.keeps().creation_configs() {
+            new = new.set(name, value);
+        }
         let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
         let results = self
             .runtime
@@ -205,18 +265,47 @@ impl ClusterTopics {
             .map_err(|e| failed(e.to_string()))?;
         match results.into_iter().next() {
             Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | Some(Ok(_)) | None => {}
-            Some(Err((_, code))) => return Err(failed(format!("creating it: {code}"))),
+            Some(Err((_, code))) => {
+                return Err(failed(format!(
+                    "creating it with replication factor {replication}: {code}"
+                )));
+            }
         }
-        let found = self.settled_partitions(topic)?;
-        if found == partitions {
-            Ok(())
-        } else {
-            Err(TopicError::Partitions {
+        let listed = self.settled(topic)?;
+        let found = listed.partitions.len();
+        if found != partitions {
+            return Err(TopicError::Partitions {
                 topic: topic.to_owned(),
                 found,
                 expected: partitions,
-            })
+            });
         }
+        let config = self
+            .runtime
+            .block_on(describe(&self.client, topic, TIMEOUT))
+            .map_err(failed)?;
+        check_settings(&self.brokers, topic, role.keeps(), &config)?;
+        let fewest = listed.partitions.iter().map(|(.., replicas)| *replicas).min();
+        if let Some(warning) = check_replication(
+            &self.brokers,
+            topic,
+            fewest.unwrap_or(0),
+            (self.replication, listed.brokers),
+        )? {
+            tracing::warn!("{warning}");
+        }
+        Ok(())
+    }
+
+    /// Deletes the records of each partition in `below` under its offset
+    /// (Kafka's DeleteRecords): the request is sent now, the future
+    /// returned tells how it went.
+    pub fn delete_records(
+        &self,
+        below: &TopicPartitionList,
+    ) -> impl Future<Output = KafkaResult<TopicPartitionList>> + Send + use<> {
+        let options = AdminOptions::new().operation_timeout(Some(TIMEOUT));
+        self.client.delete_records(below, &options)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Pipeline manifests: TOML in, a validated specification out, every problem
 //! reported with its file, line and column.
 
+mod admin_address;
 mod error;
 mod graph;
 #[cfg(test)]
@@ -15,6 +16,7 @@ mod validate_operators;
 
 use crate::config_string::ConfigString;
 use crate::connectors::{ConfigProblem, ConnectorContext, ProblemAt};
+pub use admin_address::{AdminAddress, NotAnAdminAddress};
 pub use error::{ManifestError, line_column};
 pub use graph::{Declared, Graph, Stream, unread};
 pub use spec::*;

@@ -89,6 +89,20 @@ pub struct ClusterSpec {
     /// How the group moves partitions when processes join or leave.
     #[serde(default)]
     pub rebalance: Rebalancing,
+    /// The replicas of each topic the cluster makes (repartition,
+    /// changelog, `<pipeline>.offsets.committed`); existing ones with
+    /// fewer are refused. By default the smaller of 3 and the brokers
+    /// listed (existing ones with fewer: a warning).
+    pub replication_factor: Option<std::num::NonZeroU16>,
+    /// The least time between two deletions of the repartition topics'
+    /// records below the committed offsets.
+    #[serde(default = "defaults::purge_interval", with = "humantime_serde")]
+    pub purge_interval: Duration,
+    /// The admin API addresses (or networks) the CLI may send the admin
+    /// token to, besides `[admin] listen`'s: the processes advertise their
+    /// address in their `client.id`, which anyone joining the group chooses.
+    #[serde(default)]
+    pub admin_addresses: Vec<super::AdminAddress>,
 }
 
 impl ClusterSpec {
@@ -104,6 +118,9 @@ impl ClusterSpec {
             commit_interval: defaults::commit_interval(),
             session_timeout: defaults::session_timeout(),
             rebalance: Rebalancing::default(),
+            replication_factor: None,
+            purge_interval: defaults::purge_interval(),
+            admin_addresses: Vec::new(),
         }
     }
 }
@@ -166,6 +183,14 @@ pub struct AdminSpec {
     /// a proxy's name.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// The server's certificate chain (PEM): with `tls_key`, the API is
+    /// served over TLS only.
+    pub tls_cert: Option<ConfigString>,
+    /// The server's private key (PEM).
+    pub tls_key: Option<ConfigString>,
+    /// The CA certificate (PEM) the CLI checks the servers' certificates
+    /// against; `tls_cert` itself (a self-signed one) when absent.
+    pub tls_ca: Option<ConfigString>,
 }
 
 impl PipelineSpec {
@@ -1001,6 +1026,12 @@ pub mod defaults {
     /// Cluster mode commits every second.
     pub const fn commit_interval() -> Duration {
         Duration::from_secs(1)
+    }
+
+    /// Cluster mode purges its repartition topics every 30 s at most
+    /// (Kafka Streams' `repartition.purge.interval.ms`).
+    pub const fn purge_interval() -> Duration {
+        Duration::from_secs(30)
     }
 
     /// A process silent for 10 s leaves the group.

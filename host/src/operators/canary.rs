@@ -128,6 +128,22 @@ impl CanaryStats {
         self.state.store(state as u8, Relaxed);
     }
 
+    /// Ends a running canary as `state` (promoted, or rolled back at once
+    /// when it failed a record under the `fail` policy, which tolerates no
+    /// failure), its counts as of now final; whether this call ended it
+    /// (a worker or the watcher may have been first).
+    pub fn end_running(&self, state: CanaryState) -> bool {
+        let now = self.current();
+        let ended = self
+            .state
+            .compare_exchange(CanaryState::Running as u8, state as u8, Relaxed, Relaxed)
+            .is_ok();
+        if ended {
+            *self.ended.lock().expect("canary lock") = Some(now);
+        }
+        ended
+    }
+
     /// Where it is.
     pub fn state(&self) -> CanaryState {
         match self.state.load(Relaxed) {
@@ -194,5 +210,11 @@ mod tests {
         assert_eq!(stats.state(), CanaryState::Running);
         stats.end(CanaryState::RolledBack);
         assert!(stats.rolled_back());
+        assert!(!stats.end_running(CanaryState::Promoted), "ended already");
+        assert!(stats.rolled_back());
+        let failing = CanaryStats::new(0.5, 4, operator);
+        assert!(failing.end_running(CanaryState::RolledBack));
+        assert!(failing.rolled_back());
+        assert!(!failing.end_running(CanaryState::RolledBack), "once");
     }
 }

@@ -76,6 +76,26 @@ pub struct FailureHandler {
     /// The failures this handler saw (one worker's): what a canary's
     /// share of them is told apart by.
     failed_here: OwnCount,
+    /// While a canary's calls run under `fail`: the records it failed on,
+    /// held for the current version instead of ending the run.
+    held: Held,
+}
+
+/// The records a handler holds back (see [`FailureHandler::hold_failures`]);
+/// a clone holds none.
+#[derive(Debug, Default)]
+struct Held(Mutex<Option<Vec<Record>>>);
+
+impl Clone for Held {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl Held {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<Record>>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// A count of one handler's own: a clone starts from it and counts apart.
@@ -103,6 +123,7 @@ impl FailureHandler {
             stats,
             worker_records: None,
             failed_here: OwnCount::default(),
+            held: Held::default(),
         }
     }
 
@@ -130,10 +151,50 @@ impl FailureHandler {
         self.failed_here.0.load(Ordering::Relaxed)
     }
 
+    /// From now until [`Self::take_held`], under `fail`, a failed record
+    /// is held instead of ending the run: a canary's failure rolls the
+    /// canary back and its record goes to the current version. Returns
+    /// whether failures are held (the policy is `fail`).
+    pub fn hold_failures(&self) -> bool {
+        let holds = self.policy == FailurePolicy::Fail;
+        if holds {
+            *self.held.lock() = Some(Vec::new());
+        }
+        holds
+    }
+
+    /// Whether a record was held since [`Self::hold_failures`]: the records
+    /// after it (of its key) are to be held too, to keep their order.
+    pub fn holds_any(&self) -> bool {
+        self.held.lock().as_ref().is_some_and(|held| !held.is_empty())
+    }
+
+    /// Holds `record` beside the failed ones, untried (see
+    /// [`Self::holds_any`]).
+    pub fn hold(&self, record: Record) {
+        if let Some(held) = self.held.lock().as_mut() {
+            held.push(record);
+        }
+    }
+
+    /// The records held since [`Self::hold_failures`], in order; failures
+    /// are handled by the policy again from now on.
+    pub fn take_held(&self) -> Vec<Record> {
+        self.held.lock().take().unwrap_or_default()
+    }
+
     /// Handles one failed record.
     pub fn fail(&self, mut record: Record, reason: &str) -> Result<(), OperatorError> {
         self.stats.failures.fetch_add(1, Ordering::Relaxed);
         self.failed_here.0.fetch_add(1, Ordering::Relaxed);
+        if self.policy == FailurePolicy::Fail
+            && let Some(held) = self.held.lock().as_mut()
+        {
+            tracing::warn!(operator = %self.operator, record = %preview(&record), %reason,
+                "the canary failed a record: it goes to the current version");
+            held.push(record);
+            return Ok(());
+        }
         match (self.policy, &self.dead_letter) {
             (FailurePolicy::Fail, _) => Err(OperatorError::RecordFailed {
                 operator: self.operator.to_string(),
@@ -212,6 +273,25 @@ mod tests {
         assert_eq!(r.headers[0], (REASON_HEADER.to_string(), Bytes::from("bad")));
         assert_eq!(r.headers[1], (OPERATOR_HEADER.to_string(), Bytes::from("parse")));
         assert_eq!(h.stats().dead_lettered.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn held_failures_under_fail_end_nothing_until_taken() {
+        let h = FailureHandler::new("parse", FailurePolicy::Fail, None, Default::default());
+        assert!(h.hold_failures());
+        assert!(!h.holds_any());
+        h.fail(rec("x"), "bad").unwrap();
+        assert!(h.holds_any());
+        h.hold(rec("y"));
+        let held: Vec<_> = h.take_held().into_iter().map(|r| r.value).collect();
+        assert_eq!(held, vec![Bytes::from("x"), Bytes::from("y")]);
+        assert_eq!(h.failed_here(), 1);
+        assert!(!h.holds_any());
+        assert!(h.fail(rec("z"), "bad").is_err(), "the policy again");
+        let skip = FailureHandler::new("parse", FailurePolicy::Skip, None, Default::default());
+        assert!(!skip.hold_failures(), "other policies handle a canary's failures");
+        skip.fail(rec("x"), "bad").unwrap();
+        assert!(skip.take_held().is_empty());
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub enum ShadowState {
     Promoted,
     /// Ended without a swap.
     Aborted,
+    /// Ended because its instance could not go on (it failed and could
+    /// not be made again): it cannot be promoted.
+    Failed,
 }
 
 /// What a shadow run compared so far, shared by the operator's workers.
@@ -156,7 +159,7 @@ impl ShadowStats {
         }
     }
 
-    /// Ends the run as `state` (promoted or aborted); the workers drop
+    /// Ends the run as `state` (promoted, aborted or failed); the workers drop
     /// their shadow instances at their next batch.
     pub fn end(&self, state: ShadowState) {
         self.state.store(state as u8, Relaxed);
@@ -171,7 +174,8 @@ impl ShadowStats {
         match self.state.load(Relaxed) {
             0 => ShadowState::Running,
             1 => ShadowState::Promoted,
-            _ => ShadowState::Aborted,
+            2 => ShadowState::Aborted,
+            _ => ShadowState::Failed,
         }
     }
 

@@ -163,9 +163,10 @@ fn start_admin(
         control: control.clone(),
         cluster: plan.cluster.is_some(),
     };
-    let server = AdminServer::start(admin.listen, state).map_err(|cause| LaunchError::Admin {
-        listen: admin.listen,
-        cause,
-    })?;
+    let server =
+        AdminServer::start(admin.listen, admin.tls.as_ref(), state).map_err(|cause| LaunchError::Admin {
+            listen: admin.listen,
+            cause,
+        })?;
     Ok(Some(server))
 }

@@ -282,6 +282,7 @@ impl Pipeline {
                 metrics_need_token: false,
                 max_plugin_bytes: (defaults::max_plugin_mb() << 20) as usize,
                 allowed_hosts: crate::plan::allowed_hosts(listen, &[]),
+                tls: None,
             });
         }
         self

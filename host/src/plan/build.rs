@@ -1,8 +1,8 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
-use super::AdminSettings;
 use super::draft::{Draft, Placed, Step};
+use super::{AdminSettings, AdminTls};
 use super::{ClusterSettings, NodeKind, OperatorNode, Plan, WatermarkSettings};
 use crate::checkpoint::CommittedCheckpoint;
 use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings};
@@ -332,7 +332,34 @@ fn admin_settings(m: &Manifest) -> Result<Option<AdminSettings>, ManifestError> 
             "`rollback_failure_share` is a share of records: from 0.0 to 1.0",
         ));
     }
+    let tls = match (&spec.tls_cert, &spec.tls_key) {
+        (Some(cert), Some(key)) => Some(AdminTls {
+            cert: m.path(cert),
+            key: m.path(key),
+            ca: m.path(spec.tls_ca.as_ref().unwrap_or(cert)),
+        }),
+        (None, None) if spec.tls_ca.is_none() => None,
+        (None, None) => {
+            return Err(m.error_at(
+                &a.span(),
+                "tls_ca",
+                "`tls_ca` without `tls_cert` and `tls_key`: the admin API serves TLS only with both",
+            ));
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(m.error_at(
+                &a.span(),
+                if spec.tls_cert.is_some() {
+                    "tls_key"
+                } else {
+                    "tls_cert"
+                },
+                "TLS for the admin API needs both `tls_cert` and `tls_key`",
+            ));
+        }
+    };
     Ok(Some(AdminSettings {
+        tls,
         listen: spec.listen,
         token,
         probation_records: spec.probation_records.max(1),

@@ -31,6 +31,14 @@ pub struct ClusterSettings {
     pub session_timeout: Duration,
     /// How partitions move.
     pub rebalancing: crate::manifest::Rebalancing,
+    /// The replicas of each topic the cluster makes; the smaller of 3 and
+    /// the brokers listed when `None`.
+    pub replication_factor: Option<usize>,
+    /// The least time between two purges of the repartition topics.
+    pub purge_interval: Duration,
+    /// The admin addresses, besides `[admin] listen`'s, the CLI may send
+    /// the admin token to.
+    pub admin_addresses: Vec<crate::manifest::AdminAddress>,
     /// The sources, in the plan's order (the first one's brokers, security
     /// and options are the cluster's: one consumer reads them all).
     pub sources: Vec<KafkaSourceSpec>,
@@ -59,6 +67,9 @@ impl ClusterSettings {
             commit_interval: spec.commit_interval,
             session_timeout: spec.session_timeout,
             rebalancing: spec.rebalance,
+            replication_factor: spec.replication_factor.map(|n| usize::from(n.get())),
+            purge_interval: spec.purge_interval,
+            admin_addresses: spec.admin_addresses.clone(),
             sources: sources.to_vec(),
             sink: sink.clone(),
             parts: cluster_parts(plan)?,

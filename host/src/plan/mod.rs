@@ -134,6 +134,19 @@ pub struct AdminSettings {
     pub max_plugin_bytes: usize,
     /// The `Host` header values the server answers.
     pub allowed_hosts: Vec<String>,
+    /// TLS: the server's certificate and key, the CA its clients trust.
+    pub tls: Option<AdminTls>,
+}
+
+/// The admin API's TLS files (PEM), resolved against the manifest's folder.
+#[derive(Clone, Debug)]
+pub struct AdminTls {
+    /// The server's certificate chain.
+    pub cert: PathBuf,
+    /// The server's private key.
+    pub key: PathBuf,
+    /// The CA the CLI checks the servers' certificates against.
+    pub ca: PathBuf,
 }
 
 /// The host names (without port) the server answers to: `localhost`, the

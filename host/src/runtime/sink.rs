@@ -41,13 +41,18 @@ impl SinkCheckpoints {
         for side in &self.side_outputs {
             side.barrier(id);
         }
+        #[cfg(debug_assertions)]
+        super::test_hooks::kill_at(super::test_hooks::Moment::Staged, id);
         if let Some(complete) = self.outcome(id) {
             #[cfg(debug_assertions)]
             if complete {
                 super::test_hooks::before_commit(id);
+                super::test_hooks::kill_at(super::test_hooks::Moment::Durable, id);
             }
             sink.checkpoint_done(id, complete).map_err(StageError::Sink)?;
             if complete {
+                #[cfg(debug_assertions)]
+                super::test_hooks::kill_at(super::test_hooks::Moment::Committed, id);
                 self.store.set_committed(id);
             }
         }

@@ -9,7 +9,7 @@ use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore, Savep
 use crate::clock::now_ms;
 use crate::connectors::{Poll, Progress, Source};
 use crate::metrics::{StageStats, Telemetry};
-use crate::operators::SideOutput;
+use crate::operators::{SideOutput, SwapKind};
 use crate::plan::WatermarkSettings;
 use crate::tap::TapPoint;
 use std::collections::BTreeMap;
@@ -239,8 +239,12 @@ impl SourceLoop {
         }
         for swap in self.control.take_swaps() {
             tracing::info!(operator = %swap.operator, digest = %swap.plugin.digest(), "swap point sent");
-            self.swaps
-                .push((swap.operator.clone(), swap.plugin.digest().to_owned()));
+            // A shadow or a canary is a trial, not the operator's version:
+            // the checkpoint keeps naming the current one.
+            if matches!(swap.kind, SwapKind::Replace | SwapKind::Upgrade) {
+                self.swaps
+                    .push((swap.operator.clone(), swap.plugin.digest().to_owned()));
+            }
             self.send_to_all(Message::Swap(swap))?;
         }
         for query in self.control.take_queries() {

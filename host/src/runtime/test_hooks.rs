@@ -27,6 +27,43 @@ pub fn before_restore(partitions: &[(String, i32)]) {
     );
 }
 
+/// A moment of a sink's part in a checkpoint that
+/// `MAILER_TEST_KILL_AT=<moment>:<n>` aims at, `n` counting the
+/// checkpoints this process takes from 1: the process SIGKILLs itself
+/// there, saying so first on standard error (`test hook: killed <moment>
+/// <id>`), so a crash test can stop it exactly between two steps.
+#[derive(Debug, Clone, Copy)]
+pub enum Moment {
+    /// The sink flushed and acknowledged the barrier: its output is staged,
+    /// the checkpoint not yet durable.
+    Staged,
+    /// The checkpoint is durable, the sink's output not committed.
+    Durable,
+    /// The sink committed its output, the run not yet noted it.
+    Committed,
+}
+
+/// SIGKILLs the process when `MAILER_TEST_KILL_AT` names `moment` of
+/// checkpoint `id`, the n-th of this process.
+pub fn kill_at(moment: Moment, id: u64) {
+    static FIRST: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let n = id.saturating_sub(*FIRST.get_or_init(|| id)) + 1;
+    let name = match moment {
+        Moment::Staged => "staged",
+        Moment::Durable => "durable",
+        Moment::Committed => "committed",
+    };
+    let Ok(aim) = std::env::var("MAILER_TEST_KILL_AT") else {
+        return;
+    };
+    if aim != format!("{name}:{n}") {
+        return;
+    }
+    eprintln!("test hook: killed {name} {id}");
+    // SAFETY: kill(2) on this process.
+    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+}
+
 fn pause(variable: &str, moment: &str) {
     let Some(ms) = std::env::var(variable).ok().and_then(|v| v.parse().ok()) else {
         return;

@@ -41,6 +41,17 @@ pub enum KeyedError {
     Refused(String),
 }
 
+/// What one entry of a call's writes (or of a scan) costs the host beyond
+/// its key's and value's bytes: the two vectors, their allocations and the
+/// map's node, rounded up. Counted so that many tiny entries cannot hold
+/// several times the call's limit in host memory.
+const ENTRY_OVERHEAD: usize = 96;
+
+/// The host memory one entry of `key` and `value` bytes is counted as.
+fn entry_cost(key: usize, value: usize) -> usize {
+    key.saturating_add(value).saturating_add(ENTRY_OVERHEAD)
+}
+
 /// A call's changes at one moment (see [`KeyedContext::pending_changes`]).
 #[derive(Debug, Clone)]
 pub struct PendingChanges {
@@ -231,7 +242,7 @@ impl KeyedContext {
                 return true; // the call's own write stands for it
             }
             let v = if values { v.to_vec() } else { Vec::new() };
-            bytes = bytes.saturating_add(k.len() + v.len());
+            bytes = bytes.saturating_add(entry_cost(k.len(), v.len()));
             found.insert(k.to_vec(), v);
             bytes <= self.call_limit
         })?;
@@ -255,7 +266,7 @@ impl KeyedContext {
     }
 
     fn write(&mut self, k: Vec<u8>, v: Option<Vec<u8>>) -> Result<(), KeyedError> {
-        let size = k.len() + v.as_ref().map_or(0, Vec::len);
+        let size = entry_cost(k.len(), v.as_ref().map_or(0, Vec::len));
         if self.pending_bytes.saturating_add(size) > self.call_limit {
             return Err(KeyedError::Refused(format!(
                 "the call wrote more than {} MiB of state (the operator's `memory_limit_mb`): its writes are discarded",
@@ -664,5 +675,20 @@ mod tests {
         ctx.list_append("m", vec![1; 1000]).unwrap();
         ctx.list_append("m", vec![2; 1000]).unwrap();
         assert_eq!(ctx.list_get("m").unwrap().len(), 2, "below the limit, reads work");
+    }
+
+    #[test]
+    fn many_tiny_writes_count_what_they_cost_the_host() {
+        // 64 KiB of limit: 2000 one-byte values in a map state are 2000
+        // entries of the host's, several times their keys' and values'
+        // bytes (~40 each).
+        let (ctx, _) = context(&[]);
+        let mut ctx = ctx.with_call_limit(64 << 10);
+        ctx.enter(b"k");
+        let written = (0..2000u32).take_while(|i| ctx.map_set("m", &i.to_be_bytes(), vec![1]).is_ok());
+        let n = written.count();
+        assert!(n < 1000, "refused well before 2000 entries: {n}");
+        assert!(n > 300, "yet not at once: {n}");
+        ctx.abort();
     }
 }

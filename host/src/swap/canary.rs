@@ -45,7 +45,9 @@ impl Swaps {
 
     /// Takes the canary of `operator` off it, if one runs.
     pub(super) fn take_canary(&self, operator: &str) -> Result<Option<Canary>, SwapError> {
-        self.versions(operator, |v| Ok(v.canary.take()))
+        // One a worker rolled back (its watcher not yet there) is no
+        // canary to promote or abort.
+        self.versions(operator, |v| Ok(v.canary.take().filter(|c| !c.2.rolled_back())))
     }
 
     /// Swaps `canary` in for every key of `operator`: a swap point, at
@@ -53,7 +55,11 @@ impl Swaps {
     /// probation: it passed its own).
     pub(super) fn promote_canary(&self, operator: &str, canary: Canary) -> Result<SwapRecord, SwapError> {
         let (_, plugin, stats) = canary;
-        stats.end(CanaryState::Promoted);
+        // A worker may have rolled it back meanwhile (a record failed
+        // under `fail`): then it stays rolled back.
+        if !stats.end_running(CanaryState::Promoted) {
+            return Err(SwapError::NoTrial(operator.to_owned()));
+        }
         tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "canary promoted for every key");
         self.switch(operator, plugin, Change::Swap)
     }
@@ -76,7 +82,9 @@ impl Swaps {
                     return Ok(None);
                 };
                 let (records, failures) = stats.counts();
-                let decided = failures > allowed || records >= self.probation.records;
+                // A worker rolls it back at once when it fails a record
+                // under `fail`.
+                let decided = stats.rolled_back() || failures > allowed || records >= self.probation.records;
                 Ok(Some(
                     decided
                         .then(|| v.canary.take())
@@ -89,7 +97,10 @@ impl Swaps {
                 Ok(Some(None)) => continue,
                 _ => return,
             };
-            if failures > allowed {
+            if canary.2.rolled_back() {
+                tracing::warn!(pipeline = %self.pipeline, operator, failures, records,
+                    "the canary was rolled back: it failed a record under on_error = \"fail\"");
+            } else if failures > allowed {
                 canary.2.end(CanaryState::RolledBack);
                 tracing::warn!(
                     pipeline = %self.pipeline,

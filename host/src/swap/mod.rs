@@ -399,9 +399,12 @@ impl Swaps {
     }
 
     fn take_shadow(&self, operator: &str) -> Result<Shadow, SwapError> {
+        // One that failed (its instance could not go on) is no shadow to
+        // promote or abort.
         self.versions(operator, |v| {
             v.shadow
                 .take()
+                .filter(|(_, _, stats)| !stats.ended())
                 .ok_or_else(|| SwapError::NoTrial(operator.to_owned()))
         })
     }

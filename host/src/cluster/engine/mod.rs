@@ -15,7 +15,7 @@ use super::member::{TopicPartition, position_of};
 use super::restore::WATERMARK_ENTRY;
 use super::standby::{Standbys, WarmStates};
 use super::task::{KeyedTask, PartChains, changelog_topics};
-use super::topics::{ClusterTopics, INPUT_HEADER, TopicRole, topic_name};
+use super::topics::{ClusterTopics, INPUT_HEADER, RepartitionPurge, TopicRole, topic_name};
 use super::watermarks::{IDLE, MARKER_HEADER, marker, read_marker};
 use crate::batch::Batch;
 use crate::connectors::kafka::{
@@ -40,11 +40,23 @@ mod moves;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The marker id of keyed part `k`'s task `p` (source tasks' ids count
-/// the source partitions from 0: the two never meet).
+/// The marker id of keyed part `k`'s task `p` (the top bit set: a source
+/// task's id never has it).
 fn keyed_task_id(k: usize, p: i32) -> u32 {
     (1 << 31) | ((k as u32) << 20) | p as u32
 }
+
+/// The marker id of partition `p` of the source topic `topic`-th in name
+/// order: the same in every process, for partitions added while the
+/// cluster runs too (below 2^20 partitions a topic and 2^11 topics).
+fn source_task_id(topic: usize, p: i32) -> u32 {
+    ((topic as u32) << 20) | p as u32
+}
+
+/// How often every task's mark is written again, risen or not: a keyed
+/// task that moved starts with none, and would otherwise never hear from
+/// a source partition quiet (or idle) since before the move.
+const MARKS_AGAIN: Duration = Duration::from_secs(5);
 
 /// Where a part's output goes: input `input` of keyed part `keyed` (an
 /// index into [`Engine::keyed`]).
@@ -130,8 +142,11 @@ pub struct Engine {
     source_parts: Vec<SourcePart>,
     /// The source reading each source topic.
     source_of: HashMap<String, usize>,
-    source_ids: HashMap<TopicPartition, u32>,
+    /// Each source topic's place in name order (its tasks' marker ids).
+    source_topics: HashMap<String, usize>,
     sources: HashMap<TopicPartition, SourceTask>,
+    /// When every task's mark was last written again (see [`MARKS_AGAIN`]).
+    marks_written: Instant,
     keyed: Vec<KeyedPart>,
     sink_topic: String,
     sink_partition: Option<i32>,
@@ -149,6 +164,8 @@ pub struct Engine {
     dirty: bool,
     /// The partitions whose position was committed before.
     committed: CommittedPartitions,
+    /// Deletes the repartition topics' records below the committed offsets.
+    purge: RepartitionPurge,
     /// A failure inside a rebalance callback, for the member's loop.
     failed: Option<ClusterError>,
     /// Records read from the source and written to the sink.
@@ -228,10 +245,12 @@ impl Engine {
                 }
             }
         }
-        let source_ids = source_partitions
-            .iter()
+        let mut topics_in_order: Vec<&String> = source_of.keys().collect();
+        topics_in_order.sort();
+        let source_topics = topics_in_order
+            .into_iter()
             .enumerate()
-            .map(|(i, p)| (p.clone(), i as u32))
+            .map(|(i, t)| (t.clone(), i))
             .collect();
         // Each keyed part's repartition topic and changelog topics: the
         // plan's shape, and what standbys keep warm.
@@ -244,7 +263,15 @@ impl Engine {
                 })?;
             parts.push((k.topic.clone(), changelogs));
         }
-        let changelogs = parts.iter().flat_map(|(_, c)| c.clone()).collect();
+        let changelogs: Vec<String> = parts.iter().flat_map(|(_, c)| c.clone()).collect();
+        // Made, or checked, before the process joins: one that would lose
+        // state stops it at once.
+        let mut ensured = HashSet::new();
+        for changelog in &changelogs {
+            topics.ensure(changelog, repartition_partitions, TopicRole::Changelog)?;
+            ensured.insert(changelog.clone());
+        }
+        let purge = RepartitionPurge::new(keyed.iter().map(|k| k.topic.clone()), settings.purge_interval);
         let standby = match settings.standby_replicas {
             0 => None,
             replicas => {
@@ -296,11 +323,13 @@ impl Engine {
             producer,
             client,
             topics,
-            ensured: HashSet::new(),
+            ensured,
+            purge,
             source_parts,
             source_of,
-            source_ids,
+            source_topics,
             sources: HashMap::new(),
+            marks_written: Instant::now(),
             keyed,
             swapped: Vec::new(),
             standby,
@@ -400,7 +429,7 @@ impl Engine {
 
     /// The task of source partition `at`, made when it has none.
     fn source_task(&mut self, at: TopicPartition) -> &mut SourceTask {
-        let id = self.source_ids.get(&at).copied().unwrap_or(u32::MAX);
+        let id = source_task_id(self.source_topics[&at.0], at.1);
         let source = self.source_of[&at.0];
         let telemetry = &self.plan.telemetry;
         self.sources
@@ -547,12 +576,18 @@ impl Engine {
     /// offsets, in one transaction with `exactly_once`.
     pub fn commit<C: ConsumerContext>(&mut self, consumer: &BaseConsumer<C>) -> Result<(), ClusterError> {
         self.flush()?;
-        // A source task turning idle must say so even when nothing was read.
-        self.dirty |= self.sources.values().any(|t| self.idle_due(t));
+        // A source task turning idle must say so even when nothing was read,
+        // and every mark is written again now and then.
+        let again = self.delay.is_some() && self.marks_written.elapsed() >= MARKS_AGAIN;
+        self.dirty |= again || self.sources.values().any(|t| self.idle_due(t));
         if !self.dirty {
+            self.purge.purge_due(&self.topics);
             return Ok(());
         }
-        self.send_markers()?;
+        self.send_markers(again)?;
+        if again {
+            self.marks_written = Instant::now();
+        }
         self.send_changes()?;
         let position = position_of(consumer);
         self.committed.name_new(&self.producer, &position.offsets)?;
@@ -588,46 +623,46 @@ impl Engine {
             }
         }
         self.committed.committed();
+        self.purge.committed(&self.topics, &position.offsets);
         self.dirty = false;
         Ok(())
     }
 
     /// Writes each task's watermark marker into every partition of the
-    /// next part's repartition topic, when it rose since the last one.
-    fn send_markers(&mut self) -> Result<(), ClusterError> {
+    /// next part's repartition topic, when it rose since the last one (or,
+    /// `again`, whether it rose or not).
+    fn send_markers(&mut self, again: bool) -> Result<(), ClusterError> {
         let Some(delay) = self.delay else {
             return Ok(());
         };
         let mut marks: Vec<(Option<Route>, u32, i64)> = Vec::new();
-        let idle: Vec<TopicPartition> = self
+        let idle: HashSet<TopicPartition> = self
             .sources
             .iter()
             .filter(|(_, t)| self.idle_due(t))
             .map(|(at, _)| at.clone())
             .collect();
-        for at in idle {
-            let task = self.sources.get_mut(&at).expect("listed");
-            task.marked = Some(IDLE);
-            marks.push((self.source_parts[task.source].route, task.id, IDLE));
-        }
-        for task in self.sources.values_mut() {
-            let Some(max) = task.max_time.filter(|_| task.marked != Some(IDLE)) else {
-                continue;
-            };
-            // As in one process: a record at the watermark may be late.
-            let watermark = max.saturating_sub(delay).saturating_sub(1);
-            if task.marked < Some(watermark) {
-                task.marked = Some(watermark);
-                marks.push((self.source_parts[task.source].route, task.id, watermark));
+        for (at, task) in &mut self.sources {
+            let before = task.marked;
+            if idle.contains(at) {
+                task.marked = Some(IDLE);
+            } else if let Some(max) = task.max_time.filter(|_| task.marked != Some(IDLE)) {
+                // As in one process: a record at the watermark may be late.
+                task.marked = task.marked.max(Some(max.saturating_sub(delay).saturating_sub(1)));
+            }
+            if let Some(mark) = task.marked.filter(|_| again || task.marked != before) {
+                marks.push((self.source_parts[task.source].route, task.id, mark));
             }
         }
         for (k, part) in self.keyed.iter_mut().enumerate() {
             for (&p, task) in &mut part.tasks {
-                if let Some(now) = task.watermarks.current()
-                    && task.marked_watermark < Some(now)
+                let before = task.marked_watermark;
+                task.marked_watermark = task.marked_watermark.max(task.watermarks.current());
+                if let Some(mark) = task
+                    .marked_watermark
+                    .filter(|_| again || task.marked_watermark != before)
                 {
-                    task.marked_watermark = Some(now);
-                    marks.push((part.route, keyed_task_id(k, p), now));
+                    marks.push((part.route, keyed_task_id(k, p), mark));
                 }
             }
         }
@@ -733,6 +768,26 @@ impl Engine {
             && let Err(e) = self.producer.abort_transaction(TIMEOUT)
         {
             tracing::debug!(error = %e, "ending the last, empty transaction");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_ids_are_unique_across_topics_partitions_and_keyed_tasks() {
+        let mut seen = HashSet::new();
+        for topic in 0..4 {
+            for p in 0..300 {
+                assert!(seen.insert(source_task_id(topic, p)), "source {topic}/{p}");
+            }
+        }
+        for k in 0..3 {
+            for p in 0..300 {
+                assert!(seen.insert(keyed_task_id(k, p)), "keyed {k}/{p}");
+            }
         }
     }
 }

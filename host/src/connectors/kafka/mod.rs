@@ -9,6 +9,7 @@ mod refusals;
 mod sink;
 mod source;
 mod topic_admin;
+pub mod topic_settings;
 mod transactional;
 mod transient;
 mod watermarks;

@@ -2,10 +2,11 @@
 //! that a record the brokers would refuse is refused before it is sent (a
 //! refusal inside a transaction would abort the whole interval, where the
 //! sink's `on_error` can only apply to the record), and the commit topic,
-//! made when missing.
+//! made when missing and checked when it exists (`topic_settings.rs`).
 
 use super::config::{KafkaSinkSpec, client_config};
 use super::kafka_error;
+use super::topic_settings::{Keeps, check_replication, check_settings, describe, replication_factor};
 use crate::connectors::ConnectorError;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -13,6 +14,9 @@ use rdkafka::types::RDKafkaErrorCode;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The commit topic keeps each sink's newest commit record for good.
+const COMMITS: Keeps = Keeps::NewestOfEachKey { tombstones_for: None };
 
 /// What the brokers take on a topic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -73,28 +77,69 @@ impl<'a> TopicAdmin<'a> {
     }
 
     /// Makes the compacted, one-partition commit topic `topic` unless it
-    /// exists.
+    /// exists (replicated as [`replication_factor`] says); refuses one
+    /// that exists with settings that would lose its records, and warns
+    /// of one with fewer replicas than mailer would make it with.
     pub fn ensure_commit_topic(&self, topic: &str) -> Result<(), ConnectorError> {
+        let brokers = self.spec.bootstrap_servers.value();
         let refused = |reason: String| {
             kafka_error(
-                self.spec.bootstrap_servers.value(),
+                brokers,
                 topic,
                 format!(
                     "creating the commit topic: {reason}; create it yourself (one partition, cleanup.policy=compact)"
                 ),
             )
         };
-        // -1: the brokers' default replication factor.
-        let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact");
+        let (listed_brokers, _) = self.replicas(topic)?;
+        let replication = replication_factor(None, listed_brokers);
+        let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(replication as i32));
+        for (name, value) in COMMITS.creation_configs() {
+            new = new.set(name, value);
+        }
         let results = self
             .runtime
             .block_on(self.client.create_topics([&new], &options()))
             .map_err(|e| refused(e.to_string()))?;
         match results.into_iter().next() {
             Some(Err((_, code))) if code != RDKafkaErrorCode::TopicAlreadyExists => {
-                Err(refused(code.to_string()))
+                return Err(refused(code.to_string()));
             }
-            _ => Ok(()),
+            Some(Err(_)) => {}
+            // Made now, as asked.
+            _ => return Ok(()),
         }
+        let config = self
+            .runtime
+            .block_on(describe(&self.client, topic, TIMEOUT))
+            .map_err(|reason| kafka_error(brokers, topic, format!("the commit topic: {reason}")))?;
+        check_settings(brokers, topic, COMMITS, &config)
+            .map_err(|e| kafka_error(brokers, topic, format!("the commit topic cannot be used: {e}")))?;
+        if let (listed_brokers, Some(found)) = self.replicas(topic)?
+            && let Some(warning) = check_replication(brokers, topic, found, (None, listed_brokers))
+                .map_err(|e| kafka_error(brokers, topic, e))?
+        {
+            tracing::warn!("{warning}");
+        }
+        Ok(())
+    }
+
+    /// The brokers the cluster lists, and the fewest replicas of a
+    /// partition of `topic` (none when it is not listed).
+    fn replicas(&self, topic: &str) -> Result<(usize, Option<usize>), ConnectorError> {
+        let brokers = self.spec.bootstrap_servers.value();
+        let metadata = self
+            .client
+            .inner()
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .map_err(|e| kafka_error(brokers, topic, format!("reading the brokers' metadata: {e}")))?;
+        let fewest = metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic && t.error().is_none())
+            .flat_map(|t| t.partitions())
+            .map(|p| p.replicas().len())
+            .min();
+        Ok((metadata.brokers().len(), fewest))
     }
 }

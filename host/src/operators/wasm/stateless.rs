@@ -3,7 +3,7 @@
 use super::retry::{self, PluginCalls, fatal};
 use crate::batch::Batch;
 use crate::operators::branch::Predicate;
-use crate::operators::{CanaryStats, FailureHandler, Operator, OperatorError, ShadowStats};
+use crate::operators::{CanaryState, CanaryStats, FailureHandler, Operator, OperatorError, ShadowStats};
 use crate::plugin::{CallMode, LoadedPlugin, PluginInstance, World};
 use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;
@@ -67,9 +67,22 @@ impl WasmStateless {
             let records = theirs.len() as u64;
             std::mem::swap(&mut self.instance, &mut instance);
             let before = self.failure.failed_here();
-            let canary = retry::process(self, Batch::Records(theirs));
+            // Under `fail`, a record the canary fails on rolls it back
+            // instead of ending the run, and the current version handles
+            // all of the canary's records of the batch, in order (they
+            // keep no state: the canary's outputs are simply dropped).
+            let again = self.failure.hold_failures().then(|| theirs.clone());
+            let mut canary = retry::process(self, Batch::Records(theirs));
+            let failed = !self.failure.take_held().is_empty();
             stats.count(records, self.failure.failed_here() - before);
             std::mem::swap(&mut self.instance, &mut instance);
+            if let Some(again) = again.filter(|_| failed) {
+                if stats.end_running(CanaryState::RolledBack) {
+                    tracing::warn!(operator = %self.name,
+                        "the canary failed a record under on_error = \"fail\": rolled back, its key groups go back to the current version");
+                }
+                canary = retry::process(self, Batch::Records(again));
+            }
             out = canary.map(|canary| {
                 let mut all = current.into_records();
                 all.extend(canary.into_records());

@@ -220,6 +220,12 @@ impl WasmProcess {
             }
         };
         for rec in records {
+            // A canary failed one of them under `fail`: the rest wait for
+            // the current version too, in order.
+            if self.failure.holds_any() {
+                self.failure.hold(rec);
+                continue;
+            }
             self.one_record(input, key, rec, out)?;
         }
         Ok(())
@@ -301,7 +307,12 @@ impl WasmProcess {
         for (at, key) in due {
             // Timers are no records: only their failures count.
             if self.canary_takes(&key) {
-                self.as_canary(0, |me| me.timer(domain, at, key, out))?;
+                let failed = self.as_canary(0, |me| me.timer(domain, at, key.clone(), out))?;
+                if !failed.is_empty() {
+                    // The canary failed it under `fail` (its changes
+                    // dropped): the current version fires it.
+                    self.timer(domain, at, key, out)?;
+                }
             } else {
                 self.timer(domain, at, key, out)?;
             }
@@ -434,12 +445,21 @@ impl Operator for WasmProcess {
         }
         if !canary_keys.is_empty() {
             let records = canary_keys.iter().map(|(_, r)| r.len() as u64).sum();
-            self.as_canary(records, |me| {
+            let failed = self.as_canary(records, |me| {
                 for (key, records) in canary_keys {
-                    me.key_records(input, &key, records, &mut out)?;
+                    if me.failure.holds_any() {
+                        records.into_iter().for_each(|rec| me.failure.hold(rec));
+                    } else {
+                        me.key_records(input, &key, records, &mut out)?;
+                    }
                 }
                 Ok(())
             })?;
+            // What the canary failed under `fail`, and what came after it:
+            // the current version's (the canary rolled back).
+            for (key, records) in by_key(failed) {
+                self.key_records(input, &key, records, &mut out)?;
+            }
         }
         self.migrate_next_keys()?;
         Ok(Batch::Records(out))
@@ -501,3 +521,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod trial_model_tests;

@@ -6,7 +6,7 @@
 
 use super::WasmProcess;
 use crate::batch::Batch;
-use crate::operators::{CanaryStats, OperatorError, ShadowStats};
+use crate::operators::{CanaryState, CanaryStats, OperatorError, ShadowState, ShadowStats};
 use crate::plugin::{CallMode, PluginInstance, RecordOutcome};
 use crate::record::Record;
 use std::sync::Arc;
@@ -43,29 +43,41 @@ impl WasmProcess {
         }
     }
 
-    /// Whether the canary handles `key`.
+    /// Whether the canary handles `key` (not once it was rolled back).
     pub(super) fn canary_takes(&self, key: &[u8]) -> bool {
-        self.canary.as_ref().is_some_and(|(_, stats)| stats.takes(key))
+        self.canary
+            .as_ref()
+            .is_some_and(|(_, stats)| !stats.rolled_back() && stats.takes(key))
     }
 
     /// Runs `f` with the canary's instance in place of the current one (the
     /// keyed state moved over), counting `records` and the failures `f`
-    /// met into the canary's stats.
+    /// met into the canary's stats. Under the `fail` policy a record the
+    /// canary fails on rolls it back at once instead of ending the run:
+    /// that record and the ones `f` held after it (see
+    /// [`FailureHandler::holds_any`](crate::operators::FailureHandler::holds_any))
+    /// are returned, untouched by the canary, for the current version.
     pub(super) fn as_canary(
         &mut self,
         records: u64,
         f: impl FnOnce(&mut Self) -> Result<(), OperatorError>,
-    ) -> Result<(), OperatorError> {
+    ) -> Result<Vec<Record>, OperatorError> {
         let (mut instance, stats): (PluginInstance, Arc<CanaryStats>) =
             self.canary.take().expect("a canary runs");
         self.trade_instance(&mut instance);
         stats.count(records, 0);
         let before = self.failure.failed_here();
+        self.failure.hold_failures();
         let result = f(self);
+        let held = self.failure.take_held();
         stats.count(0, self.failure.failed_here() - before);
         self.trade_instance(&mut instance);
+        if !held.is_empty() && stats.end_running(CanaryState::RolledBack) {
+            tracing::warn!(operator = %self.name,
+                "the canary failed a record under on_error = \"fail\": rolled back, its key groups go back to the current version");
+        }
         self.canary = Some((instance, stats));
-        result
+        result.map(|()| held)
     }
 
     /// Puts `other` in place of the running instance, the keyed state
@@ -104,8 +116,19 @@ impl WasmProcess {
         let shadow_took = started.elapsed();
         self.trade_instance(&mut shadow.instance);
         let stats = shadow.stats.clone();
+        let theirs = match tried {
+            Ok(theirs) => theirs,
+            Err(e) => {
+                // Its instance cannot go on (it failed and could not be
+                // made again): the shadow ends, never the operator.
+                self.ctx().abort();
+                stats.end(ShadowState::Failed);
+                tracing::warn!(operator = %self.name, error = %e,
+                    "the shadow's instance failed and cannot be made again: the shadow ends, the current version goes on");
+                return self.key_records(input, key, records, out);
+            }
+        };
         self.shadow = Some(shadow);
-        let theirs = tried?;
         self.observed = Some(Vec::with_capacity(records.len()));
         let started = Instant::now();
         let result = self.key_records(input, key, records.clone(), out);
