@@ -548,8 +548,9 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The wall clock in ms since the epoch, as the lease object records it.
 fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, millis)
+    u64::try_from(crate::clock::now_ms()).unwrap_or(0)
 }
 
 /// This machine's host name (`unknown` when it has none).

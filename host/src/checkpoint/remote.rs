@@ -37,7 +37,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 /// Bytes buffered per file upload; a larger file goes up in parts of this
@@ -284,9 +284,7 @@ impl RemoteCheckpoints {
             .list_files()?
             .into_iter()
             .partition(|m| m.location.filename().is_some_and(|name| listed.contains(name)));
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now_ms = crate::clock::now_ms();
         let grace_ms = i64::try_from(self.grace.as_millis()).unwrap_or(i64::MAX);
         let (old, young): (Vec<_>, Vec<_>) = unlisted
             .into_iter()
