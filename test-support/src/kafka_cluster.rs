@@ -6,16 +6,22 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// `__transaction_state`'s partitions (`transaction.state.log.num.partitions`
 /// in `scripts/kafka-broker`).
 const TRANSACTION_STATE_PARTITIONS: i32 = 8;
 
+/// Held by the one cluster running: every cluster listens on the same
+/// ports (29091..), so tests running side by side take turns.
+static RUNNING: Mutex<()> = Mutex::new(());
+
 /// The brokers of one `scripts/kafka-broker cluster N`.
 pub struct KafkaCluster {
     dir: PathBuf,
     bootstrap: String,
+    _turn: MutexGuard<'static, ()>,
 }
 
 fn script() -> PathBuf {
@@ -26,6 +32,7 @@ impl KafkaCluster {
     /// Starts `nodes` brokers (each also a controller) and waits until all
     /// serve.
     pub fn start(nodes: usize) -> Self {
+        let turn = RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let out = Command::new(script())
             .args(["cluster", &nodes.to_string()])
             .output()
@@ -42,7 +49,11 @@ impl KafkaCluster {
             .find_map(|l| l.strip_prefix("KAFKA_BOOTSTRAP="))
             .expect("KAFKA_BOOTSTRAP in the env file")
             .to_owned();
-        Self { dir, bootstrap }
+        Self {
+            dir,
+            bootstrap,
+            _turn: turn,
+        }
     }
 
     /// Its brokers, comma-separated.

@@ -263,14 +263,15 @@ impl ClusterTopics {
             .runtime
             .block_on(self.client.create_topics([&new], &options))
             .map_err(|e| failed(e.to_string()))?;
-        match results.into_iter().next() {
-            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | Some(Ok(_)) | None => {}
+        let made_now = match results.into_iter().next() {
+            Some(Ok(_)) => true,
+            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | None => false,
             Some(Err((_, code))) => {
                 return Err(failed(format!(
                     "creating it with replication factor {replication}: {code}"
                 )));
             }
-        }
+        };
         let listed = self.settled(topic)?;
         let found = listed.partitions.len();
         if found != partitions {
@@ -280,11 +281,14 @@ impl ClusterTopics {
                 expected: partitions,
             });
         }
-        let config = self
-            .runtime
-            .block_on(describe(&self.client, topic, TIMEOUT))
-            .map_err(failed)?;
-        check_settings(&self.brokers, topic, role.keeps(), &config)?;
+        // One made now has the settings it was made with.
+        if !made_now {
+            let config = self
+                .runtime
+                .block_on(describe(&self.client, topic, TIMEOUT))
+                .map_err(failed)?;
+            check_settings(&self.brokers, topic, role.keeps(), &config)?;
+        }
         let fewest = listed.partitions.iter().map(|(.., replicas)| *replicas).min();
         if let Some(warning) = check_replication(
             &self.brokers,

@@ -97,25 +97,40 @@ pub enum TopicSettingError {
 }
 
 /// `topic`'s settings as the brokers describe them (each name with its
-/// value, defaults included).
+/// value, defaults included). A broker that has not yet seen a topic just
+/// made elsewhere answers without its settings: asked again until they
+/// come (every topic has a `cleanup.policy`, default or not), within
+/// `timeout`.
 pub async fn describe<C: ClientContext + 'static>(
     client: &AdminClient<C>,
     topic: &str,
     timeout: Duration,
 ) -> Result<HashMap<String, String>, String> {
     let options = AdminOptions::new().request_timeout(Some(timeout));
-    let described = client
-        .describe_configs([&ResourceSpecifier::Topic(topic)], &options)
-        .await
-        .map_err(|e| format!("reading the topic's settings: {e}"))?;
-    match described.into_iter().next() {
-        Some(Ok(config)) => Ok(config
-            .entries
-            .into_iter()
-            .filter_map(|e| Some((e.name, e.value?)))
-            .collect()),
-        Some(Err(code)) => Err(format!("reading the topic's settings: {code}")),
-        None => Err("reading the topic's settings: the brokers answered nothing".to_owned()),
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let described = client
+            .describe_configs([&ResourceSpecifier::Topic(topic)], &options)
+            .await
+            .map_err(|e| format!("reading the topic's settings: {e}"))?;
+        let config: HashMap<String, String> = match described.into_iter().next() {
+            Some(Ok(config)) => config
+                .entries
+                .into_iter()
+                .filter_map(|e| Some((e.name, e.value?)))
+                .collect(),
+            Some(Err(code)) => return Err(format!("reading the topic's settings: {code}")),
+            None => HashMap::new(),
+        };
+        if config.contains_key("cleanup.policy") {
+            return Ok(config);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "reading the topic's settings: the brokers did not describe them within {timeout:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
