@@ -254,7 +254,11 @@ impl Source for KafkaSource {
             && self.last_discovery.elapsed() >= every
         {
             self.last_discovery = Instant::now();
-            self.discover_partitions()?;
+            // Brokers out of reach now are asked again next time: reading
+            // the partitions known goes on meanwhile.
+            if let Err(e) = self.discover_partitions() {
+                tracing::warn!(error = %e, "looking for partitions added to the topics failed; looking again in {every:?}");
+            }
         }
         let mut batch = Vec::with_capacity(max.min(4096));
         self.split_times.clear();
