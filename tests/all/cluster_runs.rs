@@ -847,6 +847,96 @@ fn idle_source_partitions_hold_no_window_back_in_a_cluster() {
     cluster_windows_equal_one_process(4, &["a", "b"], "idle_timeout = \"1s\"");
 }
 
+#[test]
+fn a_keyed_task_that_moves_hears_from_source_partitions_quiet_since_before() {
+    // Source tasks mark their watermark when it rises and their idleness
+    // once. A keyed task that moves starts with no marks: it must still
+    // hear from the quiet partitions that stayed where they were, or its
+    // windows never fire again.
+    let w = Workdir::new();
+    let (input, one_out, cluster_out) = window_topics("cluster-moved");
+    let start = an_hour_ago(10_000);
+    let record = |i: i64, ts: i64, p: i32| {
+        let user = format!("u{}", i % 9);
+        let value = format!(r#"{{"user":"{user}","ts":{ts},"amount":{}}}"#, i % 17);
+        (input.clone(), p, user, value)
+    };
+    let flush = |p: i32, ts: i64| {
+        let user = format!("flush{p}");
+        (
+            input.clone(),
+            p,
+            user.clone(),
+            format!(r#"{{"user":"{user}","ts":{ts},"amount":0}}"#),
+        )
+    };
+    let windows_of = |records: &[(String, i32, String, String)]| {
+        let real = records.iter().filter(|r| !r.2.starts_with("flush"));
+        real.map(|r| {
+            let v: serde_json::Value = serde_json::from_str(&r.3).unwrap();
+            (r.2.clone(), v["ts"].as_i64().unwrap() / 10_000)
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+    };
+    let m = windows(&w, &input, &cluster_out, true, r#"idle_timeout = "1s""#);
+    let (a, b) = (Member::start(&w, &m, "a"), Member::start(&w, &m, "b"));
+    let text = held_by_each(&m, &input, &["a", "b"]);
+    // Stopped: the one holding keyed tasks while the other holds a
+    // partition that stays quiet after the first records (1 to 5).
+    let quiet_of = |name: &str| {
+        text.lines()
+            .any(|l| (1..6).any(|p| l.starts_with(&format!("{input}/{p} "))) && holder_is(l, name))
+    };
+    let ((moving, staying), stopped) = if keyed_tasks_of(&text, "a") > 0 && quiet_of("b") {
+        ((a, b), "a")
+    } else {
+        assert!(keyed_tasks_of(&text, "b") > 0 && quiet_of("a"), "{text}");
+        ((b, a), "b")
+    };
+    // First records in partitions 0 to 3, far ahead at the end of each:
+    // their windows fire; partitions 4 and 5 are idle from the start, 1 to
+    // 3 once they are read.
+    let mut first: Vec<_> = (0..600i64)
+        .map(|i| record(i, start + i * 333, i as i32 % 4))
+        .collect();
+    let later = start + 600_000;
+    first.extend((0..4).map(|p| flush(p, later)));
+    send_all(&first);
+    let fired = windows_of(&first);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while consume_all(&cluster_out, 1)
+        .iter()
+        .filter(|(k, _)| !k.starts_with("flush"))
+        .count()
+        < fired
+    {
+        assert!(Instant::now() < deadline, "the first windows never fired");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let log = moving.stop();
+    assert!(!log.is_empty(), "{stopped} ran");
+    // Then records in partition 0 only: the moved keyed tasks must hear
+    // partitions 1 to 5 are idle from the member that kept them.
+    let mut second: Vec<_> = (0..600i64).map(|i| record(i, later + i * 333, 0)).collect();
+    second.push(flush(0, later + 600_000));
+    send_all(&second);
+    let all: Vec<_> = first.into_iter().chain(second).collect();
+    let one = windows(&w, &input, &one_out, false, r#"idle_timeout = "1s""#);
+    let one_log = run_to_end(&one, &[]);
+    let real = |key: &str| !key.starts_with("flush");
+    let expected = committed_sorted(&one_out, &real);
+    assert_eq!(
+        expected.len(),
+        windows_of(&all),
+        "one process fired every window:\n{one_log}"
+    );
+    let (got, logs) = cluster_output(&cluster_out, expected.len(), real, vec![staying]);
+    assert_eq!(got.len(), expected.len(), "windows fired after the move:\n{logs}");
+    assert!(got == expected, "the cluster's windows differ from one process's");
+}
+
 /// An hour ago, in whole `unit`s of ms: recent event times, as the test
 /// broker expires older records by their timestamps (7 days).
 fn an_hour_ago(unit: i64) -> i64 {

@@ -96,14 +96,21 @@ impl UpstreamWatermarks {
     }
 
     /// The minimum over the active tasks once every task was heard from
-    /// (a watermark or idle); none while all are idle.
+    /// (a watermark or idle). While every task is idle nothing holds event
+    /// time back: the largest watermark any of them marked (as Flink's
+    /// watermark valve does), so that a task which heard the last marks
+    /// only after their sources went idle — one that moved, say — fires
+    /// what a task that heard them in time did.
     fn minimum(&self) -> Option<i64> {
         let accounted = self.heard.len() + self.idle.iter().filter(|t| !self.heard.contains_key(t)).count();
         if accounted < self.expected || self.expected == 0 {
             return None;
         }
         let active = self.heard.iter().filter(|(t, _)| !self.idle.contains(t));
-        active.map(|(_, w)| *w).min()
+        active
+            .map(|(_, w)| *w)
+            .min()
+            .or_else(|| self.heard.values().copied().max())
     }
 }
 
@@ -139,16 +146,29 @@ mod tests {
         assert_eq!(w.observe(1, IDLE), None, "task 2 not heard yet");
         assert_eq!(w.observe(2, 70), Some(70), "task 1 never read a record");
         assert_eq!(w.observe(2, IDLE), Some(100), "only task 0 is active");
-        assert_eq!(w.observe(0, IDLE), None, "every task idle: it stays");
+        assert_eq!(w.observe(0, IDLE), None, "every task idle: the largest mark, 100");
         assert_eq!(w.current(), Some(100));
         assert_eq!(w.observe(1, 40), None, "active again, behind: it never goes back");
         assert_eq!(w.observe(1, 150), Some(150), "task 0 and 2 still idle");
     }
 
+    #[test]
+    fn marks_heard_only_after_their_tasks_went_idle_still_move_it() {
+        // A task that moved hears task 0's last watermark, then each
+        // task's idle mark: nothing holds the watermark back any more.
+        let mut w = UpstreamWatermarks::new(3);
+        w.resume_at(50);
+        assert_eq!(w.observe(0, 120), None, "tasks 1 and 2 not heard yet");
+        assert_eq!(w.observe(0, IDLE), None);
+        assert_eq!(w.observe(1, IDLE), None);
+        assert_eq!(w.observe(2, IDLE), Some(120));
+    }
+
     proptest! {
         /// With tasks going idle (`None`) and back: the watermark is the
-        /// largest the minimum over the active tasks ever was, once every
-        /// task was heard from.
+        /// largest the minimum over the active tasks (over every task's
+        /// largest mark while all are idle) ever was, once every task was
+        /// heard from.
         #[test]
         fn idle_tasks_leave_the_minimum_until_they_mark_again(
             marks in prop::collection::vec((0u32..4, prop::option::of(-50i64..50)), 0..60)
@@ -170,8 +190,8 @@ mod tests {
                 }
                 let heard = (0..4).all(|t| largest.contains_key(&t) || idle.contains(&t));
                 let active = largest.iter().filter(|(t, _)| !idle.contains(*t)).map(|(_, m)| *m).min();
-                if heard && active.is_some() {
-                    model = model.max(active);
+                if heard {
+                    model = model.max(active.or_else(|| largest.values().copied().max()));
                 }
                 prop_assert_eq!(w.current(), model);
             }

@@ -2,7 +2,8 @@
 //! watermark is the largest event time it produced minus the allowed delay
 //! (minus one); the source's is the minimum over its active splits, so a
 //! slow split holds event time back, while a split quiet for longer than
-//! the idle timeout does not stall it.
+//! the idle timeout does not stall it (every split quiet: the largest over
+//! all of them).
 
 use std::time::{Duration, Instant};
 
@@ -63,7 +64,13 @@ impl WatermarkGenerator {
             self.idle_timeout
                 .is_none_or(|t| now.duration_since(s.last_active) < t)
         });
-        let min = active.map(|s| s.max_timestamp).min()?;
+        // Every split idle: nothing holds event time back, so it moves to
+        // the largest time any split produced (as in cluster mode, and as
+        // Flink's watermark valve does).
+        let min = match active.map(|s| s.max_timestamp).min() {
+            Some(min) => min,
+            None => self.splits.iter().map(|s| s.max_timestamp).max()?,
+        };
         if min == i64::MIN {
             return None;
         }
@@ -101,5 +108,17 @@ mod tests {
         std::thread::sleep(Duration::from_millis(60));
         g.observe(0, 200);
         assert_eq!(g.advance(), Some(199), "split 1 went idle");
+    }
+
+    #[test]
+    fn every_split_idle_moves_it_to_the_largest_time_produced() {
+        let mut g = WatermarkGenerator::new(2, Duration::ZERO, Some(Duration::from_millis(50)));
+        g.observe(0, 100);
+        g.observe(1, 40);
+        assert_eq!(g.advance(), Some(39));
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(g.advance(), Some(99), "both idle: split 0's time holds");
+        g.observe(1, 60);
+        assert_eq!(g.advance(), None, "split 1 back, behind: it never goes back");
     }
 }
