@@ -54,10 +54,22 @@ test: plugins
     for d in plugins/python/*/; do (cd "$d" && PYTHONPATH=../../../guest-sdk/python python3 -m unittest --quiet); done
     for t in plugins/js/*/test.mjs; do node "$t"; done
 
-# The crash tests with 100 SIGKILLs per state backend (200 in all), and 200
-# against the Kafka broker (exactly once) and 100 more (at least once).
-soak: plugins
-    MAILER_SOAK_KILLS=100 scripts/with-services cargo test -p mailer --test all killed
+# The crash soak: the crash tests with MAILER_SOAK_KILLS=kills (each sweep
+# kills its pipeline that many times, or a multiple of it; `just soak 3` is
+# a short one), against the Kafka broker, PostgreSQL and S3. Each sweep
+# appends a `soak sink=... kills=... lost=... duplicated=...` line to a
+# summary file; then the totals per sink kind (scripts/soak-totals), failing
+# if anything was lost, or duplicated by an exactly-once sink.
+soak kills="100": plugins
+    #!/usr/bin/env bash
+    set -euo pipefail
+    summary=$(mktemp)
+    trap 'rm -f "$summary"' EXIT
+    status=0
+    MAILER_SOAK_SUMMARY="$summary" MAILER_SOAK_KILLS={{ kills }} scripts/with-services \
+        cargo test -p mailer --test all -- killed kills_between || status=$?
+    scripts/soak-totals "$summary" || status=1
+    exit "$status"
 
 # Benchmarks (release builds); `just bench w1` runs those whose name starts with w1.
 bench prefix="": plugins

@@ -93,12 +93,22 @@ pub(crate) fn expected_counts() -> BTreeMap<String, u64> {
 /// whatever was replayed after a restart.
 pub(crate) fn final_counts(w: &Workdir) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
-    for line in w.read("out.txt").lines() {
-        let (key, count) = line.split_once('\t').unwrap();
-        let c: &mut u64 = counts.entry(key.to_owned()).or_default();
-        *c = (*c).max(count.parse().unwrap());
+    for (key, count) in count_lines(w) {
+        let c: &mut u64 = counts.entry(key).or_default();
+        *c = (*c).max(count);
     }
     counts
+}
+
+/// The sink's `key<TAB>count` lines, in the order written.
+pub(crate) fn count_lines(w: &Workdir) -> Vec<(String, u64)> {
+    w.read("out.txt")
+        .lines()
+        .map(|l| {
+            let (key, count) = l.split_once('\t').unwrap();
+            (key.to_owned(), count.parse().unwrap())
+        })
+        .collect()
 }
 
 /// Runs `m` until it completed a checkpoint of its own, then kills it with
@@ -108,7 +118,8 @@ pub(crate) fn run_and_kill(w: &Workdir, m: &std::path::Path, seed: u64, max_wait
     run_and_kill_at(&w.path("checkpoints"), m, seed, max_wait_ms)
 }
 
-/// [`run_and_kill`] of a pipeline whose checkpoints go to `checkpoints`.
+/// [`run_and_kill`] of a pipeline whose checkpoints go to `checkpoints`
+/// (its kill counted toward the thread's [`Sweep`]).
 pub(crate) fn run_and_kill_at(
     checkpoints: &std::path::Path,
     m: &std::path::Path,
@@ -122,9 +133,7 @@ pub(crate) fn run_and_kill_at(
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(splitmix64(seed ^ 0xC0FFEE) % max_wait_ms));
-    if child.try_wait().unwrap().is_none() {
-        child.kill().unwrap();
-    }
+    sigkill(&mut child);
     let out = child.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stderr).contains("resuming from a checkpoint")
 }
@@ -134,7 +143,8 @@ pub(crate) fn run_and_kill_at(
 pub(crate) const KILL_MOMENTS: [&str; 3] = ["staged", "durable", "committed"];
 
 /// Runs `m` until it kills itself at `moment` of its `n`-th checkpoint (a
-/// debug build's test hook) or ends; whether it was killed there.
+/// debug build's test hook) or ends; whether it was killed there (counted
+/// toward the thread's [`Sweep`]).
 pub(crate) fn run_killed_at(m: &std::path::Path, moment: &str, n: u64) -> bool {
     let out = mailer()
         .env("MAILER_TEST_KILL_AT", format!("{moment}:{n}"))
@@ -142,7 +152,11 @@ pub(crate) fn run_killed_at(m: &std::path::Path, moment: &str, n: u64) -> bool {
         .arg(m)
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stderr).contains(&format!("test hook: killed {moment}"))
+    let killed = String::from_utf8_lossy(&out.stderr).contains(&format!("test hook: killed {moment}"));
+    if killed {
+        count_kill();
+    }
+    killed
 }
 
 /// How many times each crash test kills the pipeline per backend
@@ -154,7 +168,8 @@ pub(crate) fn kills() -> u64 {
         .unwrap_or(10)
 }
 
-fn crash_sweep(backend: &str) {
+fn crash_sweep(backend: &'static str) {
+    let sweep = Sweep::start("file", backend);
     let w = Workdir::new();
     let m = manifest(&w, backend);
     let kills = kills();
@@ -168,7 +183,7 @@ fn crash_sweep(backend: &str) {
         "every run after the first resumes from a checkpoint"
     );
     run_to_end(&m, &[]);
-    assert_eq!(final_counts(&w), expected_counts(), "{backend}");
+    sweep.report(Tally::of_counts(&final_counts(&w), &expected_counts()));
 }
 
 #[test]

@@ -270,38 +270,33 @@ fn crash_expected() -> BTreeMap<String, u64> {
 /// sources interleave differently in each run, so updates are compared as
 /// sorted lines), every input line exactly once.
 fn assert_exactly_one_run(w: &Workdir, what: &str) {
-    let counts = w.read("counts.txt");
-    assert_eq!(final_counts(&counts), crash_expected(), "{what}: final counts");
-    let mut updates: Vec<String> = Vec::new();
+    one_run_tally(w).assert_exactly_once(what);
+}
+
+/// The lines of both sinks (`totals ` or `raw ` before each) against one
+/// run's: every update of every key once, every input line once.
+fn one_run_tally(w: &Workdir) -> Tally {
+    let (counts, raw) = (w.read("counts.txt"), w.read("raw.txt"));
+    let got = counts.lines().map(|l| format!("totals {l}"));
+    let got = got.chain(raw.lines().map(|l| format!("raw {l}")));
+    let mut expected: Vec<String> = Vec::new();
     for (key, n) in crash_expected() {
-        updates.extend((1..=n).map(|c| format!("{key}\t{c}")));
+        expected.extend((1..=n).map(|c| format!("totals {key}\t{c}")));
     }
-    updates.sort_unstable();
-    assert!(
-        sorted_lines(&counts) == updates,
-        "{what}: an update is missing or repeated"
-    );
-    let raw = w.read("raw.txt");
     let input = format!(
         "{}{}",
         keyed_lines(CRASH_LINES, CRASH_KEYS, 1),
         keyed_lines(CRASH_LINES, CRASH_KEYS, 2)
     );
-    let mut expected_raw: Vec<String> = input
-        .lines()
-        .map(|l| {
-            let key = l.split('"').nth(3).unwrap();
-            format!("{key}\t{l}")
-        })
-        .collect();
-    expected_raw.sort_unstable();
-    assert!(
-        sorted_lines(&raw) == expected_raw,
-        "{what}: a raw record is missing or repeated"
-    );
+    expected.extend(input.lines().map(|l| {
+        let key = l.split('"').nth(3).unwrap();
+        format!("raw {key}\t{l}")
+    }));
+    Tally::of_items(got, expected)
 }
 
-fn graph_crash_sweep(backend: &str) {
+fn graph_crash_sweep(backend: &'static str) {
+    let sweep = Sweep::start("file", backend);
     let w = Workdir::new();
     crash_inputs(&w);
     let name = format!("graph-crash-{backend}");
@@ -314,7 +309,7 @@ fn graph_crash_sweep(backend: &str) {
     assert!(resumed + 1 >= times, "only {resumed} of {times} runs resumed");
     let log = run_to_end(&m, &[]);
     assert!(log.contains("resuming from a checkpoint"), "{log}");
-    assert_exactly_one_run(&w, backend);
+    sweep.report(one_run_tally(&w));
     // Run again, the finished pipeline resumes from its last checkpoint, at
     // the end of both inputs: nothing is written twice.
     run_to_end(&m, &[]);

@@ -381,14 +381,19 @@ path = "checkpoints"
 }
 
 fn assert_exactly_one_run(w: &Workdir, how: Joined, what: &str) {
-    let mut got: Vec<String> = w.read("joined.txt").lines().map(str::to_owned).collect();
-    got.sort_unstable();
-    let want = crash_expected(how);
-    assert_eq!(got.len(), want.len(), "{what}: pairs");
-    assert!(got == want, "{what}: a pair is missing or repeated");
+    one_run_tally(w, how).assert_exactly_once(what);
 }
 
-fn join_crash_sweep(how: Joined, backend: &str) {
+/// The joined pairs against one run's.
+fn one_run_tally(w: &Workdir, how: Joined) -> Tally {
+    Tally::of_items(
+        w.read("joined.txt").lines().map(str::to_owned),
+        crash_expected(how),
+    )
+}
+
+fn join_crash_sweep(how: Joined, backend: &'static str) {
+    let sweep = Sweep::start("file", backend);
     let w = Workdir::new();
     let name = format!("join-crash-{backend}");
     let m = crash_manifest(&w, &name, how, backend, 2, 4_000, "100ms");
@@ -400,7 +405,7 @@ fn join_crash_sweep(how: Joined, backend: &str) {
     assert!(resumed + 1 >= times, "only {resumed} of {times} runs resumed");
     let log = run_to_end(&m, &[]);
     assert!(log.contains("resuming from a checkpoint"), "{log}");
-    assert_exactly_one_run(&w, how, backend);
+    sweep.report(one_run_tally(&w, how));
 }
 
 #[test]

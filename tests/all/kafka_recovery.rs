@@ -36,10 +36,12 @@ fn sorted(mut records: Vec<(String, String)>) -> Vec<(String, String)> {
 }
 
 fn assert_one_run(output: &str) {
-    let got = sorted(consume_all(output, 1));
-    let expected = one_run_of_counts();
-    assert_eq!(got.len(), expected.len(), "records read");
-    assert!(got == expected, "the committed output differs from one run's");
+    one_run_tally(output).assert_exactly_once("the committed output");
+}
+
+/// What a `read_committed` reader sees of `output`, against one run's.
+fn one_run_tally(output: &str) -> Tally {
+    Tally::of_items(consume_all(output, 1), one_run_of_counts())
 }
 
 #[test]
@@ -160,7 +162,8 @@ keep = 1
 }
 
 /// Starts `m` with `env`, kills it with SIGKILL as soon as its standard
-/// error says `marker` the `nth` time; whether it did before the run ended.
+/// error says `marker` the `nth` time; whether it did before the run ended
+/// (the kill counted toward the thread's [`Sweep`]).
 fn kill_at_marker(m: &Path, env: (&str, &str), marker: &str, nth: usize) -> bool {
     kill_at_marker_seeing(m, env, marker, nth, |_| {})
 }
@@ -195,6 +198,9 @@ fn kill_at_marker_seeing(
         }
     }
     let hit = seen == nth;
+    if hit {
+        count_kill();
+    }
     child.wait().unwrap();
     hit
 }
@@ -225,10 +231,11 @@ pub(crate) fn killed_between_durable_and_committed(m: &Path) {
 
 #[test]
 fn kills_between_a_durable_checkpoint_and_its_commit_neither_lose_nor_repeat_kafka_output() {
+    let sweep = Sweep::start("kafka", "memory");
     let w = Workdir::new();
     let (m, output) = exactly_once(&w);
     killed_between_durable_and_committed(&m);
-    assert_one_run(&output);
+    sweep.report(one_run_tally(&output));
 }
 
 #[test]

@@ -76,27 +76,17 @@ fn table_rows(db: &TestDb) -> Vec<(String, u64)> {
 }
 
 fn assert_exactly_once(db: &TestDb) {
-    let got = table_rows(db);
-    let expected = expected_rows();
-    let mut seen = got.clone();
-    seen.dedup();
-    assert_eq!(
-        got.len() - seen.len(),
-        0,
-        "duplicated rows, e.g. {:?}",
-        got.windows(2).find(|w| w[0] == w[1])
-    );
-    let missing: Vec<_> = expected
-        .iter()
-        .filter(|e| got.binary_search(e).is_err())
-        .take(5)
-        .collect();
-    assert!(missing.is_empty(), "missing rows, e.g. {missing:?}");
-    assert_eq!(got, expected);
+    one_run_tally(db).assert_exactly_once("the table's rows");
+}
+
+/// The table's rows against one run's.
+fn one_run_tally(db: &TestDb) -> Tally {
+    Tally::of_items(table_rows(db), expected_rows())
 }
 
 #[test]
 fn exactly_once_rows_land_once_after_killed_runs() {
+    let sweep = Sweep::start("postgres", "memory");
     let db = TestDb::new("eo");
     let w = Workdir::new();
     // 20 s of records: work is left for every kill.
@@ -149,7 +139,7 @@ fn exactly_once_rows_land_once_after_killed_runs() {
         format!("{written} {written} {written}")
     );
     db.execute("DELETE FROM counts WHERE k = 'other'");
-    assert_exactly_once(&db);
+    sweep.report(one_run_tally(&db));
     assert_eq!(
         db.value("SELECT count(*) FROM mailer_progress WHERE pipeline = 'pg-counts' AND sink = 'counts'"),
         "1"
@@ -270,11 +260,12 @@ fn a_retry_ends_only_the_sinks_own_sessions_never_a_person_reading_the_stage() {
 
 #[test]
 fn kills_between_a_durable_checkpoint_and_its_commit_neither_lose_nor_repeat_rows() {
+    let sweep = Sweep::start("postgres", "memory");
     let db = TestDb::new("gap");
     let w = Workdir::new();
     let m = counts_pipeline(&w, &db, "exactly_once = true", 40_000);
     crate::kafka_recovery::killed_between_durable_and_committed(&m);
-    assert_exactly_once(&db);
+    sweep.report(one_run_tally(&db));
 }
 
 #[test]
@@ -349,6 +340,8 @@ fn a_savepoint_older_than_the_committed_output_is_refused_for_an_exactly_once_si
 
 #[test]
 fn upserted_totals_converge_after_killed_runs() {
+    // Each key's row holds its final count: a count past it is a duplicate.
+    let sweep = Sweep::start("postgres", "memory");
     let db = TestDb::new("upsert");
     let w = Workdir::new();
     let m = counts_pipeline(&w, &db, "mode = \"upsert\"\nconflict_columns = [\"k\"]", 40_000);
@@ -359,7 +352,7 @@ fn upserted_totals_converge_after_killed_runs() {
     let out = run(&["run", m.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let got: BTreeMap<String, u64> = table_rows(&db).into_iter().collect();
-    assert_eq!(got, expected_counts());
+    sweep.report(Tally::of_counts(&got, &expected_counts()));
 }
 
 /// Terminates the pipeline's connections (`pg_terminate_backend`; an

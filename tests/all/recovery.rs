@@ -152,18 +152,26 @@ fn a_resumed_file_sink_writes_what_an_uninterrupted_run_writes_byte_for_byte() {
     assert_same_bytes("resumed.out after a rerun", &w.read("resumed.out"), &expected);
 }
 
-fn file_crash_sweep(backend: &str) {
+fn file_crash_sweep(backend: &'static str) {
     let (expected, expected_dead) = uninterrupted(backend, true);
+    let expected_dead = expected_dead.unwrap();
+    let sweep = Sweep::start("file", backend);
     let w = Workdir::new();
     input(&w, 997);
     let m = manifest(&w, "sweep", backend, 20_000, true);
     killed_then_finished(&w, "sweep", &m, 5 * kills());
-    assert_same_bytes("sweep.out", &w.read("sweep.out"), &expected);
-    assert_same_bytes(
-        "dead.jsonl",
-        &w.read("dead.jsonl"),
-        expected_dead.as_deref().unwrap(),
-    );
+    let (out, dead) = (w.read("sweep.out"), w.read("dead.jsonl"));
+    // The lines of both files, counted; then their order, byte for byte.
+    let lines = |out: &str, dead: &str| -> Vec<String> {
+        let out = out.lines().map(|l| format!("out {l}"));
+        out.chain(dead.lines().map(|l| format!("dead {l}"))).collect()
+    };
+    sweep.report(Tally::of_items(
+        lines(&out, &dead),
+        lines(&expected, &expected_dead),
+    ));
+    assert_same_bytes("sweep.out", &out, &expected);
+    assert_same_bytes("dead.jsonl", &dead, &expected_dead);
 }
 
 #[test]

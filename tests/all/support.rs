@@ -7,10 +7,12 @@ use std::process::{Child, Command, Output, Stdio};
 
 pub use mailer_test_support::{Workdir, peak_rss_kib, plugin, repo, rss_kib};
 
-/// The `mailer` binary.
+/// The `mailer` binary, logging at `info` (or as `MAILER_TEST_LOG` says,
+/// when set: `MAILER_TEST_LOG=mailer::cluster=debug` while debugging a test).
 pub fn mailer() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mailer"));
-    c.env("MAILER_LOG", "info");
+    let level = std::env::var("MAILER_TEST_LOG").unwrap_or_else(|_| "info".to_owned());
+    c.env("MAILER_LOG", level);
     c
 }
 
@@ -290,4 +292,218 @@ pub fn mailer_plugin(m: &Path, args: &[&str]) -> std::process::Output {
         .args(&args[1..])
         .output()
         .unwrap()
+}
+
+std::thread_local! {
+    /// The SIGKILLs this test's thread delivered to `mailer` runs (or that
+    /// a run's test hook delivered to itself), for the crash sweeps' summary.
+    static KILLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts a SIGKILL that ended a run (one [`sigkill`] delivered, or a test
+/// hook's own) toward this thread's [`Sweep`].
+pub fn count_kill() {
+    KILLS.with(|k| k.set(k.get() + 1));
+}
+
+/// Kills `child` with SIGKILL (if it still runs) and counts the kill.
+pub fn sigkill(child: &mut Child) {
+    if child.try_wait().unwrap().is_none() {
+        child.kill().unwrap();
+        count_kill();
+    }
+}
+
+/// What a crash sweep's sink promises.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The whole output is one uninterrupted run's: nothing lost, nothing twice.
+    ExactlyOnce,
+    /// Nothing lost; records may repeat (counted, not a failure).
+    AtLeastOnce,
+}
+
+/// How the whole output of a run compares with what one uninterrupted run
+/// writes, each item (a line, a record, a row) counted as often as it
+/// appears: `lost` copies missing, `duplicated` copies of expected items
+/// beyond their number, `unexpected` copies of items no run writes.
+pub struct Tally {
+    pub lost: u64,
+    pub duplicated: u64,
+    pub unexpected: u64,
+    /// A few of each, for the failure message.
+    examples: Vec<String>,
+}
+
+impl Tally {
+    /// `got` and `expected` as multisets: how many times each item appears.
+    /// Also fits "each key's final count" (a key counted n times is n copies
+    /// of it).
+    pub fn of_counts<K: Ord + std::fmt::Debug>(got: &BTreeMap<K, u64>, expected: &BTreeMap<K, u64>) -> Tally {
+        let mut t = Tally {
+            lost: 0,
+            duplicated: 0,
+            unexpected: 0,
+            examples: Vec::new(),
+        };
+        let mut shown = [0; 3];
+        let mut example = |t: &mut Tally, kind: usize, line: String| {
+            if shown[kind] < 5 {
+                shown[kind] += 1;
+                t.examples.push(line);
+            }
+        };
+        for (item, &want) in expected {
+            let have = got.get(item).copied().unwrap_or(0);
+            if have < want {
+                t.lost += want - have;
+                example(&mut t, 0, format!("lost {}x {item:?}", want - have));
+            } else if have > want {
+                t.duplicated += have - want;
+                example(&mut t, 1, format!("{}x more {item:?}", have - want));
+            }
+        }
+        for (item, &have) in got {
+            if !expected.contains_key(item) && have > 0 {
+                t.unexpected += have;
+                example(&mut t, 2, format!("unexpected {have}x {item:?}"));
+            }
+        }
+        t
+    }
+
+    /// [`Tally::of_counts`] of two lists of items.
+    pub fn of_items<T: Ord + std::fmt::Debug>(
+        got: impl IntoIterator<Item = T>,
+        expected: impl IntoIterator<Item = T>,
+    ) -> Tally {
+        let multiset = |items: &mut dyn Iterator<Item = T>| {
+            let mut m = BTreeMap::new();
+            for i in items {
+                *m.entry(i).or_insert(0) += 1;
+            }
+            m
+        };
+        Tally::of_counts(
+            &multiset(&mut got.into_iter()),
+            &multiset(&mut expected.into_iter()),
+        )
+    }
+
+    fn fails(&self, delivery: Delivery) -> bool {
+        self.lost > 0 || self.unexpected > 0 || (self.duplicated > 0 && delivery == Delivery::ExactlyOnce)
+    }
+
+    /// Fails unless the output is exactly one run's (`what` names it).
+    pub fn assert_exactly_once(&self, what: &str) {
+        assert!(
+            !self.fails(Delivery::ExactlyOnce),
+            "{what}: lost={} duplicated={} unexpected={}, e.g. {:?}",
+            self.lost,
+            self.duplicated,
+            self.unexpected,
+            self.examples
+        );
+    }
+}
+
+/// One crash sweep, started before its first kill: at its end,
+/// [`Sweep::report`] prints the summary line `just soak` sums
+///
+/// `soak sink=<file|kafka|postgres> delivery=<exactly-once|at-least-once>
+/// backend=<memory|rocksdb> checkpoints=<local|s3> test=<name> kills=<n>
+/// lost=<n> duplicated=<n> unexpected=<n>`
+///
+/// to standard error and, when `MAILER_SOAK_SUMMARY` names a file, appends
+/// it there, then fails the test if the sink broke its promise.
+pub struct Sweep {
+    sink: &'static str,
+    backend: &'static str,
+    delivery: Delivery,
+    checkpoints: &'static str,
+    kills_before: u64,
+}
+
+impl Sweep {
+    /// An exactly-once sweep of a `sink` on a state `backend`, with local
+    /// checkpoints.
+    pub fn start(sink: &'static str, backend: &'static str) -> Sweep {
+        Sweep {
+            sink,
+            backend,
+            delivery: Delivery::ExactlyOnce,
+            checkpoints: "local",
+            kills_before: KILLS.with(|k| k.get()),
+        }
+    }
+
+    pub fn at_least_once(self) -> Sweep {
+        Sweep {
+            delivery: Delivery::AtLeastOnce,
+            ..self
+        }
+    }
+
+    pub fn checkpoints_in_s3(self) -> Sweep {
+        Sweep {
+            checkpoints: "s3",
+            ..self
+        }
+    }
+
+    /// The kills since [`Sweep::start`] on this thread.
+    pub fn kills(&self) -> u64 {
+        KILLS.with(|k| k.get()) - self.kills_before
+    }
+
+    /// Prints and records the summary line of the sweep's `tally`, then fails
+    /// if anything was lost or unexpected, or duplicated exactly once.
+    pub fn report(self, tally: Tally) {
+        let thread = std::thread::current();
+        let line = format!(
+            "soak sink={} delivery={} backend={} checkpoints={} test={} kills={} lost={} duplicated={} unexpected={}",
+            self.sink,
+            match self.delivery {
+                Delivery::ExactlyOnce => "exactly-once",
+                Delivery::AtLeastOnce => "at-least-once",
+            },
+            self.backend,
+            self.checkpoints,
+            thread.name().unwrap_or("unnamed"),
+            self.kills(),
+            tally.lost,
+            tally.duplicated,
+            tally.unexpected,
+        );
+        eprintln!("{line}");
+        if let Some(file) = std::env::var_os("MAILER_SOAK_SUMMARY") {
+            use std::io::Write;
+            // One write of the whole line to a file opened for appending:
+            // the lines of tests running at once do not interleave.
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&file)
+                .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+                .unwrap_or_else(|e| panic!("writing to MAILER_SOAK_SUMMARY {file:?}: {e}"));
+        }
+        assert!(
+            !tally.fails(self.delivery),
+            "{line}\nthe output differs from one uninterrupted run's, e.g. {:?}",
+            tally.examples
+        );
+    }
+}
+
+#[test]
+fn a_tally_counts_lost_repeated_and_unexpected_copies() {
+    let t = Tally::of_items(["a", "a", "a", "c", "d", "d"], ["a", "b", "b", "c"]);
+    assert_eq!((t.lost, t.duplicated, t.unexpected), (2, 2, 2));
+    assert!(t.fails(Delivery::ExactlyOnce) && t.fails(Delivery::AtLeastOnce));
+    let repeated = Tally::of_items(["a", "a", "b"], ["a", "b"]);
+    assert!(repeated.fails(Delivery::ExactlyOnce) && !repeated.fails(Delivery::AtLeastOnce));
+    // Final counts per key: a count below one run's lost records, above it repeated ones.
+    let counts = |c: &[(&'static str, u64)]| c.iter().copied().collect::<BTreeMap<_, _>>();
+    let t = Tally::of_counts(&counts(&[("x", 7), ("y", 12)]), &counts(&[("x", 10), ("y", 10)]));
+    assert_eq!((t.lost, t.duplicated, t.unexpected), (3, 2, 0));
 }
