@@ -263,14 +263,7 @@ fn swap_then_kill(checkpointed: bool) -> (Vec<u64>, u64, u64) {
         "{}",
         stderr(&out)
     );
-    let lines: Vec<(String, u64)> = w
-        .read("out.txt")
-        .lines()
-        .map(|l| {
-            let (k, c) = l.split_once('\t').unwrap();
-            (k.to_owned(), c.parse().unwrap())
-        })
-        .collect();
+    let lines = crate::checkpoints::count_lines(&w);
     // The first switch to steps of ten, in the first run's output: records
     // before it counted one each.
     let mut last: std::collections::BTreeMap<&str, u64> = Default::default();

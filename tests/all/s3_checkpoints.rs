@@ -2,7 +2,8 @@
 //! runs killed with SIGKILL and restarted on an empty machine each time end
 //! with exactly one run's counts; each checkpoint uploads only the files
 //! the ones before it did not; a server that stops fails checkpoints, not
-//! the pipeline; a savepoint in a bucket restores at another parallelism.
+//! the pipeline; a savepoint in a bucket restores at another parallelism; a
+//! plugin swapped in before a checkpoint comes back with it on a new machine.
 
 use crate::checkpoints::{
     counting_manifest, expected_counts, final_counts, run_and_kill, run_until_savepoint,
@@ -27,19 +28,32 @@ fn manifest(
     rate: u64,
     checkpoint: &str,
 ) -> std::path::PathBuf {
+    manifest_on(w, server, "rocksdb", parallelism, rate, checkpoint)
+}
+
+/// [`manifest`] on the state `backend`.
+fn manifest_on(
+    w: &Workdir,
+    server: &S3Server,
+    backend: &str,
+    parallelism: usize,
+    rate: u64,
+    checkpoint: &str,
+) -> std::path::PathBuf {
     counting_manifest(
         w,
-        "rocksdb",
+        backend,
         parallelism,
         rate,
         &format!("{checkpoint}\n\n{}", server.manifest_table()),
     )
 }
 
-/// Removes the local state and checkpoint folders: the next run starts as
-/// on a new machine, with only the bucket (and the sink's output).
+/// Removes the local state, checkpoint and plugin store folders: the next
+/// run starts as on a new machine, with only the bucket (and the sink's
+/// output).
 fn empty_the_machine(w: &Workdir) {
-    for dir in ["state", "checkpoints"] {
+    for dir in ["state", "checkpoints", ".mailer"] {
         let _ = std::fs::remove_dir_all(w.path(dir));
     }
 }
@@ -95,18 +109,22 @@ fn delete_object(server: &S3Server, key: &str) {
     mailer::checkpoint::s3::wait_for(async move { client.delete(&path).await }).unwrap();
 }
 
-#[test]
-fn killed_runs_restarted_on_empty_machines_resume_from_the_bucket_and_count_exactly_once() {
+/// Kills the counting pipeline on `backend`, checkpointed to the bucket,
+/// `2 * kills()` times (20 unless `MAILER_SOAK_KILLS` says), each run on
+/// an empty machine, then runs it to its end on one more.
+fn s3_crash_sweep(backend: &'static str) {
+    let sweep = Sweep::start("file", backend).checkpoints_in_s3();
     let server = S3Server::start(BUCKET);
     let w = Workdir::new();
-    let m = manifest(
+    let m = manifest_on(
         &w,
         &server,
+        backend,
         2,
         40_000,
         "interval = \"100ms\"\npath = \"s3://mailer/crash\"\nlocal_path = \"checkpoints\"",
     );
-    let kills = 20;
+    let kills = 2 * crate::checkpoints::kills();
     let mut resumed = 0;
     for i in 0..kills {
         empty_the_machine(&w);
@@ -120,8 +138,18 @@ fn killed_runs_restarted_on_empty_machines_resume_from_the_bucket_and_count_exac
     empty_the_machine(&w);
     let log = run_to_end(&m, &[]);
     assert!(log.contains("resuming from a checkpoint"), "{log}");
-    assert_eq!(final_counts(&w), expected_counts());
     assert!(!log.contains(mailer_test_support::s3::SECRET_ACCESS_KEY), "{log}");
+    sweep.report(Tally::of_counts(&final_counts(&w), &expected_counts()));
+}
+
+#[test]
+fn killed_runs_restarted_on_empty_machines_resume_from_the_bucket_and_count_exactly_once_on_rocksdb() {
+    s3_crash_sweep("rocksdb");
+}
+
+#[test]
+fn killed_runs_restarted_on_empty_machines_resume_from_the_bucket_and_count_exactly_once_in_memory() {
+    s3_crash_sweep("memory");
 }
 
 #[test]
@@ -207,6 +235,98 @@ fn each_checkpoint_uploads_only_the_files_the_ones_before_it_did_not() {
             && err.contains("--from-checkpoint"),
         "{err}"
     );
+}
+
+#[test]
+fn a_plugin_swapped_in_before_a_checkpoint_runs_again_on_an_empty_machine_from_the_bucket() {
+    let server = S3Server::start(BUCKET);
+    let w = Workdir::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let m = manifest(
+        &w,
+        &server,
+        2,
+        20_000,
+        "interval = \"200ms\"\npath = \"s3://mailer/swapped\"\nlocal_path = \"checkpoints\"",
+    );
+    let text = std::fs::read_to_string(&m).unwrap();
+    let admin = format!("\n[admin]\nlisten = \"{addr}\"\ntoken = \"${{MAILER_ADMIN_TOKEN}}\"\n");
+    std::fs::write(&m, text + &admin).unwrap();
+    let mut child = spawn_with_token(&m, &[]);
+    wait_for(&addr);
+    wait_for_new_checkpoint(&w.path("checkpoints"));
+    let by_ten = std::fs::read(plugin("count-by-ten")).unwrap();
+    let swapped = mailer_plugin(&m, &["swap", "counts", plugin("count-by-ten").to_str().unwrap()]);
+    assert!(swapped.status.success(), "{}", stderr(&swapped));
+    // Until a checkpoint in the bucket records the swap (the local folder
+    // is renamed into place after the upload).
+    let records_swap = || {
+        let id = std::fs::read_to_string(w.path("checkpoints/LATEST")).unwrap();
+        let id: u64 = id.trim().parse().unwrap();
+        let metadata = w.path(&format!("checkpoints/chk-{id:020}/_metadata.json"));
+        std::fs::read_to_string(metadata).is_ok_and(|m| m.contains("manifest_digest"))
+    };
+    while !records_swap() {
+        wait_for_new_checkpoint(&w.path("checkpoints"));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run ended before the kill"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before_restart = w.read("out.txt").lines().count();
+
+    // Another machine: no state, no checkpoints, no plugin store; only the
+    // bucket prefix (and the sink's file).
+    empty_the_machine(&w);
+    let out = spawn_with_token(&m, &[]).wait_with_output().unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("resuming from a checkpoint")
+            && log.contains("resuming with the plugin swapped in before the checkpoint"),
+        "{log}"
+    );
+    // Per key: steps of one (the manifest's count), then steps of ten (the
+    // swapped-in version) from the switch on, through the restart; every
+    // record counted once.
+    let lines = crate::checkpoints::count_lines(&w);
+    assert!(lines.len() > before_restart, "the restarted run wrote nothing");
+    let mut last: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut switched: BTreeMap<&str, u64> = BTreeMap::new();
+    for (i, (key, count)) in lines.iter().enumerate() {
+        let before = last.insert(key, *count).unwrap_or(0);
+        match count - before {
+            1 => assert!(
+                !switched.contains_key(key.as_str()),
+                "line {i}: a step of one after the switch"
+            ),
+            10 => {
+                switched.entry(key).or_insert(before);
+            }
+            step => panic!("line {i}: step {step}"),
+        }
+        if i >= before_restart {
+            assert!(
+                switched.contains_key(key.as_str()),
+                "line {i}: the restarted run counts in ones"
+            );
+        }
+    }
+    for (key, n) in expected_counts() {
+        let at_switch = switched.get(key.as_str()).copied().unwrap_or(n);
+        assert_eq!(last[key.as_str()], at_switch + 10 * (n - at_switch), "key {key}");
+    }
+    // The swapped-in component came from the bucket, beside the checkpoint
+    // that named it, into the new machine's plugin store.
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&by_ten));
+    assert!(
+        object_sizes(&server, "swapped/files").contains_key(&format!("swapped/files/{digest}")),
+        "the bucket holds the swapped-in plugin"
+    );
+    let stored = w.path(&format!(".mailer/crash-rocksdb/plugins/{digest}.wasm"));
+    assert_eq!(std::fs::read(stored).unwrap(), by_ten);
 }
 
 #[test]

@@ -6,13 +6,15 @@
 
 use super::location::Location;
 use super::metadata::{Metadata, OperatorMeta, SnapshotMeta};
+use super::plugins::PluginSwap;
 use super::remote::RemoteCheckpoints;
 use super::s3::S3Settings;
 use super::savepoint::{RunControl, SavepointRequest};
 use super::savepoint::{report_done, report_failure, write_savepoint};
 use super::stats::{CheckpointStats, size_of};
 use super::store::{CheckpointStore, Completed, StoreError};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -29,9 +31,9 @@ pub enum CheckpointEvent {
         positions: BTreeMap<String, serde_json::Value>,
         /// Whether it is a savepoint too, and where that goes.
         savepoint: Option<SavepointRequest>,
-        /// The plugin swaps (operator, digest) the source sent since the
-        /// previous barrier, in order.
-        swaps: Vec<(String, String)>,
+        /// The plugin swaps the source sent since the previous barrier, in
+        /// order.
+        swaps: Vec<PluginSwap>,
     },
     /// An operator worker wrote its part of checkpoint `id`.
     Acked {
@@ -90,6 +92,10 @@ pub struct CoordinatorSetup {
     pub key_groups: u32,
     /// The stateful operators and their plugins.
     pub operators: Vec<OperatorMeta>,
+    /// The file each plugin the operators run at the start was loaded
+    /// from, by digest: a swapped-in one goes into each checkpoint from
+    /// there (the swaps the source sends name theirs).
+    pub plugin_files: HashMap<String, PathBuf>,
     /// Failures in a row that do not stop the pipeline.
     pub tolerable_failures: u32,
     /// Time between checkpoints.
@@ -153,6 +159,7 @@ pub fn run_coordinator(
 ) -> Result<(), CoordinatorError> {
     let mut coordinator = Coordinator {
         operators: setup.operators.clone(),
+        plugin_files: setup.plugin_files.clone(),
         setup,
         pending: BTreeMap::new(),
         expired: BTreeSet::new(),
@@ -198,6 +205,8 @@ struct Coordinator {
     expired: BTreeSet<u64>,
     /// The plugin each operator runs at the newest barrier.
     operators: Vec<OperatorMeta>,
+    /// Where each plugin an operator ran in this run is, by digest.
+    plugin_files: HashMap<String, PathBuf>,
     failures_in_a_row: u32,
     /// When the last checkpoint ended (or the run began), and the newest id
     /// heard of: with none in flight past the interval and the timeout,
@@ -223,10 +232,11 @@ impl Coordinator {
                 swaps,
                 ..
             } => {
-                for (name, digest) in &swaps {
-                    if let Some(op) = self.operators.iter_mut().find(|o| &o.name == name) {
-                        op.swapped_to(digest);
+                for swap in swaps {
+                    if let Some(op) = self.operators.iter_mut().find(|o| o.name == swap.operator) {
+                        op.swapped_to(&swap.digest);
                     }
+                    self.plugin_files.insert(swap.digest, swap.file);
                 }
                 p.positions = Some(positions);
                 p.savepoint = savepoint;
@@ -254,21 +264,12 @@ impl Coordinator {
     /// it, and tells a committing sink which; fails after too many failures
     /// in a row.
     fn finish(&mut self, id: u64) -> Result<(), CoordinatorError> {
-        let p = self.pending.remove(&id).expect("reported ready by on_event");
+        let mut p = self.pending.remove(&id).expect("reported ready by on_event");
         let setup = &self.setup;
         let tmp = super::pending_dir(setup.store.dir(), id);
-        let result = match p.failure {
+        let result = match p.failure.take() {
             Some(reason) => Err(reason),
-            None => complete(
-                setup,
-                id,
-                p.positions.expect("checked"),
-                p.operators,
-                p.snapshots,
-                p.sinks,
-                &tmp,
-            )
-            .map_err(|e| e.to_string()),
+            None => self.complete(id, &mut p, &tmp).map_err(|e| e.to_string()),
         };
         setup.stats.in_flight.store(false, Ordering::Release);
         self.last_ended = Instant::now();
@@ -369,6 +370,25 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Writes checkpoint `id`, all of whose parts `p` holds, in its folder
+    /// `tmp` (the swapped-in plugins its operators ran beside the
+    /// snapshots), and makes it visible.
+    fn complete(&self, id: u64, p: &mut Pending, tmp: &std::path::Path) -> Result<Completed, StoreError> {
+        let setup = &self.setup;
+        let mut snapshots = std::mem::take(&mut p.snapshots);
+        snapshots.sort_by(|a, b| (&a.operator, a.worker).cmp(&(&b.operator, b.worker)));
+        let operators = std::mem::take(&mut p.operators);
+        let mut metadata = Metadata {
+            plugins: super::plugins::include(tmp, &operators, &self.plugin_files)?,
+            operators,
+            snapshots,
+            sinks: std::mem::take(&mut p.sinks),
+            ..Metadata::new(id, &setup.pipeline, &setup.manifest_hash, setup.key_groups)
+        };
+        metadata.set_positions(p.positions.take().expect("checked by on_event"));
+        setup.store.complete(tmp, metadata)
+    }
+
     /// Removes the folders of the checkpoints the pipeline stopped before.
     fn abandon_pending(&self) {
         for id in self.pending.keys() {
@@ -410,26 +430,6 @@ fn savepoint(setup: &CoordinatorSetup, id: u64, path: &std::path::Path, request:
     }
 }
 
-fn complete(
-    setup: &CoordinatorSetup,
-    id: u64,
-    positions: BTreeMap<String, serde_json::Value>,
-    operators: Vec<OperatorMeta>,
-    mut snapshots: Vec<SnapshotMeta>,
-    sinks: BTreeMap<String, serde_json::Value>,
-    tmp: &std::path::Path,
-) -> Result<Completed, StoreError> {
-    snapshots.sort_by(|a, b| (&a.operator, a.worker).cmp(&(&b.operator, b.worker)));
-    let mut metadata = Metadata {
-        operators,
-        snapshots,
-        sinks,
-        ..Metadata::new(id, &setup.pipeline, &setup.manifest_hash, setup.key_groups)
-    };
-    metadata.set_positions(positions);
-    setup.store.complete(tmp, metadata)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,6 +457,7 @@ mod tests {
             manifest_hash: "h".into(),
             key_groups: 128,
             operators: Vec::new(),
+            plugin_files: HashMap::new(),
             tolerable_failures,
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(600),
@@ -491,7 +492,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_savepoint_is_asked_for_again_and_swaps_are_recorded() {
+    fn a_failed_savepoint_is_asked_for_again_and_swaps_are_recorded_with_their_plugins() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = setup(dir.path(), 3);
         s.operators = vec![OperatorMeta {
@@ -511,10 +512,17 @@ mod tests {
         for id in 1..=2 {
             store.begin(id).unwrap();
         }
+        // The swapped-in version, as the plugin store keeps it.
+        let file = dir.path().join("store-v2.wasm");
+        std::fs::write(&file, b"component v2").unwrap();
         let mut first = started(1);
         if let CheckpointEvent::Started { savepoint, swaps, .. } = &mut first {
             *savepoint = Some(request.clone());
-            *swaps = vec![("m".into(), "v2".into())];
+            *swaps = vec![PluginSwap {
+                operator: "m".into(),
+                digest: "v2".into(),
+                file,
+            }];
         }
         for e in [first, failed(1), acked(1), started(2), acked(2), acked(2)] {
             tx.send(e).unwrap();
@@ -522,9 +530,43 @@ mod tests {
         drop(tx);
         run_coordinator(s, rx).unwrap();
         assert_eq!(*control.savepoints.lock().unwrap(), [request]);
-        let (_, latest) = store.latest().unwrap().unwrap();
+        let (path, latest) = store.latest().unwrap().unwrap();
         assert_eq!(latest.operators[0].plugin_digest.as_deref(), Some("v2"));
         assert_eq!(latest.operators[0].manifest_digest.as_deref(), Some("v1"));
+        // The checkpoint keeps the swapped-in version beside its state (the
+        // manifest's own needs no copy).
+        assert_eq!(latest.plugins, [("v2".to_owned(), 12)].into());
+        let kept = crate::checkpoint::plugin_in(&path, "v2");
+        assert_eq!(std::fs::read(kept).unwrap(), b"component v2");
+    }
+
+    #[test]
+    fn a_checkpoint_whose_swapped_in_plugin_is_gone_fails_and_is_never_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = setup(dir.path(), 3);
+        s.expected_acks = 1;
+        s.operators = vec![OperatorMeta {
+            name: "m".into(),
+            world: Some("map".into()),
+            plugin_digest: Some("v2".into()),
+            manifest_digest: Some("v1".into()),
+        }];
+        let gone = dir.path().join("store/v2.wasm");
+        s.plugin_files = [("v2".to_owned(), gone.clone())].into();
+        let (stats, store) = (s.stats.clone(), s.store.clone());
+        store.begin(1).unwrap();
+        let (tx, rx) = flume::unbounded();
+        tx.send(started(1)).unwrap();
+        tx.send(acked(1)).unwrap();
+        drop(tx);
+        run_coordinator(s, rx).unwrap();
+        assert_eq!(stats.failed.load(Ordering::Relaxed), 1);
+        assert!(store.latest().unwrap().is_none());
+        let reason = stats.history()[0].reason.clone().unwrap_or_default();
+        assert!(
+            reason.contains("copying a swapped-in plugin") && reason.contains(&gone.display().to_string()),
+            "{reason}"
+        );
     }
 
     #[test]

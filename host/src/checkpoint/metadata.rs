@@ -25,6 +25,13 @@ pub struct Metadata {
     pub sources: std::collections::BTreeMap<String, serde_json::Value>,
     /// The stateful operators, with the plugin each ran.
     pub operators: Vec<OperatorMeta>,
+    /// The swapped-in plugins the operators ran (those with a
+    /// `manifest_digest`), by digest, with their sizes: each is kept in the
+    /// checkpoint as `plugins/<digest>.wasm` (in a bucket as
+    /// `files/<digest>`, the digest being its SHA-256), so that a restart
+    /// on any machine finds the version it resumes with.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub plugins: std::collections::BTreeMap<String, u64>,
     /// One snapshot per stateful operator and worker.
     pub snapshots: Vec<SnapshotMeta>,
     /// Where each sink that rewinds on restore (the file sink) had made its
@@ -44,7 +51,7 @@ pub struct OperatorMeta {
     pub plugin_digest: Option<String>,
     /// When a swap replaced the manifest's plugin: the manifest's plugin's
     /// digest (`plugin_digest` is then the swapped-in version's, kept in
-    /// the plugin store).
+    /// the plugin store and in the checkpoint, see `Metadata::plugins`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest_digest: Option<String>,
 }
@@ -131,6 +138,7 @@ impl Metadata {
             source: serde_json::Value::Null,
             sources: Default::default(),
             operators: Vec::new(),
+            plugins: Default::default(),
             snapshots: Vec::new(),
             sinks: Default::default(),
         }

@@ -3,7 +3,8 @@
 //! metadata last:
 //!
 //! ```text
-//! <prefix>/files/<sha-256>            each snapshot file, named by its content
+//! <prefix>/files/<sha-256>            each snapshot file and swapped-in plugin
+//!                                     (see `plugins.rs`), named by its content
 //! <prefix>/chk-<id>/_metadata.json    checkpoint <id>: it exists once this does
 //! <prefix>/_lease.json                 who writes here now (see `lease.rs`)
 //! ```
@@ -115,13 +116,11 @@ fn metadata_key(id: u64) -> String {
     format!("chk-{id:020}/{METADATA}")
 }
 
-/// Every file digest `metadata` lists.
+/// Every file digest `metadata` lists: its snapshots' files and its
+/// swapped-in plugins.
 fn digests(metadata: &Metadata) -> BTreeSet<String> {
-    metadata
-        .snapshots
-        .iter()
-        .flat_map(|s| s.digests.values().cloned())
-        .collect()
+    let snapshots = metadata.snapshots.iter().flat_map(|s| s.digests.values());
+    snapshots.chain(metadata.plugins.keys()).cloned().collect()
 }
 
 /// The SHA-256 of the file at `path`, in hex.
@@ -474,7 +473,8 @@ impl RemoteCheckpoints {
         })
     }
 
-    /// Records each snapshot file's digest in `metadata`; the files the
+    /// Records each snapshot file's digest in `metadata`, and checks each
+    /// swapped-in plugin's against the one it is listed by; the files the
     /// bucket lacks, by digest, with their path and size.
     fn digest_files(
         &self,
@@ -484,27 +484,44 @@ impl RemoteCheckpoints {
         let mut known = self.known.lock().expect("known lock");
         let mut hashed = HashMap::new();
         let mut todo = BTreeMap::new();
+        let mut digest_of = |known: &Known, path: &Path| -> Result<String, StoreError> {
+            let io = |e: std::io::Error| self.failed(&format!("reading `{}`", path.display()), e);
+            let m = std::fs::metadata(path).map_err(io)?;
+            let id = FileId {
+                dev: m.dev(),
+                ino: m.ino(),
+                size: m.size(),
+                mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            };
+            let digest = match known.hashed.get(&id) {
+                Some(d) => d.clone(),
+                None => sha256_of(path).map_err(io)?,
+            };
+            hashed.insert(id, digest.clone());
+            Ok(digest)
+        };
         for s in &mut metadata.snapshots {
             s.digests.clear();
             for (name, size) in &s.files {
                 let path = dir.join(&s.path).join(name);
-                let io = |e: std::io::Error| self.failed(&format!("reading `{}`", path.display()), e);
-                let m = std::fs::metadata(&path).map_err(io)?;
-                let id = FileId {
-                    dev: m.dev(),
-                    ino: m.ino(),
-                    size: m.size(),
-                    mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-                };
-                let digest = match known.hashed.get(&id) {
-                    Some(d) => d.clone(),
-                    None => sha256_of(&path).map_err(io)?,
-                };
+                let digest = digest_of(&known, &path)?;
                 if !known.uploaded.contains(&digest) {
-                    todo.insert(digest.clone(), (path.clone(), *size));
+                    todo.insert(digest.clone(), (path, *size));
                 }
-                hashed.insert(id, digest.clone());
                 s.digests.insert(name.clone(), digest);
+            }
+        }
+        for (digest, size) in &metadata.plugins {
+            let path = super::plugins::file_in(dir, digest);
+            let actual = digest_of(&known, &path)?;
+            if actual != *digest {
+                return Err(self.failed(
+                    &format!("uploading `{}`", path.display()),
+                    format!("the plugin's SHA-256 is {actual}, not the {digest} it ran as: the plugin store's copy is corrupt"),
+                ));
+            }
+            if !known.uploaded.contains(digest) {
+                todo.insert(actual, (path, *size));
             }
         }
         // Only this checkpoint's files: the next one links most of them.
@@ -524,8 +541,8 @@ impl RemoteCheckpoints {
 
     /// The checkpoint whose metadata is at `key`, downloaded into `target`
     /// (replacing what is there unless it is the same checkpoint whole):
-    /// every file checked against its size and digest before the folder is
-    /// renamed into place.
+    /// every file (snapshot files and swapped-in plugins) checked against
+    /// its size and digest before the folder is renamed into place.
     fn fetch(&self, key: &str, target: &Path) -> Result<Metadata, String> {
         let metadata = match self.get_metadata(key).map_err(|e| e.to_string())? {
             Some(parsed) => parsed?,
@@ -560,6 +577,12 @@ impl RemoteCheckpoints {
                 }
                 jobs.push((self.object(&file_key(digest)), path, *size, digest.clone()));
             }
+        }
+        for (digest, size) in &metadata.plugins {
+            let path = super::plugins::file_in(&partial, digest);
+            let folder = path.parent().expect("in a folder");
+            std::fs::create_dir_all(folder).map_err(|e| io("creating", folder, e))?;
+            jobs.push((self.object(&file_key(digest)), path, *size, digest.clone()));
         }
         let (client, concurrency) = (self.client.clone(), self.concurrency);
         wait_for(async move {
@@ -804,6 +827,84 @@ mod tests {
         remote.upload_checkpoint(&c5, &mut m5).unwrap();
         remote.prune(1, 2);
         assert_eq!(remote.ids(), [5, 2]);
+    }
+
+    /// [`checkpoint`] that ran the swapped-in plugin `bytes` (kept in its
+    /// folder as a checkpoint keeps it); the plugin's digest.
+    fn with_plugin(folder: &Path, metadata: &mut Metadata, bytes: &[u8]) -> String {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let path = crate::checkpoint::plugin_in(folder, &digest);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        metadata.plugins.insert(digest.clone(), bytes.len() as u64);
+        digest
+    }
+
+    #[test]
+    fn a_swapped_in_plugin_goes_up_once_comes_down_checked_and_goes_with_its_last_checkpoint() {
+        let client: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let remote = store(&client);
+        let dir = tempfile::tempdir().unwrap();
+        let component: &[u8] = b"the swapped-in component";
+        let (c1, mut m1) = checkpoint(dir.path(), 1, &[("1.sst", b"aaaa")]);
+        let digest = with_plugin(&c1, &mut m1, component);
+        let uploaded = remote.upload_checkpoint(&c1, &mut m1).unwrap() as usize;
+        assert_eq!(
+            uploaded,
+            4 + component.len() + serde_json::to_vec_pretty(&m1).unwrap().len()
+        );
+        let plugin_key = format!("p/files/{digest}");
+        assert!(objects(&client).contains(&plugin_key));
+        // The next checkpoint lists it too: not uploaded again.
+        let (c2, mut m2) = checkpoint(dir.path(), 2, &[("1.sst", b"aaaa")]);
+        with_plugin(&c2, &mut m2, component);
+        let uploaded = remote.upload_checkpoint(&c2, &mut m2).unwrap() as usize;
+        assert_eq!(uploaded, serde_json::to_vec_pretty(&m2).unwrap().len());
+
+        // A new machine gets it with the checkpoint, checked like any file.
+        let fresh = tempfile::tempdir().unwrap();
+        let target = fresh.path().join("chk-2");
+        assert_eq!(store(&client).fetch_checkpoint(2, &target).unwrap(), m2);
+        assert_eq!(
+            std::fs::read(crate::checkpoint::plugin_in(&target, &digest)).unwrap(),
+            component
+        );
+        put_object(&client, &plugin_key, b"the swapped-in c0mponent");
+        let e = store(&client)
+            .fetch_checkpoint(2, &fresh.path().join("other"))
+            .unwrap_err();
+        assert!(e.contains("does not match its digest"), "{e}");
+        put_object(&client, &plugin_key, b"the swapped-in component");
+
+        // Kept while a kept checkpoint lists it; then pruned with the last.
+        remote.prune(1, 0);
+        assert!(objects(&client).contains(&plugin_key));
+        let (c3, mut m3) = checkpoint(dir.path(), 3, &[("1.sst", b"aaaa")]);
+        remote.upload_checkpoint(&c3, &mut m3).unwrap();
+        remote.prune(1, 0);
+        assert_eq!(remote.ids(), [3]);
+        assert!(!objects(&client).contains(&plugin_key));
+        // Nor is it deleted at open as a file no checkpoint lists while one
+        // does.
+        let (c4, mut m4) = checkpoint(dir.path(), 4, &[("1.sst", b"aaaa")]);
+        with_plugin(&c4, &mut m4, component);
+        remote.upload_checkpoint(&c4, &mut m4).unwrap();
+        opened(&client, Duration::ZERO, false).unwrap();
+        assert!(objects(&client).contains(&plugin_key));
+    }
+
+    #[test]
+    fn a_plugin_whose_bytes_are_not_its_digest_is_never_uploaded() {
+        let client: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let remote = store(&client);
+        let dir = tempfile::tempdir().unwrap();
+        let (c1, mut m1) = checkpoint(dir.path(), 1, &[("1.sst", b"aaaa")]);
+        let digest = with_plugin(&c1, &mut m1, b"component");
+        std::fs::write(crate::checkpoint::plugin_in(&c1, &digest), b"c0mponent").unwrap();
+        let e = remote.upload_checkpoint(&c1, &mut m1).unwrap_err().to_string();
+        assert!(e.contains("the plugin store's copy is corrupt"), "{e}");
+        assert!(remote.ids().is_empty());
+        assert!(!objects(&client).iter().any(|k| k.ends_with(METADATA)));
     }
 
     #[test]

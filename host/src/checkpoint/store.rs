@@ -5,6 +5,7 @@
 //! <dir>/chk-00000000000000000007/      a complete checkpoint
 //!        _metadata.json                what it holds (written last)
 //!        <stage>-<operator>-<worker>/  one snapshot per stateful worker
+//!        plugins/<digest>.wasm         each swapped-in plugin it ran
 //! <dir>/chk-….tmp/                     one being written (never read)
 //! <dir>/LATEST                         the id of the newest complete one
 //! ```
@@ -332,7 +333,7 @@ impl CheckpointStore {
 }
 
 /// The metadata of the checkpoint in `dir`, checked: it parses, and every
-/// snapshot it lists is there.
+/// snapshot and plugin it lists is there.
 pub fn read_metadata(dir: &Path) -> Result<Metadata, String> {
     let bytes = fs::read(dir.join(METADATA)).map_err(|e| format!("no readable {METADATA}: {e}"))?;
     let m: Metadata =
@@ -351,6 +352,8 @@ pub fn read_metadata(dir: &Path) -> Result<Metadata, String> {
         });
         complete.map_err(|reason| format!("snapshot `{}` is incomplete: {reason}", s.path))?;
     }
+    snapshot_files_whole(dir, &super::plugins::files(&m))
+        .map_err(|reason| format!("a swapped-in plugin it ran is missing: {reason}"))?;
     Ok(m)
 }
 
@@ -436,6 +439,29 @@ mod tests {
         let reopened = CheckpointStore::open(dir.path(), 3).unwrap();
         assert!(!doomed.exists());
         assert_eq!(reopened.latest().unwrap().unwrap().1.id, 2);
+    }
+
+    #[test]
+    fn a_checkpoint_reads_back_only_with_the_swapped_in_plugins_it_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::open(dir.path(), 3).unwrap();
+        let tmp = store.begin(1).unwrap();
+        let plugin = crate::checkpoint::plugin_in(&tmp, "d1");
+        fs::create_dir_all(plugin.parent().unwrap()).unwrap();
+        fs::write(&plugin, b"wasm").unwrap();
+        let mut m = metadata(1);
+        m.plugins.insert("d1".into(), 4);
+        let done = store.complete(&tmp, m).unwrap().path;
+        assert_eq!(store.read(1).unwrap().1.plugins["d1"], 4);
+        let plugin = crate::checkpoint::plugin_in(&done, "d1");
+        fs::write(&plugin, b"was").unwrap();
+        let e = store.read(1).unwrap_err();
+        assert!(
+            e.contains("a swapped-in plugin it ran is missing") && e.contains("has 3 bytes, not 4"),
+            "{e}"
+        );
+        fs::remove_file(&plugin).unwrap();
+        assert!(store.latest().unwrap().is_none(), "never read without it");
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod loaded;
 mod log_import;
 mod outcome;
 mod sandbox;
+pub mod store;
 mod version;
 mod world;
 
@@ -92,4 +93,19 @@ pub enum PluginError {
     /// The wasmtime engine could not be set up.
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
+    /// The plugin a checkpoint recorded as swapped in, which the run
+    /// resumes with, cannot be had.
+    #[error(
+        "operator `{operator}` resumes from checkpoint {checkpoint} with plugin {digest}, swapped in before it, but {reason}"
+    )]
+    Swapped {
+        /// The operator.
+        operator: String,
+        /// The checkpoint resumed.
+        checkpoint: u64,
+        /// The plugin's digest.
+        digest: String,
+        /// What is wrong, and where it was looked for.
+        reason: String,
+    },
 }

@@ -494,6 +494,11 @@ fn start_checkpoints(
     let (events, rx) = flume::bounded(1024);
     let stats = plan.telemetry.checkpoint_stats();
     let operators = plan.operator_metas();
+    let plugin_files = plan
+        .plugin_operators()
+        .into_iter()
+        .map(|op| (op.plugin.digest().to_owned(), op.plugin.path().to_owned()))
+        .collect();
     let setup = CoordinatorSetup {
         store: store.clone(),
         // Every operator worker, every sink, and each side output's sink.
@@ -505,6 +510,7 @@ fn start_checkpoints(
         manifest_hash: plan.manifest_hash.clone(),
         key_groups: plan.key_groups,
         operators,
+        plugin_files,
         tolerable_failures: settings.tolerable_failures,
         interval: settings.interval,
         timeout: settings.timeout,

@@ -5,7 +5,7 @@
 use super::stage::StageError;
 use super::watermark::WatermarkGenerator;
 use super::{Barrier, Closed, Control, Message, Outlet, Shutdown};
-use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore, SavepointRequest};
+use crate::checkpoint::{CheckpointEvent, CheckpointStats, CheckpointStore, PluginSwap, SavepointRequest};
 use crate::clock::now_ms;
 use crate::connectors::{Poll, Progress, Source};
 use crate::metrics::{StageStats, Telemetry};
@@ -41,7 +41,7 @@ impl SourceCheckpoints {
         &mut self,
         positions: BTreeMap<String, serde_json::Value>,
         savepoint: Option<SavepointRequest>,
-        swaps: &mut Vec<(String, String)>,
+        swaps: &mut Vec<PluginSwap>,
     ) -> Option<Message> {
         let id = self.next_id;
         self.next_id += 1;
@@ -181,7 +181,7 @@ struct SourceLoop {
     last_tick: Instant,
     last_barrier: Instant,
     /// Swaps sent since the last barrier: the next checkpoint records them.
-    swaps: Vec<(String, String)>,
+    swaps: Vec<PluginSwap>,
 }
 
 impl SourceLoop {
@@ -242,8 +242,11 @@ impl SourceLoop {
             // A shadow or a canary is a trial, not the operator's version:
             // the checkpoint keeps naming the current one.
             if matches!(swap.kind, SwapKind::Replace | SwapKind::Upgrade) {
-                self.swaps
-                    .push((swap.operator.clone(), swap.plugin.digest().to_owned()));
+                self.swaps.push(PluginSwap {
+                    operator: swap.operator.clone(),
+                    digest: swap.plugin.digest().to_owned(),
+                    file: swap.plugin.path().to_owned(),
+                });
             }
             self.send_to_all(Message::Swap(swap))?;
         }

@@ -15,7 +15,6 @@ use crate::plan::PluginOperator;
 use crate::plugin::{LoadedPlugin, PluginEngine, PluginError, World};
 use crate::runtime::SwapPoint;
 use crate::runtime::{Control, Shutdown};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -605,20 +604,7 @@ impl Swaps {
     /// Writes `bytes` to the store as `<digest>.wasm` (once); its path, and
     /// whether it was written now.
     fn stored(&self, bytes: &[u8]) -> std::io::Result<(PathBuf, bool)> {
-        let digest = hex::encode(Sha256::digest(bytes));
-        let path = self.store.join(format!("{digest}.wasm"));
-        if path.is_file() {
-            return Ok((path, false));
-        }
-        std::fs::create_dir_all(&self.store)?;
-        let tmp = self.store.join(format!("{digest}.tmp"));
-        std::fs::write(&tmp, bytes)?;
-        std::fs::File::open(&tmp)?.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        // The rename itself survives a power loss only once the folder is
-        // synced: a checkpoint naming the plugin must find it.
-        std::fs::File::open(&self.store)?.sync_all()?;
-        Ok((path, true))
+        crate::plugin::store::put(&self.store, bytes)
     }
 
     fn switch(
