@@ -129,6 +129,73 @@ fn a_member_given_tasks_with_records_in_its_transaction_commits_before_a_restore
 }
 
 #[test]
+fn a_member_the_group_moved_on_without_during_its_revoke_drops_its_work_and_joins_again() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-moved-on");
+    // The group waits 6 s (`max.poll.interval.ms`, the rebalance timeout)
+    // for a member to join a rebalance; a's first revoke takes 10 s, so a
+    // rebalance started meanwhile ends without it and its commit is
+    // refused. Commits every 4 s: the brokers abort a transaction only
+    // after 16 s, so the refusal is the group's, not a timeout's.
+    let m = word_count_with(&w, &input, &output, "repartition_partitions = 4\n");
+    let text = std::fs::read_to_string(&m).unwrap();
+    let text = text
+        .replace("commit_interval = \"300ms\"", "commit_interval = \"4s\"")
+        .replace(
+            "format = \"string\"",
+            "format = \"string\"\noptions = { \"max.poll.interval.ms\" = \"6000\" }",
+        );
+    std::fs::write(&m, text).unwrap();
+    let mut input_so_far = lines(0, 300, 30);
+    produce(&input, &input_so_far);
+    let mut a = Member::start_with(&w, &m, "a", &[("MAILER_TEST_PAUSE_IN_REVOKE_MS", "10000")]);
+    settled_status(&m, &input, 1);
+    // Records keep coming: a's transaction holds some when b's arrival
+    // makes the group take partitions from it.
+    let feeding = {
+        let input = input.clone();
+        std::thread::spawn(move || {
+            let mut fed = Vec::new();
+            for round in 0..60 {
+                let more = lines(300 + 30 * round, 30, 30);
+                produce(&input, &more);
+                fed.extend(more);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            fed
+        })
+    };
+    let mut b = Member::start(&w, &m, "b");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !a.log().contains("test hook: in a revoke") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a never revoked:\n{}",
+            a.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // c's arrival starts a rebalance a cannot join in time.
+    let mut c = Member::start(&w, &m, "c");
+    input_so_far.extend(feeding.join().unwrap());
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b, &mut c]);
+    let log = a.log();
+    assert!(
+        log.contains("the group moved on without this process"),
+        "a's commit was not refused by the group:\n{log}"
+    );
+    // It joined again and goes on: records fed now are counted exactly too.
+    let more = lines(300 + 30 * 60, 300, 30);
+    produce(&input, &more);
+    input_so_far.extend(more);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b, &mut c]);
+    for member in [a, b, c] {
+        let log = member.stop();
+        assert!(!log.contains("panicked"), "{log}");
+    }
+}
+
+#[test]
 fn status_before_the_first_run_and_a_missing_source_make_no_topics() {
     // The brokers make a topic anyone asks about unless told not to
     // (auto.create.topics.enable is on by default): with one partition, it

@@ -1,7 +1,9 @@
 //! Why a process of the cluster stops. Every failure ends the process: its
 //! open transaction is aborted by the brokers, and the group hands its
 //! partitions to the others, which resume from the last commit (recovery
-//! never guesses).
+//! never guesses). One is not a failure: a commit refused because the group
+//! moved on without the process ([`ClusterError::group_moved_on`]), after
+//! which it drops its uncommitted work and joins again.
 
 use super::member::MemberError;
 use super::restore::RestoreError;
@@ -9,7 +11,7 @@ use super::standby::StandbyError;
 use super::task::TaskError;
 use super::topics::TopicError;
 use crate::operators::OperatorError;
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 /// Why this process left the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +95,27 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
+    /// Whether this is a commit the group refused because it moved on
+    /// without this process (a rebalance it took too long to join ended
+    /// without it: its generation or member id is stale). Nothing of the
+    /// process's open work is committed then, and the partitions it held
+    /// are another member's or will be again; the cure is to drop the
+    /// uncommitted work and join again, as Kafka Streams does on a
+    /// `TaskMigratedException`, not to stop.
+    pub fn group_moved_on(&self) -> bool {
+        let ClusterError::Kafka(failure) = self else {
+            return false;
+        };
+        matches!(
+            failure.cause.rdkafka_error_code(),
+            Some(
+                RDKafkaErrorCode::IllegalGeneration
+                    | RDKafkaErrorCode::UnknownMemberId
+                    | RDKafkaErrorCode::RebalanceInProgress
+            )
+        )
+    }
+
     /// What maps Kafka's error at `what` on `brokers` into this one.
     pub fn kafka(brokers: &str, what: String) -> impl FnOnce(KafkaError) -> Self + use<> {
         let brokers = brokers.to_owned();
@@ -110,4 +133,32 @@ pub struct KafkaFailure {
     pub brokers: String,
     /// What the client said.
     pub cause: KafkaError,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(code: RDKafkaErrorCode) -> ClusterError {
+        ClusterError::kafka("b:9092", "committing".into())(KafkaError::ConsumerCommit(code))
+    }
+
+    #[test]
+    fn only_a_group_that_moved_on_is_a_reason_to_join_again() {
+        for code in [
+            RDKafkaErrorCode::IllegalGeneration,
+            RDKafkaErrorCode::UnknownMemberId,
+            RDKafkaErrorCode::RebalanceInProgress,
+        ] {
+            assert!(failed(code).group_moved_on(), "{code:?}");
+        }
+        for code in [
+            RDKafkaErrorCode::FencedInstanceId,
+            RDKafkaErrorCode::InvalidProducerEpoch,
+            RDKafkaErrorCode::OperationTimedOut,
+        ] {
+            assert!(!failed(code).group_moved_on(), "{code:?}");
+        }
+        assert!(!ClusterError::NoGeneration.group_moved_on());
+    }
 }

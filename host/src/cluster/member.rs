@@ -163,6 +163,7 @@ fn partitions_of(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
 pub struct GroupMember<L: RebalanceListener> {
     consumer: BaseConsumer<MemberContext<L>>,
     group: String,
+    topics: Vec<String>,
 }
 
 /// How a member joins.
@@ -211,7 +212,27 @@ impl<L: RebalanceListener> GroupMember<L> {
             .map_err(failed)?;
         let topics: Vec<&str> = membership.topics.iter().map(String::as_str).collect();
         consumer.subscribe(&topics).map_err(failed)?;
-        Ok(Self { consumer, group })
+        Ok(Self {
+            consumer,
+            group,
+            topics: membership.topics.to_vec(),
+        })
+    }
+
+    /// Leaves the group and joins it again, as a member with nothing: what
+    /// it held is revoked (through the listener) and the group gives it
+    /// partitions anew, each read from its committed offset. For a member
+    /// the group moved on without, whose positions are past what it may
+    /// commit.
+    pub fn rejoin(&self) -> Result<(), MemberError> {
+        self.consumer.unsubscribe();
+        let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
+        self.consumer
+            .subscribe(&topics)
+            .map_err(|source| MemberError::Join {
+                group: self.group.clone(),
+                source,
+            })
     }
 
     /// The consumer: polled by the member's thread (rebalances run inside

@@ -46,9 +46,11 @@ impl RebalanceListener for Shared {
     fn revoking(&self, partitions: &[TopicPartition], consumer: &BaseConsumer<MemberContext<Self>>) {
         tracing::info!(partitions = %names(partitions), "the group takes partitions away: committing first");
         let mut engine = self.lock();
+        #[cfg(debug_assertions)]
+        crate::runtime::test_hooks::in_revoke();
         match engine.commit(consumer) {
             Ok(()) => engine.revoked(partitions),
-            Err(e) => engine.fail(e),
+            Err(e) => engine.commit_failed(e),
         }
     }
 
@@ -67,9 +69,11 @@ impl RebalanceListener for Shared {
         // partitions to: what its open transaction holds is committed
         // first, since restoring the new tasks may take longer than a
         // transaction may stay open (the brokers would abort it).
+        if let Err(e) = engine.commit(consumer) {
+            return engine.commit_failed(e);
+        }
         let assigned = engine
-            .commit(consumer)
-            .and_then(|()| engine.check_positions(consumer, partitions))
+            .check_positions(consumer, partitions)
             .and_then(|()| engine.assigned(partitions));
         if let Err(e) = assigned {
             engine.fail(e);
@@ -157,7 +161,17 @@ pub fn run(
     )?;
     tracing::info!(pipeline = %pipeline, group = %settings.group, member = %member_name, "joined the cluster");
     let result = serve(&member, &engine, &settings, (shutdown, control));
-    let result = result.and_then(|()| engine.lock().commit(member.consumer()));
+    let result = result.and_then(|()| {
+        let mut engine = engine.lock();
+        match engine.commit(member.consumer()) {
+            // Whoever holds the partitions now resumes from the last commit.
+            Err(e) if e.group_moved_on() => {
+                engine.commit_failed(e);
+                Ok(())
+            }
+            done => done,
+        }
+    });
     // Leaving the group revokes what is left (committed just now).
     drop(member);
     let mut engine = engine.lock();
@@ -201,7 +215,14 @@ fn serve(
             } else {
                 Duration::ZERO
             };
-            match consumer.poll(wait) {
+            let polled_now = consumer.poll(wait);
+            if engine.lock().take_rejoin() {
+                // Whatever this poll returned is past what may be
+                // committed: the group gives the partitions anew.
+                member.rejoin()?;
+                break;
+            }
+            match polled_now {
                 None => break,
                 Some(Ok(msg)) => {
                     polled += 1;
@@ -237,8 +258,11 @@ fn serve(
             last_tick = Instant::now();
         }
         if last_commit.elapsed() >= settings.commit_interval {
-            engine.commit(consumer)?;
-            engine.swap_plugins(control.take_swaps())?;
+            match engine.commit(consumer) {
+                Ok(()) => engine.swap_plugins(control.take_swaps())?,
+                Err(e) if e.group_moved_on() => engine.commit_failed(e),
+                Err(e) => return Err(e),
+            }
             last_commit = Instant::now();
         }
     }

@@ -27,6 +27,16 @@ pub fn before_restore(partitions: &[(String, i32)]) {
     );
 }
 
+/// `MAILER_TEST_PAUSE_IN_REVOKE_MS`: the first time the group takes
+/// partitions from a cluster process, inside the revoke and before it
+/// commits, says so (`test hook: in a revoke`) and waits that many
+/// milliseconds, as a process too slow to rejoin the group would; a
+/// rebalance the group starts meanwhile may then end without it.
+pub fn in_revoke() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| pause("MAILER_TEST_PAUSE_IN_REVOKE_MS", "in a revoke"));
+}
+
 /// A moment of a sink's part in a checkpoint that
 /// `MAILER_TEST_KILL_AT=<moment>:<n>` aims at, `n` counting the
 /// checkpoints this process takes from 1: the process SIGKILLs itself

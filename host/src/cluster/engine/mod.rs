@@ -19,7 +19,7 @@ use super::topics::{ClusterTopics, INPUT_HEADER, RepartitionPurge, TopicRole, to
 use super::watermarks::{IDLE, MARKER_HEADER, marker, read_marker};
 use crate::batch::Batch;
 use crate::connectors::kafka::{
-    RecordReader, Reported, raw_record, send_record, send_record_with, send_waiting,
+    RecordReader, Reported, abort_transaction, raw_record, send_record, send_record_with, send_waiting,
 };
 use crate::key_group::{of_key, worker_of};
 use crate::metrics::TaskStats;
@@ -168,6 +168,9 @@ pub struct Engine {
     purge: RepartitionPurge,
     /// A failure inside a rebalance callback, for the member's loop.
     failed: Option<ClusterError>,
+    /// Whether the group moved on without this process: its work was
+    /// dropped, and the member's loop joins the group again.
+    rejoin: bool,
     /// Records read from the source and written to the sink.
     pub counts: (u64, u64),
 }
@@ -335,6 +338,7 @@ impl Engine {
             standby,
             dirty: false,
             failed: None,
+            rejoin: false,
             counts: (0, 0),
         })
     }
@@ -371,6 +375,26 @@ impl Engine {
     /// Keeps `failure` for the member's loop (a callback cannot return it).
     pub fn fail(&mut self, failure: ClusterError) {
         self.failed.get_or_insert(failure);
+    }
+
+    /// Takes in what a commit (or a step before it) failed with: a group
+    /// that moved on without this process drops its uncommitted work and
+    /// has the member join again ([`Engine::take_rejoin`]); anything else
+    /// is the process's failure, kept for the member's loop.
+    pub fn commit_failed(&mut self, e: ClusterError) {
+        if !e.group_moved_on() {
+            return self.fail(e);
+        }
+        tracing::warn!(error = %e, "the group moved on without this process (it was away from it too long): what it read since its last commit is dropped, and it joins the group again");
+        if let Err(e) = self.lost() {
+            self.fail(e);
+        }
+        self.rejoin = true;
+    }
+
+    /// Whether the member is to join the group again (asked once).
+    pub fn take_rejoin(&mut self) -> bool {
+        std::mem::take(&mut self.rejoin)
     }
 
     /// Takes in one consumed message: a source record, or a repartition
@@ -743,9 +767,7 @@ impl Engine {
     pub fn lost(&mut self) -> Result<(), ClusterError> {
         let kafka = |what: &str| ClusterError::kafka(&self.brokers, what.to_owned());
         if self.exactly_once {
-            self.producer
-                .abort_transaction(TIMEOUT)
-                .map_err(kafka("aborting the transaction"))?;
+            abort_transaction(&self.producer, TIMEOUT).map_err(kafka("aborting the transaction"))?;
             self.producer
                 .begin_transaction()
                 .map_err(kafka("beginning a transaction"))?;
@@ -765,7 +787,7 @@ impl Engine {
     /// Ends the open transaction (empty after the last commit).
     pub fn close(&mut self) {
         if self.exactly_once
-            && let Err(e) = self.producer.abort_transaction(TIMEOUT)
+            && let Err(e) = abort_transaction(&self.producer, TIMEOUT)
         {
             tracing::debug!(error = %e, "ending the last, empty transaction");
         }

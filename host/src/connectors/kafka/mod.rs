@@ -31,9 +31,9 @@ use crate::batch::Batch;
 use crate::operators::FailureHandler;
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders, ToBytes};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -98,7 +98,17 @@ impl ProducerContext for Reported {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((e, msg)) = result {
+        // A record purged by this process (an abort drops what it still
+        // holds) was not refused by anyone.
+        let purged = |e: &KafkaError| {
+            matches!(
+                e.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+            )
+        };
+        if let Err((e, msg)) = result
+            && !purged(e)
+        {
             use rdkafka::message::Message;
             let mut refused = self.refused.lock().expect("refusal lock");
             refused.get_or_insert_with(|| {
@@ -109,6 +119,23 @@ impl ProducerContext for Reported {
             });
         }
     }
+}
+
+/// Aborts `producer`'s open transaction, dropping the records it still
+/// holds first and serving their delivery reports: librdkafka's abort
+/// waits for those reports, which a `BaseProducer` serves only when
+/// polled, so an abort with records outstanding would wait out its
+/// timeout and fail.
+pub fn abort_transaction<C: ProducerContext>(
+    producer: &BaseProducer<C>,
+    timeout: Duration,
+) -> KafkaResult<()> {
+    producer.purge(PurgeConfig::default().queue().inflight());
+    let deadline = std::time::Instant::now() + timeout;
+    while producer.in_flight_count() > 0 && std::time::Instant::now() < deadline {
+        producer.poll(Duration::from_millis(10));
+    }
+    producer.abort_transaction(timeout)
 }
 
 /// A client error with a hint when it is about credentials.

@@ -306,7 +306,7 @@ impl TransactionalKafkaSink {
     /// Aborts the open transaction, which cannot commit (`reason`): the
     /// error a restart from the committed checkpoint cures.
     fn aborted(&mut self, reason: String) -> ConnectorError {
-        if let Err(e) = self.producer.abort_transaction(TIMEOUT) {
+        if let Err(e) = super::abort_transaction(&self.producer, TIMEOUT) {
             return self.failed(format!("{reason}; aborting the transaction then: {e}"));
         }
         ConnectorError::TransactionAbortable {
@@ -349,8 +349,7 @@ impl Sink for TransactionalKafkaSink {
 
     fn close(&mut self) -> Result<(), ConnectorError> {
         // What no checkpoint covers is replayed from the last one: drop it.
-        self.producer
-            .abort_transaction(TIMEOUT)
+        super::abort_transaction(&self.producer, TIMEOUT)
             .map_err(|e| self.failed(format!("aborting the open transaction: {e}")))
     }
 
