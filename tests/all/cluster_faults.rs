@@ -105,19 +105,7 @@ fn a_member_given_tasks_with_records_in_its_transaction_commits_before_a_restore
     };
     // Records keep coming while the survivor is given the stopped one's
     // keyed tasks: its transaction holds some as it starts restoring.
-    let feeding = {
-        let input = input.clone();
-        std::thread::spawn(move || {
-            let mut fed = Vec::new();
-            for round in 0..40 {
-                let more = lines(300 + 30 * round, 30, 30);
-                produce(&input, &more);
-                fed.extend(more);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            fed
-        })
-    };
+    let feeding = feed_in_background(&input, 40, Duration::from_millis(100));
     std::thread::sleep(Duration::from_secs(1));
     let before = survivor.log().len();
     stopped.stop();
@@ -152,19 +140,7 @@ fn a_member_the_group_moved_on_without_during_its_revoke_drops_its_work_and_join
     settled_status(&m, &input, 1);
     // Records keep coming: a's transaction holds some when b's arrival
     // makes the group take partitions from it.
-    let feeding = {
-        let input = input.clone();
-        std::thread::spawn(move || {
-            let mut fed = Vec::new();
-            for round in 0..60 {
-                let more = lines(300 + 30 * round, 30, 30);
-                produce(&input, &more);
-                fed.extend(more);
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            fed
-        })
-    };
+    let feeding = feed_in_background(&input, 60, Duration::from_millis(200));
     let mut b = Member::start(&w, &m, "b");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !a.log().contains("test hook: in a revoke") {
@@ -193,6 +169,26 @@ fn a_member_the_group_moved_on_without_during_its_revoke_drops_its_work_and_join
         let log = member.stop();
         assert!(!log.contains("panicked"), "{log}");
     }
+}
+
+/// Produces `rounds` rounds of 30 more lines (from line 300 on) into
+/// `input`, `pause` apart, on a thread of its own: what it fed, once joined.
+fn feed_in_background(
+    input: &str,
+    rounds: usize,
+    pause: Duration,
+) -> std::thread::JoinHandle<Vec<(String, String)>> {
+    let input = input.to_owned();
+    std::thread::spawn(move || {
+        let mut fed = Vec::new();
+        for round in 0..rounds {
+            let more = lines(300 + 30 * round, 30, 30);
+            produce(&input, &more);
+            fed.extend(more);
+            std::thread::sleep(pause);
+        }
+        fed
+    })
 }
 
 #[test]

@@ -210,13 +210,23 @@ impl<L: RebalanceListener> GroupMember<L> {
         let consumer: BaseConsumer<MemberContext<L>> = config
             .create_with_context(MemberContext { listener })
             .map_err(failed)?;
-        let topics: Vec<&str> = membership.topics.iter().map(String::as_str).collect();
-        consumer.subscribe(&topics).map_err(failed)?;
-        Ok(Self {
+        let member = Self {
             consumer,
             group,
             topics: membership.topics.to_vec(),
-        })
+        };
+        member.subscribe()?;
+        Ok(member)
+    }
+
+    fn subscribe(&self) -> Result<(), MemberError> {
+        let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
+        self.consumer
+            .subscribe(&topics)
+            .map_err(|source| MemberError::Join {
+                group: self.group.clone(),
+                source,
+            })
     }
 
     /// Leaves the group and joins it again, as a member with nothing: what
@@ -226,13 +236,7 @@ impl<L: RebalanceListener> GroupMember<L> {
     /// commit.
     pub fn rejoin(&self) -> Result<(), MemberError> {
         self.consumer.unsubscribe();
-        let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
-        self.consumer
-            .subscribe(&topics)
-            .map_err(|source| MemberError::Join {
-                group: self.group.clone(),
-                source,
-            })
+        self.subscribe()
     }
 
     /// The consumer: polled by the member's thread (rebalances run inside

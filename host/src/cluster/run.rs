@@ -48,9 +48,10 @@ impl RebalanceListener for Shared {
         let mut engine = self.lock();
         #[cfg(debug_assertions)]
         crate::runtime::test_hooks::in_revoke();
-        match engine.commit(consumer) {
-            Ok(()) => engine.revoked(partitions),
-            Err(e) => engine.commit_failed(e),
+        match engine.commit_unless_moved_on(consumer) {
+            Ok(true) => engine.revoked(partitions),
+            Ok(false) => {}
+            Err(e) => engine.fail(e),
         }
     }
 
@@ -69,12 +70,13 @@ impl RebalanceListener for Shared {
         // partitions to: what its open transaction holds is committed
         // first, since restoring the new tasks may take longer than a
         // transaction may stay open (the brokers would abort it).
-        if let Err(e) = engine.commit(consumer) {
-            return engine.commit_failed(e);
-        }
-        let assigned = engine
-            .check_positions(consumer, partitions)
-            .and_then(|()| engine.assigned(partitions));
+        let assigned = match engine.commit_unless_moved_on(consumer) {
+            Ok(true) => engine
+                .check_positions(consumer, partitions)
+                .and_then(|()| engine.assigned(partitions)),
+            Ok(false) => Ok(()),
+            Err(e) => Err(e),
+        };
         if let Err(e) = assigned {
             engine.fail(e);
         }
@@ -161,17 +163,9 @@ pub fn run(
     )?;
     tracing::info!(pipeline = %pipeline, group = %settings.group, member = %member_name, "joined the cluster");
     let result = serve(&member, &engine, &settings, (shutdown, control));
-    let result = result.and_then(|()| {
-        let mut engine = engine.lock();
-        match engine.commit(member.consumer()) {
-            // Whoever holds the partitions now resumes from the last commit.
-            Err(e) if e.group_moved_on() => {
-                engine.commit_failed(e);
-                Ok(())
-            }
-            done => done,
-        }
-    });
+    // Moved on without it: whoever holds the partitions now resumes from
+    // the last commit.
+    let result = result.and_then(|()| engine.lock().commit_unless_moved_on(member.consumer()).map(drop));
     // Leaving the group revokes what is left (committed just now).
     drop(member);
     let mut engine = engine.lock();
@@ -258,10 +252,8 @@ fn serve(
             last_tick = Instant::now();
         }
         if last_commit.elapsed() >= settings.commit_interval {
-            match engine.commit(consumer) {
-                Ok(()) => engine.swap_plugins(control.take_swaps())?,
-                Err(e) if e.group_moved_on() => engine.commit_failed(e),
-                Err(e) => return Err(e),
+            if engine.commit_unless_moved_on(consumer)? {
+                engine.swap_plugins(control.take_swaps())?;
             }
             last_commit = Instant::now();
         }

@@ -377,19 +377,24 @@ impl Engine {
         self.failed.get_or_insert(failure);
     }
 
-    /// Takes in what a commit (or a step before it) failed with: a group
-    /// that moved on without this process drops its uncommitted work and
-    /// has the member join again ([`Engine::take_rejoin`]); anything else
-    /// is the process's failure, kept for the member's loop.
-    pub fn commit_failed(&mut self, e: ClusterError) {
-        if !e.group_moved_on() {
-            return self.fail(e);
+    /// [`Engine::commit`], unless the group moved on without this process
+    /// (its commit refused, see [`ClusterError::group_moved_on`]): then
+    /// its uncommitted work is dropped and the member is to join again
+    /// ([`Engine::take_rejoin`]). Whether it committed.
+    pub fn commit_unless_moved_on<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+    ) -> Result<bool, ClusterError> {
+        match self.commit(consumer) {
+            Ok(()) => Ok(true),
+            Err(e) if e.group_moved_on() => {
+                tracing::warn!(error = %e, "the group moved on without this process (it was away from it too long): what it read since its last commit is dropped, and it joins the group again");
+                self.lost()?;
+                self.rejoin = true;
+                Ok(false)
+            }
+            Err(e) => Err(e),
         }
-        tracing::warn!(error = %e, "the group moved on without this process (it was away from it too long): what it read since its last commit is dropped, and it joins the group again");
-        if let Err(e) = self.lost() {
-            self.fail(e);
-        }
-        self.rejoin = true;
     }
 
     /// Whether the member is to join the group again (asked once).
