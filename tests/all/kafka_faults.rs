@@ -32,9 +32,10 @@ const PER_ROUND: usize = 20;
 /// An exactly-once counting run at `brokers` from a fresh input topic of 3
 /// partitions to a fresh output topic, unbounded, with sink `options` and a
 /// checkpoint every `interval`; its input fed `rounds` rounds, one every
-/// `pause` (all at once when it is zero), by the thread returned. Once the output holds records (a
-/// transaction committed), the run's process, the thread and the output
-/// topic are returned.
+/// `pause` by the thread returned (all at once before the run starts when
+/// `pause` is zero). Once the output holds records (a transaction
+/// committed), the run's process, the thread and the output topic are
+/// returned.
 fn counting_run(
     w: &Workdir,
     brokers: &str,
@@ -54,6 +55,9 @@ fn counting_run(
             &format!("exactly_once = true\noptions = {{ {options} }}\ntopic = \""),
         );
     let m = w.write("pipeline.toml", &text);
+    if pause.is_zero() {
+        produce_at(brokers, &input, &records(KEYS, PER_ROUND * rounds));
+    }
     let child = mailer()
         .arg("run")
         .arg(&m)
@@ -66,7 +70,6 @@ fn counting_run(
         let brokers = brokers.to_owned();
         std::thread::spawn(move || {
             if pause.is_zero() {
-                produce_at(&brokers, &input, &records(KEYS, PER_ROUND * rounds));
                 return;
             }
             for _ in 0..rounds {
@@ -160,13 +163,13 @@ fn a_killed_partition_leader_and_transaction_coordinator_are_survived_exactly() 
 fn an_outage_of_every_broker_longer_than_a_flush_waits_is_ridden_out_exactly() {
     let cluster = KafkaCluster::start(3);
     let w = Workdir::new();
-    // 240 000 records fed at once: the run is still writing them when every
-    // node freezes, so records wait for acknowledgements the brokers give
-    // only 45 s later (within the 2 min `delivery_timeout`, past the 30 s
-    // a single flush or commit waits).
+    // 240 000 records fed before the run starts: it has committed its first
+    // transaction only and is still writing when every node freezes, so
+    // records wait for acknowledgements the brokers give only 45 s later
+    // (within the 2 min `delivery_timeout`, past the 30 s a single flush or
+    // commit waits).
     let rounds = 1200;
     let (child, feed, output) = counting_run(&w, cluster.bootstrap(), "", "1s", (rounds, Duration::ZERO));
-    feed.join().unwrap();
     for node in 1..=3 {
         cluster.signal(node, libc::SIGSTOP);
     }
@@ -174,13 +177,7 @@ fn an_outage_of_every_broker_longer_than_a_flush_waits_is_ridden_out_exactly() {
     for node in 1..=3 {
         cluster.signal(node, libc::SIGCONT);
     }
-    let log = finish(
-        child,
-        std::thread::spawn(|| ()),
-        cluster.bootstrap(),
-        &output,
-        rounds,
-    );
+    let log = finish(child, feed, cluster.bootstrap(), &output, rounds);
     assert!(
         log.contains("the brokers did not take every record yet; waiting"),
         "the run waited through the outage: {log}"
