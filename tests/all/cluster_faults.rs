@@ -84,6 +84,51 @@ fn a_member_frozen_past_its_session_and_transaction_timeouts_is_fenced_and_rejoi
 }
 
 #[test]
+fn a_member_frozen_past_its_session_but_not_its_transaction_commits_nothing_the_group_gave_away() {
+    let w = Workdir::new();
+    let (input, output) = input_and_output("cluster-expired");
+    // session_timeout 6 s; commit_interval 5 s, so a transaction lives up
+    // to 20 s: the member wakes with its transaction still open, after
+    // the group gave its partitions to the other and forgot its member id.
+    let m = word_count(&w, &input, &output);
+    let text = std::fs::read_to_string(&m)
+        .unwrap()
+        .replace("commit_interval = \"300ms\"", "commit_interval = \"5s\"");
+    std::fs::write(&m, text).unwrap();
+    let mut input_so_far = lines(0, 300, 30);
+    produce(&input, &input_so_far);
+    let mut a = Member::start(&w, &m, "a");
+    let mut b = Member::start(&w, &m, "b");
+    settled_status(&m, &input, 2);
+    let mut feed = |from: usize, n: usize| {
+        let more = lines(from, n, 30);
+        produce(&input, &more);
+        input_so_far.extend(more);
+    };
+    // `a` reads records into its open transaction, then freezes for 10 s
+    // while records keep coming.
+    feed(300, 300);
+    std::thread::sleep(Duration::from_secs(1));
+    a.signal(libc::SIGSTOP);
+    for round in 0..5 {
+        feed(600 + 60 * round, 60);
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    // Woken, it must not commit what it held: the other member counted
+    // those records from the group's committed offsets already.
+    a.signal(libc::SIGCONT);
+    feed(900, 300);
+    assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b]);
+    let logs = [a.stop(), b.stop()];
+    assert_exact_counts(&output, &input_so_far, &mut []);
+    assert!(
+        !logs.iter().any(|l| l.contains("panicked")),
+        "{}",
+        logs.join("\n----\n")
+    );
+}
+
+#[test]
 fn a_member_given_tasks_with_records_in_its_transaction_commits_before_a_restore_longer_than_its_timeout() {
     let w = Workdir::new();
     let (input, output) = input_and_output("cluster-slow-restore");

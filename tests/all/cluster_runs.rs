@@ -911,7 +911,12 @@ fn a_keyed_task_that_moves_hears_from_source_partitions_quiet_since_before() {
         .count()
         < fired
     {
-        assert!(Instant::now() < deadline, "the first windows never fired");
+        assert!(
+            Instant::now() < deadline,
+            "the first windows never fired:\n{}\n----\n{}",
+            moving.log(),
+            staying.log()
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     std::thread::sleep(Duration::from_secs(3));

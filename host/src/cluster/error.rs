@@ -45,9 +45,11 @@ pub enum ClusterError {
     /// Kafka failed.
     #[error(transparent)]
     Kafka(Box<KafkaFailure>),
-    /// Offsets cannot be committed: the process is not in the group.
+    /// Offsets cannot be committed: the group dropped the process (its
+    /// session timed out, or the group refused its generation) before it
+    /// heard its partitions are lost.
     #[error(
-        "committing the consumed offsets needs the group's generation, and this process is not in the group: restart it"
+        "committing the consumed offsets needs the group's generation and member id, and the group dropped this process (it was away longer than `session_timeout`)"
     )]
     NoGeneration,
     /// A partition assigned without a committed offset was committed
@@ -103,8 +105,10 @@ impl ClusterError {
     /// uncommitted work and join again, as Kafka Streams does on a
     /// `TaskMigratedException`, not to stop.
     pub fn group_moved_on(&self) -> bool {
-        let ClusterError::Kafka(failure) = self else {
-            return false;
+        let failure = match self {
+            ClusterError::NoGeneration => return true,
+            ClusterError::Kafka(failure) => failure,
+            _ => return false,
         };
         matches!(
             failure.cause.rdkafka_error_code(),
@@ -144,7 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_group_that_moved_on_is_a_reason_to_join_again() {
+    fn only_a_group_that_moved_on_or_dropped_the_process_is_a_reason_to_join_again() {
         for code in [
             RDKafkaErrorCode::IllegalGeneration,
             RDKafkaErrorCode::UnknownMemberId,
@@ -159,6 +163,6 @@ mod tests {
         ] {
             assert!(!failed(code).group_moved_on(), "{code:?}");
         }
-        assert!(!ClusterError::NoGeneration.group_moved_on());
+        assert!(ClusterError::NoGeneration.group_moved_on());
     }
 }

@@ -48,8 +48,9 @@ pub struct GroupPosition {
     /// The next offset of each partition it read from (those it has not
     /// read from yet are left out).
     pub offsets: TopicPartitionList,
-    /// The group's metadata now (its generation fences a zombie's
-    /// transactional offset commits), when the member has joined.
+    /// The group's metadata now (its generation and member id fence a
+    /// zombie's transactional offset commits), while the member is in the
+    /// group: none once librdkafka has reset either (see [`membership`]).
     pub metadata: Option<ConsumerGroupMetadata>,
 }
 
@@ -65,7 +66,51 @@ pub fn position_of<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> GroupPosit
     }
     GroupPosition {
         offsets,
-        metadata: consumer.group_metadata(),
+        metadata: metadata_in_group(consumer),
+    }
+}
+
+/// The group's metadata of `consumer`, while it is in the group. The
+/// metadata is a copy of the membership when taken: read around it, the
+/// same membership both times is the one it holds (a reset member id or
+/// generation never comes back; one that moved on meanwhile, in a
+/// rebalance, is read again).
+fn metadata_in_group<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<ConsumerGroupMetadata> {
+    for _ in 0..3 {
+        let before = membership(consumer)?;
+        let metadata = consumer.group_metadata();
+        if membership(consumer).as_ref() == Some(&before) {
+            return metadata;
+        }
+    }
+    None
+}
+
+/// The generation and member id `consumer` holds in the group, while it
+/// holds both: librdkafka resets the member id to "" when the session
+/// timed out or the group forgot the member, the generation to -1 when the
+/// group refused it, each before the member hears that its partitions are
+/// lost. A transactional offset commit with both reset is one the group
+/// coordinator does not check against the group at all (Kafka accepts it
+/// from a producer that is no consumer), so a zombie's would be taken.
+fn membership<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<(i32, String)> {
+    use rdkafka::bindings as rd;
+    // SAFETY: the handle lives as long as `consumer`; the metadata
+    // librdkafka returns is a copy, ours to read and destroy, and its
+    // member id a NUL-terminated string it owns.
+    unsafe {
+        let metadata = rd::rd_kafka_consumer_group_metadata(consumer.client().native_ptr());
+        if metadata.is_null() {
+            return None;
+        }
+        let generation = rd::rd_kafka_consumer_group_metadata_generation_id(metadata);
+        let member = rd::rd_kafka_consumer_group_metadata_member_id(metadata);
+        let member = match member.is_null() {
+            true => String::new(),
+            false => std::ffi::CStr::from_ptr(member).to_string_lossy().into_owned(),
+        };
+        rd::rd_kafka_consumer_group_metadata_destroy(metadata);
+        (generation >= 0 && !member.is_empty()).then_some((generation, member))
     }
 }
 

@@ -2,8 +2,10 @@
 //! each partition's newest offset, which the source compares with the next
 //! offset it will read.
 
+use super::Reported;
 use rdkafka::ClientContext;
 use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -12,10 +14,18 @@ use std::sync::Mutex;
 pub const STATISTICS_INTERVAL_MS: &str = "1000";
 
 /// The consumer context of a source: keeps each partition's end offset
-/// (the last stable one, which `read_committed` reads up to).
+/// (the last stable one, which `read_committed` reads up to), and the
+/// error librdkafka last reported (see [`Reported`]).
 #[derive(Default)]
 pub struct SourceContext {
     ends: Mutex<BTreeMap<(String, i32), i64>>,
+    reported: Reported,
+}
+
+impl AsRef<Reported> for SourceContext {
+    fn as_ref(&self) -> &Reported {
+        &self.reported
+    }
 }
 
 impl SourceContext {
@@ -30,6 +40,10 @@ impl SourceContext {
 }
 
 impl ClientContext for SourceContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.reported.error(error, reason);
+    }
+
     fn stats(&self, statistics: Statistics) {
         let mut ends = self.ends.lock().expect("ends lock");
         for (topic, t) in statistics.topics {

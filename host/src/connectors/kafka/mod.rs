@@ -30,7 +30,7 @@ use super::ConnectorError;
 use crate::batch::Batch;
 use crate::operators::FailureHandler;
 use rdkafka::client::{Client, ClientContext};
-use rdkafka::consumer::BaseConsumer;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig};
@@ -158,21 +158,32 @@ fn producer_error<C: ProducerContext + AsRef<Reported>>(producer: &BaseProducer<
 }
 
 /// What a consumer without an assignment (so it returns no records)
-/// reports when polled: its queued errors, a refusal of the credentials
-/// first.
-fn consumer_error<C: rdkafka::consumer::ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<String> {
+/// reports: the errors a poll brings, and what its client's error callback
+/// kept (librdkafka reports some there, as a "global" error); a refusal of
+/// the credentials first.
+fn consumer_error<C>(consumer: &BaseConsumer<C>) -> Option<String>
+where
+    C: rdkafka::consumer::ConsumerContext + AsRef<Reported>,
+{
     let mut errors = Vec::new();
     while errors.len() < 100
         && let Some(Err(e)) = consumer.poll(Duration::from_millis(10))
     {
         errors.push(e);
     }
-    let auth = errors.iter().position(is_authentication);
-    let e = errors.get(auth.unwrap_or(0))?;
-    let reason = e
-        .rdkafka_error_code()
-        .map_or_else(|| e.to_string(), |code| code.to_string());
-    Some(explained(e, &reason))
+    let explain = |e: &KafkaError| {
+        let reason = e
+            .rdkafka_error_code()
+            .map_or_else(|| e.to_string(), |code| code.to_string());
+        explained(e, &reason)
+    };
+    if let Some(auth) = errors.iter().find(|e| is_authentication(e)) {
+        return Some(explain(auth));
+    }
+    let context: &C = consumer.context();
+    AsRef::<Reported>::as_ref(context)
+        .last_error()
+        .or_else(|| errors.first().map(explain))
 }
 
 /// The partitions of `topic`, or why there are none to read: the brokers

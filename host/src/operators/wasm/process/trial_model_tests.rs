@@ -32,7 +32,7 @@ use crate::operators::{
     CanaryState, CanaryStats, FailureHandler, FailurePolicy, FailureStats, InstanceContext, Operator,
     OperatorError, OperatorIdentity, ShadowState, ShadowStats, StateOpener, preview,
 };
-use crate::plugin::{CallMode, CallStats, LoadedPlugin, PluginEngine, PluginLimits, World};
+use crate::plugin::{CallMode, CallStats, Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
 use crate::record::Record;
 use crate::state::{BackendKind, SnapshotSource, StateBackend, StateError, StateRequest};
 use bytes::Bytes;
@@ -130,14 +130,14 @@ fn plugins() -> &'static Plugins {
 }
 
 /// A process operator `counts` on worker 0 of 1 running `version`, its
-/// state fresh or restored from the snapshot in `restore`, as
-/// [`WasmNode::instantiate`] makes it for a pipeline.
+/// state fresh or restored from the snapshot in `restore`, granted
+/// `grants`, as [`WasmNode::instantiate`] makes it for a pipeline.
 fn make_operator(
     version: Version,
-    policy: FailurePolicy,
-    mode: CallMode,
+    (policy, mode): (FailurePolicy, CallMode),
     failures: &Arc<FailureStats>,
     restore: Option<&Path>,
+    grants: &Arc<Grants>,
 ) -> Box<dyn Operator> {
     let node = WasmNode {
         plugin: version.plugin().clone(),
@@ -146,11 +146,10 @@ fn make_operator(
         state_ttl: HashMap::new(),
     };
     let calls = Arc::new(CallStats::detached(false));
-    let grants = Arc::default();
     let identity = OperatorIdentity {
         name: OPERATOR,
         calls: &calls,
-        grants: &grants,
+        grants,
     };
     let source = restore.map(|dir| SnapshotSource {
         path: dir.to_owned(),
@@ -337,7 +336,7 @@ impl Run {
     /// A fresh run of `counter-v1` under `policy` in `mode`.
     fn new(policy: FailurePolicy, mode: CallMode) -> Self {
         let failures = Arc::new(FailureStats::default());
-        let operator = make_operator(Version::V1, policy, mode, &failures, None);
+        let operator = make_operator(Version::V1, (policy, mode), &failures, None, &Arc::default());
         Self {
             policy,
             mode,
@@ -502,7 +501,13 @@ impl Run {
             None => (Version::V1, None, BTreeMap::new()),
         };
         self.failures = Arc::new(FailureStats::default());
-        self.operator = make_operator(version, self.policy, self.mode, &self.failures, dir);
+        self.operator = make_operator(
+            version,
+            (self.policy, self.mode),
+            &self.failures,
+            dir,
+            &Arc::default(),
+        );
         self.requested_trial = None;
         self.in_flight.clear();
         self.model = Model::at(version, counts);
@@ -775,4 +780,37 @@ fn the_keys_fall_on_both_sides_of_every_canary() {
             KEYS.len()
         );
     }
+}
+
+/// A shadow that traps when the directory its operator was granted is gone
+/// cannot be made again: the shadow ends as failed, and the operator goes
+/// on with the current version's output for that record and after it.
+#[test]
+fn a_shadow_whose_instance_cannot_be_made_again_ends_and_the_operator_goes_on() {
+    let granted = tempfile::tempdir().unwrap();
+    let grants = Arc::new(Grants {
+        dir: Some(granted.path().to_owned()),
+        ..Grants::default()
+    });
+    let failures = Arc::new(FailureStats::default());
+    let policy = (FailurePolicy::Fail, CallMode::Batch);
+    let mut operator = make_operator(Version::V1, policy, &failures, None, &grants);
+    let stats = Arc::new(ShadowStats::new(1.0));
+    operator
+        .shadow_plugin(Version::Next.plugin(), &stats)
+        .expect("the shadow starts");
+    let batch = |value: &str| Batch::Records(vec![Record::new(Some(Bytes::from("k0")), value.to_owned(), 0)]);
+    let values = |out: Batch| -> Vec<String> {
+        (0..out.len())
+            .map(|i| String::from_utf8_lossy(&out.record(i).value).into_owned())
+            .collect()
+    };
+    assert_eq!(values(operator.process(batch("1")).unwrap()), ["k0\t1"]);
+    assert_eq!(stats.view().compared, 1);
+    drop(granted);
+    let out = operator.process(batch("trap")).expect("the operator goes on");
+    assert_eq!(values(out), ["k0\t2"]);
+    assert_eq!(stats.view().state, ShadowState::Failed);
+    assert_eq!(values(operator.process(batch("3")).unwrap()), ["k0\t3"]);
+    assert_eq!(stats.view().compared, 1, "the ended shadow compares nothing more");
 }
