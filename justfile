@@ -112,9 +112,10 @@ docs: (setup "quickstart")
     printf '<!DOCTYPE html>\n<meta http-equiv="refresh" content="0; url=mailer_sdk/index.html">\n<a href="mailer_sdk/index.html">mailer_sdk</a>\n' > docs/sdk-api/index.html
     echo "docs/sdk-api/mailer_sdk/index.html"
 
-# Formatting, the module graph (no new import cycles) and lints, warnings as
-# errors. Clippy checks with the `test` profile, the one `cargo test` builds
-# with: build scripts are then the same units, so RocksDB's C++ is compiled
+# Formatting, the module graph (imports go down the layers of the module map
+# in docs/architecture.md; no cycles) and lints, warnings as errors. Clippy
+# checks with the `test` profile, the one `cargo test` builds with: build
+# scripts are then the same units, so RocksDB's C++ is compiled
 # once for both (under `dev` its build-script run would differ by the
 # profile's name alone).
 lint: (setup "build")

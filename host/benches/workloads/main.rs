@@ -1,4 +1,4 @@
-//! The benchmark workloads of `BENCH-WORKLOADS.md` (W1 to W5) and the state
+//! The benchmark workloads W1 to W5 (`docs/workloads.md`) and the state
 //! backend micro-benchmarks, each variant in its own process so that its
 //! peak RSS is its own.
 //!

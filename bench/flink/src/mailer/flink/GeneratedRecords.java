@@ -20,7 +20,7 @@ import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.core.io.SimpleVersionedSerializer;
 
 /**
- * The bounded source of BENCH-WORKLOADS.md: records {@code (key, value, event_time_ms)} for
+ * The bounded source of docs/workloads.md: records {@code (key, value, event_time_ms)} for
  * {@code g} in {@code [0, N)}, key = splitmix64(g + salt) mod K (0 when the workload has no keys;
  * the salt is 0 except for W4's source B, 2^40), value = g, event time = g / D.
  *

@@ -10,7 +10,7 @@ import org.apache.flink.streaming.api.functions.co.ProcessJoinFunction;
 import org.apache.flink.util.Collector;
 
 /**
- * W4 of BENCH-WORKLOADS.md, the interval join: two generated sources A and B of N / 2 records
+ * W4 of docs/workloads.md, the interval join: two generated sources A and B of N / 2 records
  * each ({@code g} in {@code [0, N/2)}, event time g / 10), A keyed by splitmix64(g) mod 100,000
  * and B by splitmix64(g + 2^40) mod 100,000, joined on equal key with |ts_A - ts_B| <= 1 s
  * (Flink's {@code intervalJoin(...).between(-1 s, +1 s)}, both bounds inclusive), one record per

@@ -19,7 +19,7 @@ import org.apache.flink.streaming.api.operators.co.KeyedCoProcessOperator;
 import org.apache.flink.util.Collector;
 
 /**
- * W5 of BENCH-WORKLOADS.md, the stream-table join: a table of K = 100,000 rows (key g, value g,
+ * W5 of docs/workloads.md, the stream-table join: a table of K = 100,000 rows (key g, value g,
  * g in [0, K)), loaded first, and a stream of N records of W1's generator keyed by splitmix64(g)
  * mod K; each stream record is joined with its key's row and emits value_stream + value_table.
  *

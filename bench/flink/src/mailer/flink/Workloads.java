@@ -32,7 +32,7 @@ import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
 import org.apache.flink.util.Collector;
 
 /**
- * W1 to W5 of BENCH-WORKLOADS.md on Apache Flink (DataStream API, local mini-cluster), for
+ * W1 to W5 of docs/workloads.md on Apache Flink (DataStream API, local mini-cluster), for
  * comparing mailer with Flink on the same machine. W4 (the interval join) is in {@link
  * IntervalJoin}, W5 (the stream-table join) in {@link TableJoin}.
  *
