@@ -19,12 +19,11 @@ mod purge;
 pub use purge::RepartitionPurge;
 
 use crate::connectors::kafka::topic_settings::{
-    Keeps, TopicSettingError, check_replication, check_settings, describe, replication_factor,
+    Keeps, TopicSettingError, check_replication, check_settings, create, describe, replication_factor,
 };
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::KafkaResult;
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, TopicPartitionList};
 use std::time::Duration;
 
@@ -249,29 +248,17 @@ impl ClusterTopics {
     /// `replication_factor` asks for (fewer than the default: a warning).
     pub fn ensure(&self, topic: &str, partitions: usize, role: TopicRole) -> Result<(), TopicError> {
         let failed = |reason: String| self.failed(topic, reason);
-        let count =
-            i32::try_from(partitions).map_err(|_| failed(format!("{partitions} partitions are too many")))?;
         let replication = replication_factor(self.replication, self.listed(topic)?.brokers);
-        let factor =
-            i32::try_from(replication).map_err(|_| failed(format!("{replication} replicas are too many")))?;
-        let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(factor));
-        for (name, value) in role.keeps().creation_configs() {
-            new = new.set(name, value);
-        }
-        let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
-        let results = self
+        let made_now = self
             .runtime
-            .block_on(self.client.create_topics([&new], &options))
-            .map_err(|e| failed(e.to_string()))?;
-        let made_now = match results.into_iter().next() {
-            Some(Ok(_)) => true,
-            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | None => false,
-            Some(Err((_, code))) => {
-                return Err(failed(format!(
-                    "creating it with replication factor {replication}: {code}"
-                )));
-            }
-        };
+            .block_on(create(
+                &self.client,
+                topic,
+                (partitions, replication),
+                role.keeps(),
+                TIMEOUT,
+            ))
+            .map_err(failed)?;
         let listed = self.settled(topic)?;
         let found = listed.partitions.len();
         if found != partitions {

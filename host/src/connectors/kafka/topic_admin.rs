@@ -6,11 +6,10 @@
 
 use super::config::{KafkaSinkSpec, client_config};
 use super::kafka_error;
-use super::topic_settings::{Keeps, check_replication, check_settings, describe, replication_factor};
+use super::topic_settings::{Keeps, check_replication, check_settings, create, describe, replication_factor};
 use crate::connectors::ConnectorError;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::types::RDKafkaErrorCode;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -93,21 +92,12 @@ impl<'a> TopicAdmin<'a> {
         };
         let (listed_brokers, _) = self.replicas(topic)?;
         let replication = replication_factor(None, listed_brokers);
-        let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(replication as i32));
-        for (name, value) in COMMITS.creation_configs() {
-            new = new.set(name, value);
-        }
-        let results = self
+        let made_now = self
             .runtime
-            .block_on(self.client.create_topics([&new], &options()))
-            .map_err(|e| refused(e.to_string()))?;
-        match results.into_iter().next() {
-            Some(Err((_, code))) if code != RDKafkaErrorCode::TopicAlreadyExists => {
-                return Err(refused(code.to_string()));
-            }
-            Some(Err(_)) => {}
-            // Made now, as asked.
-            _ => return Ok(()),
+            .block_on(create(&self.client, topic, (1, replication), COMMITS, TIMEOUT))
+            .map_err(refused)?;
+        if made_now {
+            return Ok(());
         }
         let config = self
             .runtime

@@ -9,8 +9,9 @@
 //! and the brokers the cluster lists, as Kafka Streams advises for
 //! production.
 
-use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::ClientContext;
+use rdkafka::types::RDKafkaErrorCode;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -94,6 +95,36 @@ pub enum TopicSettingError {
         /// What the manifest asks for.
         asked: usize,
     },
+}
+
+/// Makes `topic` of `partitions` partitions and `replication` replicas,
+/// set as what it `keeps` needs, within `timeout`: whether it was made now
+/// (false: it was there already, its settings unchecked), or why not.
+pub async fn create<C: ClientContext + 'static>(
+    client: &AdminClient<C>,
+    topic: &str,
+    (partitions, replication): (usize, usize),
+    keeps: Keeps,
+    timeout: Duration,
+) -> Result<bool, String> {
+    let count = i32::try_from(partitions).map_err(|_| format!("{partitions} partitions are too many"))?;
+    let factor = i32::try_from(replication).map_err(|_| format!("{replication} replicas are too many"))?;
+    let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(factor));
+    for (name, value) in keeps.creation_configs() {
+        new = new.set(name, value);
+    }
+    let options = AdminOptions::new().request_timeout(Some(timeout));
+    let results = client
+        .create_topics([&new], &options)
+        .await
+        .map_err(|e| format!("creating it with replication factor {replication}: {e}"))?;
+    match results.into_iter().next() {
+        Some(Ok(_)) => Ok(true),
+        Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | None => Ok(false),
+        Some(Err((_, code))) => Err(format!(
+            "creating it with replication factor {replication}: {code}"
+        )),
+    }
 }
 
 /// `topic`'s settings as the brokers describe them (each name with its
