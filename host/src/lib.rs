@@ -16,6 +16,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config_string;
 pub mod connectors;
+pub mod failure;
 pub mod json;
 pub mod key_group;
 pub mod manifest;

@@ -5,8 +5,9 @@
 use crate::support::*;
 use bytes::Bytes;
 use mailer::batch::Batch;
+use mailer::failure::{FailureHandler, FailurePolicy};
+use mailer::operators::Operator;
 use mailer::operators::wasm::WasmProcess;
-use mailer::operators::{FailureHandler, FailurePolicy, Operator};
 use mailer::plugin::{CallMode, PluginEngine, PluginLimits, World};
 use mailer::record::Record;
 use mailer::state::{BackendKind, KeyedContext, KeyedState, StateBackend};

@@ -3,9 +3,10 @@
 use mailer::batch::Batch;
 use mailer::connectors::Endpoint;
 use mailer::connectors::{BlackholeSink, GeneratorSource};
+use mailer::failure::FailurePolicy;
 use mailer::manifest::defaults;
+use mailer::operators::Operator;
 use mailer::operators::wasm::WasmNode;
-use mailer::operators::{FailurePolicy, Operator};
 use mailer::operators::{InstanceContext, InstantiateError};
 use mailer::plan::Routing;
 use mailer::plan::{NodeKind, OperatorNode, OperatorStage, Plan, SinkNode, WatermarkSettings};

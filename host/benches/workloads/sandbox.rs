@@ -21,7 +21,7 @@ use crate::common::{env_or, peak_rss_kib, plan, records, stage, wasm, wasm_at};
 use mailer::batch::Batch;
 use mailer::connectors::Endpoint;
 use mailer::connectors::{ConnectorError, Poll, Source};
-use mailer::operators::FailurePolicy;
+use mailer::failure::FailurePolicy;
 use mailer::plan::NodeKind;
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;

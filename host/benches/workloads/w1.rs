@@ -4,8 +4,9 @@
 use crate::common::{measure, native, peak_rss_kib, plan, records, records_of, stage, wasm};
 use bytes::{BufMut, BytesMut};
 use mailer::batch::Batch;
+use mailer::failure::OperatorError;
 use mailer::metrics::Telemetry;
-use mailer::operators::{Operator, OperatorError};
+use mailer::operators::Operator;
 use mailer::plan::OperatorNode;
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;

@@ -5,7 +5,8 @@
 use crate::common::{measure, native, plan, records, records_of, rocks_dir, stage, wasm};
 use mailer::batch::Batch;
 use mailer::checkpoint::CheckpointSettings;
-use mailer::operators::{Operator, OperatorError};
+use mailer::failure::OperatorError;
+use mailer::operators::Operator;
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
 use mailer::state::{BackendKind, KeyedState};

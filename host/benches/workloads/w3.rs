@@ -5,7 +5,7 @@
 
 use crate::common::{measure, plan, records, rocks_dir, stage};
 use mailer::connectors::splitmix64;
-use mailer::operators::FailurePolicy;
+use mailer::failure::FailurePolicy;
 use mailer::operators::window::{AggregateKind, Assigner, WindowNode, WindowSpec};
 use mailer::plan::{NodeKind, OperatorNode};
 use mailer::plugin::{PluginEngine, PluginLimits, World};

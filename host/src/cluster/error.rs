@@ -10,7 +10,7 @@ use super::restore::RestoreError;
 use super::standby::StandbyError;
 use super::task::TaskError;
 use super::topics::TopicError;
-use crate::operators::OperatorError;
+use crate::failure::OperatorError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 /// Why this process left the cluster.

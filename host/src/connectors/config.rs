@@ -8,7 +8,7 @@ use super::postgres::TableCheck;
 use super::{ConnectorError, Sink, Source};
 pub use crate::checkpoint::CommittedCheckpoint;
 use crate::config_string::ConfigString;
-use crate::operators::{FailurePolicy, SideOutput};
+use crate::failure::{FailurePolicy, SideOutput};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

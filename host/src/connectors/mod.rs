@@ -23,7 +23,7 @@ pub use registry::{SinkSpec, SourceSpec};
 pub use stdout::{StdoutSink, StdoutSpec};
 
 use crate::batch::Batch;
-use crate::operators::{FailureHandler, OperatorError};
+use crate::failure::{FailureHandler, OperatorError};
 use crate::record::Record;
 
 /// Applies a connector's failure policy to a record that cannot pass for a
@@ -265,7 +265,7 @@ pub enum ConnectorError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operators::FailurePolicy;
+    use crate::failure::FailurePolicy;
 
     #[test]
     fn fail_names_the_reason_and_the_record_skip_passes() {

@@ -266,7 +266,7 @@ mod tests {
         let (tx, rx) = SideOutput::channel(1);
         let h = FailureHandler::new("parse", FailurePolicy::DeadLetter, Some(tx), Default::default());
         h.fail(rec("x"), "bad").unwrap();
-        let Ok(crate::operators::SideMessage::Record(r)) = rx.try_recv() else {
+        let Ok(crate::failure::SideMessage::Record(r)) = rx.try_recv() else {
             panic!("a dead letter was sent")
         };
         assert_eq!(r.value, "x");

@@ -3,7 +3,7 @@
 
 use crate::config_string::ConfigString;
 pub use crate::connectors::{SinkSpec, SourceSpec};
-use crate::operators::FailurePolicy;
+use crate::failure::FailurePolicy;
 use crate::plugin::CallMode;
 use serde::Deserialize;
 use std::time::Duration;

@@ -19,7 +19,7 @@ pub(super) fn validate(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestErr
     }
     super::validate_operators::check_operators(m)?;
     if let Some(d) = &m.spec.dead_letter
-        && d.get_ref().config().on_error() == Some(crate::operators::FailurePolicy::DeadLetter)
+        && d.get_ref().config().on_error() == Some(crate::failure::FailurePolicy::DeadLetter)
     {
         return Err(m.error_at(
             &d.span(),

@@ -4,7 +4,7 @@
 use super::spec::*;
 use super::{Manifest, ManifestError};
 use crate::connectors::config::shown;
-use crate::operators::FailurePolicy;
+use crate::failure::FailurePolicy;
 use std::collections::HashSet;
 use std::ops::Range;
 

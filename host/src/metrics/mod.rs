@@ -18,7 +18,7 @@ pub use tasks::{TaskSnapshot, TaskStats};
 
 use crate::checkpoint::{CheckpointStats, DURATION_BUCKETS, DURATION_HELP, DURATION_NAME};
 use crate::connectors::{Progress, SplitLag};
-use crate::operators::FailureStats;
+use crate::failure::FailureStats;
 use crate::plugin::CallStats;
 use prometheus::{HistogramOpts, HistogramVec, Registry};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

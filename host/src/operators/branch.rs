@@ -9,11 +9,12 @@
 //! the readers of that output only, so what one reader filters never holds
 //! a record back from another.
 
+use super::Operator;
 use super::builtin::{Condition, json_of};
 use super::factory::{InstantiateError, OperatorIdentity};
 use super::wasm::WasmPredicate;
-use super::{FailureHandler, Operator, OperatorError};
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, OperatorError};
 use crate::plugin::{CallMode, LoadedPlugin, PluginLimits};
 use crate::record::Record;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! it handled its probation's records without failing too often, and end
 //! it (the current version taking its keys back) otherwise.
 
-use super::FailureStats;
+use crate::failure::FailureStats;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,10 @@
 //! A chain of operators run as direct calls inside one worker: no channel
 //! between them.
 
-use super::{Operator, OperatorError, SideOutput, SwapKind};
+use super::{Operator, SwapKind};
 use crate::batch::Batch;
 use crate::checkpoint::{CheckpointEvent, SnapshotMeta, WorkerCheckpoints, file_sizes, pending_dir};
+use crate::failure::{OperatorError, SideOutput};
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::StateQuery;

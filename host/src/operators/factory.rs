@@ -2,8 +2,9 @@
 //! operator's identity, and the error when it cannot be made. Each family
 //! (`builtin`, `wasm`, `window`) makes its own instances from these.
 
-use super::{FailureHandler, Operator, SideOutput};
+use super::Operator;
 use crate::checkpoint::Restore;
+use crate::failure::{FailureHandler, SideOutput};
 use crate::plugin::{CallStats, Grants, LoadedPlugin, PluginError, PluginInstance, PluginLimits, Sandbox};
 use crate::state::{BackendKind, KeyedState, SnapshotSource, StateBackend, StateError};
 use std::sync::Arc;

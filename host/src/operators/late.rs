@@ -1,7 +1,7 @@
 //! Records too late for an event-time operator (a window, a join): counted
 //! over all of its workers, then dropped or sent to the late output.
 
-use super::SideOutput;
+use crate::failure::SideOutput;
 use crate::record::Record;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

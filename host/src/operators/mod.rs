@@ -1,5 +1,6 @@
-//! Operators: what a stage runs on each batch, the chain a stage runs them
-//! in, and what happens to a record an operator fails on; one folder per
+//! Operators: what a stage runs on each batch and the chain a stage runs
+//! them in (what happens to a record an operator fails on is
+//! [`crate::failure`]'s); one folder per
 //! family: [`builtin`] (no plugin), [`wasm`] (plugins of the map, filter,
 //! flat-map, reduce and process worlds), [`window`], [`join`] (two
 //! inputs) and [`branch`] (several outputs).
@@ -10,11 +11,9 @@ mod canary;
 mod chain;
 mod event_time;
 mod factory;
-mod failure;
 pub mod join;
 mod late;
 mod shadow;
-mod side_output;
 mod swap_kind;
 pub mod wasm;
 pub mod window;
@@ -23,13 +22,12 @@ pub use canary::{CanaryState, CanaryStats, CanaryView};
 pub use chain::{Chain, Produced};
 pub use event_time::EventTime;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity, StateOpener};
-pub use failure::{FailureHandler, FailurePolicy, FailureStats, OPERATOR_HEADER, REASON_HEADER, preview};
 pub use late::{LatePolicy, LateRecords};
 pub use shadow::{MISMATCHES_KEPT, Mismatch, ShadowState, ShadowStats, ShadowView};
-pub use side_output::{SideMessage, SideOutput};
 pub use swap_kind::SwapKind;
 
 use crate::batch::Batch;
+use crate::failure::OperatorError;
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use std::sync::Arc;
@@ -159,59 +157,4 @@ pub fn snapshot_state(
         .snapshot(dir)
         .map_err(|e| OperatorError::state(operator, e))?;
     Ok(true)
-}
-
-impl OperatorError {
-    /// The state backend of operator `operator` failed.
-    pub fn state(operator: &str, e: impl std::fmt::Display) -> Self {
-        OperatorError::State {
-            operator: operator.to_owned(),
-            reason: e.to_string(),
-        }
-    }
-}
-
-/// Why an operator stopped the pipeline.
-#[derive(Debug, thiserror::Error)]
-pub enum OperatorError {
-    /// A record failed under the `fail` policy.
-    #[error("operator `{operator}` failed on record {record}: {reason}")]
-    RecordFailed {
-        /// The operator's name.
-        operator: String,
-        /// A short, printable view of the record.
-        record: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The dead-letter sink stopped, so a failing record had nowhere to go.
-    #[error("operator `{operator}` could not dead-letter a record: the dead-letter sink stopped")]
-    DeadLetterClosed {
-        /// The operator's name.
-        operator: String,
-    },
-    /// The state backend failed.
-    #[error("operator `{operator}`: state: {reason}")]
-    State {
-        /// The operator's name.
-        operator: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// A swap point could not be applied.
-    #[error("operator `{operator}` could not swap its plugin: {reason}")]
-    Swap {
-        /// The operator's name.
-        operator: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The plugin could not be instantiated again after a trap.
-    #[error("operator `{operator}`: {reason}")]
-    Plugin {
-        /// The operator's name.
-        operator: String,
-        /// What went wrong.
-        reason: String,
-    },
 }

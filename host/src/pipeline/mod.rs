@@ -42,13 +42,14 @@ pub use launch::{LaunchError, launch};
 
 use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings, StartFrom};
 use crate::connectors::{Endpoint, OpenSink, OpenSource, Sink, Source};
+use crate::failure::FailurePolicy;
 use crate::manifest::Stream as StreamRef;
 use crate::metrics::Telemetry;
 use crate::operators::branch::{BranchNode, DEFAULT_OUTPUT, PredicateNode, RecordPredicate};
 use crate::operators::join::{GlobalJoinSpec, IntervalJoinSpec, JoinNode, JoinSpec, LookupJoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::{AggregateKind, WindowNode, WindowSpec};
-use crate::operators::{FailurePolicy, NativeFactory, Operator};
+use crate::operators::{NativeFactory, Operator};
 use crate::plan::{AdminSettings, Draft, NodeKind, OperatorNode, Placed, Plan, Step, WatermarkSettings};
 use crate::plugin::{CallMode, LoadedPlugin, PluginEngine, PluginError, PluginLimits, World};
 use crate::record::Record;

@@ -3,7 +3,8 @@
 //! folded into an accumulator kept in the state backend ([`Reduce`]).
 
 use crate::batch::Batch;
-use crate::operators::{NativeFactory, Operator, OperatorError};
+use crate::failure::OperatorError;
+use crate::operators::{NativeFactory, Operator};
 use crate::record::Record;
 use crate::state::KeyedState;
 use std::sync::Arc;

@@ -8,6 +8,7 @@ use crate::checkpoint::CommittedCheckpoint;
 use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings};
 use crate::clock::millis;
 use crate::connectors::{Endpoint, OpenSink, OpenSource};
+use crate::failure::FailurePolicy;
 use crate::json::from_toml;
 use crate::manifest::condition;
 use crate::manifest::{
@@ -16,7 +17,6 @@ use crate::manifest::{
     TimeDomain, WindowKind, WindowOperatorSpec,
 };
 use crate::metrics::Telemetry;
-use crate::operators::FailurePolicy;
 use crate::operators::NativeFactory;
 use crate::operators::branch::{BranchNode, PredicateNode};
 use crate::operators::builtin::{

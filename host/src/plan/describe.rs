@@ -334,10 +334,10 @@ fn late_way(side_output: bool) -> &'static str {
     }
 }
 
-fn policy_name(p: crate::operators::FailurePolicy) -> &'static str {
+fn policy_name(p: crate::failure::FailurePolicy) -> &'static str {
     match p {
-        crate::operators::FailurePolicy::Fail => "fail",
-        crate::operators::FailurePolicy::Skip => "skip",
-        crate::operators::FailurePolicy::DeadLetter => "dead-letter",
+        crate::failure::FailurePolicy::Fail => "fail",
+        crate::failure::FailurePolicy::Skip => "skip",
+        crate::failure::FailurePolicy::DeadLetter => "dead-letter",
     }
 }

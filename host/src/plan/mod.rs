@@ -19,12 +19,13 @@ use crate::checkpoint::{
     RestoreTarget, StoreError,
 };
 use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
+use crate::failure::{FailureHandler, FailurePolicy, FailureStats};
 use crate::operators::branch::BranchNode;
 use crate::operators::join::JoinNode;
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
-use crate::operators::{FailureHandler, FailurePolicy, FailureStats, Operator, OperatorIdentity};
 use crate::operators::{InstanceContext, InstantiateError, NativeFactory};
+use crate::operators::{Operator, OperatorIdentity};
 use crate::plugin::{LoadedPlugin, PluginError};
 use crate::state::BackendKind;
 use std::net::SocketAddr;

@@ -5,7 +5,7 @@
 
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Poll, Source};
-use crate::operators::{OPERATOR_HEADER, REASON_HEADER};
+use crate::failure::{OPERATOR_HEADER, REASON_HEADER};
 use crate::pipeline_test::records_file::parse_line;
 use crate::record::Record;
 use std::io::BufRead;
@@ -109,7 +109,7 @@ impl Source for DeadLetterSource {
                 None => {
                     return Err(ConnectorError::Unsupported(format!(
                         "a dead letter without a `mailer.operator` header ({}): dead letters name the operator that failed them",
-                        crate::operators::preview(&record)
+                        crate::failure::preview(&record)
                     )));
                 }
             }

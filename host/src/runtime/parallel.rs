@@ -140,7 +140,8 @@ fn spread(
 mod stage_tests {
     use super::super::Barrier;
     use super::*;
-    use crate::operators::{Operator, OperatorError};
+    use crate::failure::OperatorError;
+    use crate::operators::Operator;
     use crate::record::Record;
     use bytes::Bytes;
 

@@ -13,8 +13,9 @@ use crate::checkpoint::{
     run_coordinator,
 };
 use crate::connectors::{ConnectorError, Endpoint, OpenSink, OpenSource, Sink, Source};
+use crate::failure::SideOutput;
 use crate::metrics::{OperatorEntry, RunGraph, StageStats};
-use crate::operators::{Chain, InstanceContext, InstantiateError, SideOutput};
+use crate::operators::{Chain, InstanceContext, InstantiateError};
 use crate::plan::{NodeKind, OperatorStage, Plan, SinkNode};
 use crate::state::BackendKind;
 use crate::tap::Taps;

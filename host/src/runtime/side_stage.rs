@@ -1,14 +1,14 @@
 //! The stage of a side output (dead letters, late records): one channel
 //! per thread that writes to it, barriers aligned across them before the
 //! side output's sink makes its output durable and acknowledges the
-//! checkpoint (see [`crate::operators::SideOutput`]).
+//! checkpoint (see [`crate::failure::SideOutput`]).
 
 use super::sink::SinkCheckpoints;
 use super::stage::StageError;
 use crate::batch::Batch;
 use crate::connectors::Sink;
+use crate::failure::{SideMessage, SideOutput};
 use crate::metrics::StageStats;
-use crate::operators::{SideMessage, SideOutput};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

@@ -3,7 +3,7 @@
 
 use super::Message;
 use crate::connectors::ConnectorError;
-use crate::operators::OperatorError;
+use crate::failure::OperatorError;
 use std::thread::JoinHandle;
 
 /// Why a stage stopped the pipeline.

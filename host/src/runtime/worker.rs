@@ -3,8 +3,9 @@
 use super::stage::{StageError, record_count};
 use super::{EdgeReceiver, Message, Outlet};
 use crate::batch::Batch;
+use crate::failure::OperatorError;
 use crate::metrics::StageStats;
-use crate::operators::{Chain, OperatorError, Produced};
+use crate::operators::{Chain, Produced};
 use std::sync::Arc;
 
 /// Runs every message of `input` through `chain` until `input` closes.

@@ -10,7 +10,8 @@ mod views;
 
 pub use views::{CanaryTrial, OperatorView, PluginView, PreviousView, SwapRecord, SwapStatus};
 
-use crate::operators::{CanaryState, CanaryStats, FailureStats, ShadowState, ShadowStats, SwapKind};
+use crate::failure::FailureStats;
+use crate::operators::{CanaryState, CanaryStats, ShadowState, ShadowStats, SwapKind};
 use crate::plan::PluginOperator;
 use crate::plugin::{LoadedPlugin, PluginEngine, PluginError, World};
 use crate::runtime::SwapPoint;

@@ -21,9 +21,9 @@ use crate::batch::Batch;
 use crate::connectors::kafka::{
     RecordReader, Reported, abort_transaction, raw_record, send_record, send_record_with, send_waiting,
 };
+use crate::failure::FailureHandler;
 use crate::key_group::{of_key, worker_of};
 use crate::metrics::TaskStats;
-use crate::operators::FailureHandler;
 use crate::plan::{Feed, Part, PartInput, Plan};
 use crate::record::Record;
 use crate::runtime::SwapPoint;
@@ -743,7 +743,7 @@ impl Engine {
                             Ok(())
                         })
                         .map_err(|e| {
-                            ClusterError::Operator(crate::operators::OperatorError::state(&log.topic, e))
+                            ClusterError::Operator(crate::failure::OperatorError::state(&log.topic, e))
                         })?;
                     sent.map_err(failed(&log.topic))?;
                 }

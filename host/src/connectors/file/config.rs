@@ -7,7 +7,7 @@ use crate::connectors::config::{
     ConfigProblem, ConfigStrings, ConnectorContext, Endpoint, OpenSink, OpenSource, SinkConfig, SourceConfig,
     default_max_record_bytes, fields_need_format, serde_plain, shown,
 };
-use crate::operators::FailurePolicy;
+use crate::failure::FailurePolicy;
 use serde::Deserialize;
 
 /// The `file` source.

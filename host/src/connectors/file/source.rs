@@ -3,8 +3,8 @@
 use crate::batch::Batch;
 use crate::connectors::rate::RateLimit;
 use crate::connectors::{ConnectorError, Poll, Progress, Source};
+use crate::failure::FailureHandler;
 use crate::json::Picker;
-use crate::operators::FailureHandler;
 use crate::record::Record;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -334,7 +334,7 @@ mod tests {
 
         let skip = FailureHandler::new(
             "source",
-            crate::operators::FailurePolicy::Skip,
+            crate::failure::FailurePolicy::Skip,
             None,
             Default::default(),
         );
@@ -349,7 +349,7 @@ mod tests {
 
         let fail = FailureHandler::new(
             "source",
-            crate::operators::FailurePolicy::Fail,
+            crate::failure::FailurePolicy::Fail,
             None,
             Default::default(),
         );

@@ -11,7 +11,7 @@ use crate::connectors::config::{
     CommittedCheckpoint, ConfigProblem, ConfigStrings, ConnectorContext, Endpoint, OpenSink, OpenSource,
     ProblemAt, SinkConfig, SourceConfig, fields_need_format,
 };
-use crate::operators::{FailureHandler, FailurePolicy};
+use crate::failure::{FailureHandler, FailurePolicy};
 
 impl SourceConfig for KafkaSourceSpec {
     fn config_strings(&mut self) -> ConfigStrings<'_> {

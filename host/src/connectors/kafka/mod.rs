@@ -28,7 +28,7 @@ pub use watermarks::{LONGEST_OPEN_TRANSACTION, decided_end, watermarks};
 
 use super::ConnectorError;
 use crate::batch::Batch;
-use crate::operators::FailureHandler;
+use crate::failure::FailureHandler;
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};

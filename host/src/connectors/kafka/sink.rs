@@ -8,7 +8,7 @@ use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::refuse;
 use crate::connectors::{ConnectorError, Sink};
-use crate::operators::FailureHandler;
+use crate::failure::FailureHandler;
 use rdkafka::ClientContext;
 use rdkafka::Message as _;
 use rdkafka::producer::{BaseProducer, DeliveryResult, Producer, ProducerContext};

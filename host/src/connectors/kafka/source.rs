@@ -16,7 +16,7 @@ use super::{consumer_error, kafka_error, partitions_of};
 use crate::batch::Batch;
 use crate::connectors::refuse;
 use crate::connectors::{ConnectorError, Poll, Source, SplitLag};
-use crate::operators::FailureHandler;
+use crate::failure::FailureHandler;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;

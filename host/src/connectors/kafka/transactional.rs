@@ -17,7 +17,7 @@ use super::watermarks::{LONGEST_OPEN_TRANSACTION, decided_end};
 use super::{Reported, kafka_error, partitions_of, producer_error, send_batch};
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink};
-use crate::operators::FailureHandler;
+use crate::failure::FailureHandler;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;

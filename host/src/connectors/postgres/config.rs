@@ -1,7 +1,7 @@
 //! The manifest settings of the PostgreSQL sink.
 
 use crate::config_string::ConfigString;
-use crate::operators::FailurePolicy;
+use crate::failure::FailurePolicy;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;

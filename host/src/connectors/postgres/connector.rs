@@ -7,7 +7,7 @@ use crate::connectors::config::{
     CommittedCheckpoint, ConfigProblem, ConfigStrings, ConnectorContext, Endpoint, OpenSink, SinkCheck,
     SinkConfig,
 };
-use crate::operators::{FailureHandler, FailurePolicy};
+use crate::failure::{FailureHandler, FailurePolicy};
 
 impl SinkConfig for PostgresSinkSpec {
     fn config_strings(&mut self) -> ConfigStrings<'_> {

@@ -30,7 +30,7 @@ use super::run_lock::{LOCK_WAIT, LockError, RunLock, lock_key, name_session, run
 use super::schema;
 use crate::batch::Batch;
 use crate::connectors::{ConnectorError, Sink, refuse};
-use crate::operators::FailureHandler;
+use crate::failure::FailureHandler;
 use bytes::Bytes;
 use futures_util::SinkExt;
 use std::pin::Pin;

@@ -3,7 +3,7 @@
 //! JSON to the failure policy and to no output.
 
 use super::*;
-use crate::operators::FailurePolicy;
+use crate::failure::FailurePolicy;
 use crate::operators::builtin::Compare;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -21,11 +21,8 @@ fn values_of(batch: &Batch) -> Vec<String> {
         .collect()
 }
 
-fn branch_of(
-    conditions: &[Condition],
-    policy: FailurePolicy,
-) -> (Branch, Arc<crate::operators::FailureStats>) {
-    let stats: Arc<crate::operators::FailureStats> = Default::default();
+fn branch_of(conditions: &[Condition], policy: FailurePolicy) -> (Branch, Arc<crate::failure::FailureStats>) {
+    let stats: Arc<crate::failure::FailureStats> = Default::default();
     let failure = FailureHandler::new("route", policy, None, stats.clone());
     let predicates = conditions
         .iter()

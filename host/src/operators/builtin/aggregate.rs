@@ -3,9 +3,10 @@
 //! backend.
 
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, OperatorError};
 use crate::operators::NativeFactory;
+use crate::operators::Operator;
 use crate::operators::window::{Accumulator, AggregateKind, needs_values, number_of};
-use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, answer, bytes_json};
 use std::sync::Arc;
@@ -113,7 +114,7 @@ impl Operator for RunningAggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operators::FailurePolicy;
+    use crate::failure::FailurePolicy;
     use crate::state::MemoryBackend;
     use bytes::Bytes;
 

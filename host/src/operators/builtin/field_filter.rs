@@ -2,9 +2,10 @@
 
 use super::json_of;
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, OperatorError};
 use crate::json::field;
 use crate::operators::NativeFactory;
-use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::operators::Operator;
 use serde::Deserialize;
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -164,7 +165,7 @@ impl Operator for FieldFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operators::FailurePolicy;
+    use crate::failure::FailurePolicy;
     use crate::record::Record;
     use serde_json::json;
 

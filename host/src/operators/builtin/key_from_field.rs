@@ -2,9 +2,10 @@
 
 use super::{json_of, key_text};
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, OperatorError};
 use crate::json::field;
 use crate::operators::NativeFactory;
-use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::operators::Operator;
 use bytes::Bytes;
 use std::sync::Arc;
 

@@ -2,9 +2,10 @@
 
 use super::json_of;
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, OperatorError};
 use crate::json::field;
 use crate::operators::NativeFactory;
-use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::operators::Operator;
 use crate::record::Record;
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -206,7 +207,7 @@ impl Operator for Reshape {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operators::FailurePolicy;
+    use crate::failure::FailurePolicy;
     use serde_json::json;
 
     fn reshape(kind: ReshapeKind, doc: &str) -> String {

@@ -10,8 +10,8 @@
 
 use super::output::{Side, joined, unmatched, with_row};
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, OperatorError};
 use crate::operators::wasm::fatal;
-use crate::operators::{FailureHandler, OperatorError};
 use crate::plugin::{CallMode, LoadedPlugin, Outcome, PluginInstance, Raw};
 use crate::record::Record;
 use bytes::Bytes;

@@ -22,9 +22,10 @@
 
 use super::emit::JoinEmitter;
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, OperatorError};
 use crate::json::field;
+use crate::operators::Operator;
 use crate::operators::builtin::{json_of, key_text};
-use crate::operators::{FailureHandler, Operator, OperatorError};
 use crate::record::Record;
 use crate::state::{Answer, KeyEntries, KeyedState, StateError, StateRequest, answer, bytes_json};
 use std::borrow::Cow;
@@ -124,7 +125,7 @@ impl GlobalJoin {
             (false, false) if self.rows >= self.spec.max_rows => {
                 return Err(OperatorError::RecordFailed {
                     operator: self.name.clone(),
-                    record: crate::operators::preview(rec),
+                    record: crate::failure::preview(rec),
                     reason: format!(
                         "the global table holds `max_rows` ({}) rows and this change adds one more: raise `max_rows`, or key both sides by the join key and drop `global` for a table spread over the workers",
                         self.spec.max_rows

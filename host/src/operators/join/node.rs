@@ -3,8 +3,9 @@
 
 use super::{GlobalJoin, GlobalJoinSpec, IntervalJoin, IntervalJoinSpec, LookupJoin, LookupJoinSpec};
 use super::{JoinEmitter, JoinPlugin};
+use crate::failure::FailureHandler;
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
-use crate::operators::{FailureHandler, LateRecords, Operator};
+use crate::operators::{LateRecords, Operator};
 use crate::plugin::{CallMode, LoadedPlugin, PluginLimits};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

@@ -4,7 +4,7 @@
 //! plugin's `migrate`, and the results join the call's changes.
 
 use super::fatal;
-use crate::operators::OperatorError;
+use crate::failure::OperatorError;
 use crate::plugin::{CallError, PluginInstance};
 use crate::state::{KeyedError, StateVersions};
 

@@ -15,7 +15,7 @@ pub use reduce::WasmReduce;
 pub use retry::fatal;
 pub use stateless::{WasmPredicate, WasmStateless};
 
-use crate::operators::OperatorError;
+use crate::failure::OperatorError;
 use crate::plugin::{LoadedPlugin, PluginInstance};
 
 /// A second instance of operator `name`'s `instance` running `plugin`, for

@@ -2,8 +2,9 @@
 //! worker: the world picks the operator.
 
 use super::{WasmProcess, WasmReduce, WasmStateless};
+use crate::failure::FailureHandler;
+use crate::operators::Operator;
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
-use crate::operators::{FailureHandler, Operator};
 use crate::plugin::{CallMode, LoadedPlugin, PluginLimits, World};
 use crate::state::KeyedContext;
 use std::collections::HashMap;

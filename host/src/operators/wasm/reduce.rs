@@ -4,7 +4,8 @@
 
 use super::retry::{self, PluginCalls, fatal};
 use crate::batch::Batch;
-use crate::operators::{FailureHandler, Operator, OperatorError};
+use crate::failure::{FailureHandler, OperatorError};
+use crate::operators::Operator;
 use crate::plugin::{CallMode, PluginInstance};
 use crate::plugin::{Outcome, Raw, RecordOutcome};
 use crate::record::Record;

@@ -4,7 +4,7 @@
 //! caused it and the others go through.
 
 use crate::batch::Batch;
-use crate::operators::OperatorError;
+use crate::failure::OperatorError;
 use crate::plugin::{CallMode, PluginError};
 use crate::record::Record;
 

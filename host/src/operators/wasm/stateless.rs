@@ -2,8 +2,9 @@
 
 use super::retry::{self, PluginCalls, fatal};
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, OperatorError};
 use crate::operators::branch::Predicate;
-use crate::operators::{CanaryState, CanaryStats, FailureHandler, Operator, OperatorError, ShadowStats};
+use crate::operators::{CanaryState, CanaryStats, Operator, ShadowStats};
 use crate::plugin::{CallMode, LoadedPlugin, PluginInstance, World};
 use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;

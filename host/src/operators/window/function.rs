@@ -6,7 +6,7 @@
 
 use super::aggregate::{Accumulator, AggregateKind, needs_values, number_of};
 use super::assigner::Window;
-use crate::operators::OperatorError;
+use crate::failure::OperatorError;
 use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use bytes::Bytes;

@@ -3,8 +3,9 @@
 //! the `window` or `aggregate` world).
 
 use super::{WasmAggregate, WasmWindow, WindowFunction, WindowOperator, WindowSpec};
+use crate::failure::FailureHandler;
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
-use crate::operators::{FailureHandler, LateRecords, Operator};
+use crate::operators::{LateRecords, Operator};
 use crate::plugin::{LoadedPlugin, PluginInstance, PluginLimits, World};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

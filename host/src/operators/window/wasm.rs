@@ -4,7 +4,7 @@
 
 use super::{AccumulatorGroup, DueWindow, Window, WindowFnError, WindowFunction, corrupt, emit_each};
 use crate::batch::{Batch, write_record};
-use crate::operators::OperatorError;
+use crate::failure::OperatorError;
 use crate::operators::wasm::fatal;
 use crate::plugin::{AggregateStep, CallError, LoadedPlugin, PluginInstance, World};
 use crate::plugin::{Outcomes, Raw};

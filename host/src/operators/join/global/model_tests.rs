@@ -4,7 +4,7 @@
 //! key taken from a JSON field or the record's own; the row count bound.
 
 use super::*;
-use crate::operators::FailurePolicy;
+use crate::failure::FailurePolicy;
 use crate::state::{BackendKind, StateBackend};
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -73,7 +73,7 @@ fn model(events: &[Event], by_field: bool, keep_unmatched: bool) -> (Vec<String>
 fn join(
     spec: GlobalJoinSpec,
     backend: Box<dyn StateBackend>,
-    stats: &Arc<crate::operators::FailureStats>,
+    stats: &Arc<crate::failure::FailureStats>,
 ) -> GlobalJoin {
     let failure = FailureHandler::new("g", FailurePolicy::Skip, None, stats.clone());
     GlobalJoin::new("g", spec, KeyedState::new(backend, 1, 128), failure).unwrap()
@@ -83,7 +83,7 @@ use std::sync::Arc;
 
 fn run(events: &[Event], spec: GlobalJoinSpec, backend: Box<dyn StateBackend>) -> (Vec<String>, u64) {
     let by_field = spec.key_field.is_some();
-    let stats: Arc<crate::operators::FailureStats> = Default::default();
+    let stats: Arc<crate::failure::FailureStats> = Default::default();
     let mut op = join(spec, backend, &stats);
     let mut out = Vec::new();
     for (id, e) in events.iter().enumerate() {

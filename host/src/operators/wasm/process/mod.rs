@@ -22,7 +22,8 @@ mod trials;
 
 use super::retry::fatal;
 use crate::batch::Batch;
-use crate::operators::{CanaryStats, FailureHandler, Operator, OperatorError, ShadowStats};
+use crate::failure::{FailureHandler, OperatorError};
+use crate::operators::{CanaryStats, Operator, ShadowStats};
 use crate::plugin::{CallError, CallMode, PluginInstance, World};
 use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;

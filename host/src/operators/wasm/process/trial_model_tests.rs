@@ -27,10 +27,11 @@
 //! the model says it picks, and never change the output or the state.
 
 use crate::batch::Batch;
+use crate::failure::{FailureHandler, FailurePolicy, FailureStats, OperatorError, preview};
 use crate::operators::wasm::WasmNode;
 use crate::operators::{
-    CanaryState, CanaryStats, FailureHandler, FailurePolicy, FailureStats, InstanceContext, Operator,
-    OperatorError, OperatorIdentity, ShadowState, ShadowStats, StateOpener, preview,
+    CanaryState, CanaryStats, InstanceContext, Operator, OperatorIdentity, ShadowState, ShadowStats,
+    StateOpener,
 };
 use crate::plugin::{CallMode, CallStats, Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
 use crate::record::Record;

@@ -6,7 +6,8 @@
 
 use super::WasmProcess;
 use crate::batch::Batch;
-use crate::operators::{CanaryState, CanaryStats, OperatorError, ShadowState, ShadowStats};
+use crate::failure::OperatorError;
+use crate::operators::{CanaryState, CanaryStats, ShadowState, ShadowStats};
 use crate::plugin::{CallMode, PluginInstance, RecordOutcome};
 use crate::record::Record;
 use std::sync::Arc;
@@ -55,7 +56,7 @@ impl WasmProcess {
     /// met into the canary's stats. Under the `fail` policy a record the
     /// canary fails on rolls it back at once instead of ending the run:
     /// that record and the ones `f` held after it (see
-    /// [`FailureHandler::holds_any`](crate::operators::FailureHandler::holds_any))
+    /// [`FailureHandler::holds_any`](crate::failure::FailureHandler::holds_any))
     /// are returned, untouched by the canary, for the current version.
     pub(super) fn as_canary(
         &mut self,

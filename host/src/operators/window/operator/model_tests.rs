@@ -5,7 +5,7 @@
 //! records must equal the model's.
 
 use super::*;
-use crate::operators::FailurePolicy;
+use crate::failure::FailurePolicy;
 use crate::state::MemoryBackend;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -333,7 +333,7 @@ fn processing_time_windows_follow_the_clock_and_its_ticks() {
 
 #[test]
 fn a_record_failing_in_a_grouped_batch_fails_once_and_the_others_count() {
-    let stats = Arc::new(crate::operators::FailureStats::default());
+    let stats = Arc::new(crate::failure::FailureStats::default());
     let failure = FailureHandler::new("w", FailurePolicy::Skip, None, stats.clone());
     let spec = WindowSpec {
         assigner: Assigner::Sliding { size: 20, slide: 10 },
