@@ -16,6 +16,18 @@ use rdkafka::admin::AdminOptions;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use std::time::Duration;
 
+/// Stops `members`, then checks that the output counts each word of
+/// `input` exactly once and that no member panicked.
+fn stop_and_check(output: &str, input: &[(String, String)], members: impl IntoIterator<Item = Member>) {
+    let logs: Vec<String> = members.into_iter().map(Member::stop).collect();
+    assert_exact_counts(output, input, &mut []);
+    assert!(
+        !logs.iter().any(|l| l.contains("panicked")),
+        "{}",
+        logs.join("\n----\n")
+    );
+}
+
 #[test]
 fn a_member_frozen_past_its_session_and_transaction_timeouts_is_fenced_and_rejoins() {
     let w = Workdir::new();
@@ -74,13 +86,7 @@ fn a_member_frozen_past_its_session_and_transaction_timeouts_is_fenced_and_rejoi
     produce(&input, &more);
     input_so_far.extend(more);
     assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b]);
-    let logs = [a.stop(), b.stop()];
-    assert_exact_counts(&output, &input_so_far, &mut []);
-    assert!(
-        !logs.iter().any(|l| l.contains("panicked")),
-        "{}",
-        logs.join("\n----\n")
-    );
+    stop_and_check(&output, &input_so_far, [a, b]);
 }
 
 #[test]
@@ -119,13 +125,7 @@ fn a_member_frozen_past_its_session_but_not_its_transaction_commits_nothing_the_
     a.signal(libc::SIGCONT);
     feed(900, 300);
     assert_exact_counts(&output, &input_so_far, &mut [&mut a, &mut b]);
-    let logs = [a.stop(), b.stop()];
-    assert_exact_counts(&output, &input_so_far, &mut []);
-    assert!(
-        !logs.iter().any(|l| l.contains("panicked")),
-        "{}",
-        logs.join("\n----\n")
-    );
+    stop_and_check(&output, &input_so_far, [a, b]);
 }
 
 #[test]
