@@ -4,6 +4,20 @@
 
 use serde::{Deserialize, Deserializer};
 use std::fmt;
+use std::path::Path;
+
+/// The fields of a table that may hold `${VAR}`s, each with its name.
+pub type ConfigStrings<'a> = Vec<(&'static str, &'a mut ConfigString)>;
+
+/// A path for an error message: as written, plus where it resolved to
+/// unless it holds a `${VAR}` (whose value is never shown).
+pub fn shown(value: &ConfigString, resolved: &Path) -> String {
+    if value.has_placeholders() {
+        format!("`{value}`")
+    } else {
+        format!("`{value}` (`{}`)", resolved.display())
+    }
+}
 
 /// A configuration string that may contain `${VAR}` placeholders (`$$` is a
 /// literal `$`).

@@ -14,6 +14,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod clock;
 pub mod cluster;
+pub mod config_problem;
 pub mod config_string;
 pub mod connectors;
 pub mod failure;

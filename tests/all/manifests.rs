@@ -203,6 +203,7 @@ fn each_malformed_manifest_gets_its_own_located_error() {
         (builtin("type = \"key_by\"\n\n[[operators]]\ntype = \"window\"\nwindow = \"session\"\ngap = \"1s\"\nsize = \"1m\""), "bad.toml:20:1: `size` does not apply to a session window"),
         (builtin("type = \"field_filter\"\nfield = \"a\"\nop = \"regex\"\nvalue = \"(\""), "bad.toml:17:1: invalid regex `(`"),
         (builtin("type = \"aggregate\""), "bad.toml:14:1: `aggregate` needs a keyed stream"),
+        (builtin("type = \"sample\"\nevery = 0"), "bad.toml:15:1: `every` is 0: keep 1 record in how many?"),
         (builtin("type = \"process\"\nplugin = \"{plugin:card-declines}\""), "bad.toml:14:1: `process` needs a keyed stream"),
         (
             with(up_plugin, &format!("{up_plugin}\nstate_ttl = {{ n = \"1s\" }}")),
@@ -356,4 +357,72 @@ path = "${SECRET_DIR}/missing/out.txt"
         !err.replace(path.to_str().unwrap(), "").contains(&secret),
         "{err}"
     );
+}
+
+/// A `sample` in a whole run keeps exactly the records its hash picks (on
+/// two workers, out of a union of two files), each once.
+#[test]
+fn a_sample_keeps_exactly_the_records_its_hash_picks() {
+    use mailer::operators::sample::keeps;
+    use mailer::record::Record;
+    let w = Workdir::new();
+    let mut lines = Vec::new();
+    for file in ["a", "b"] {
+        let text: String = (0..2_000)
+            .map(|i| format!("{{\"k\":\"{file}{}\",\"i\":{i}}}\n", i % 13))
+            .collect();
+        w.write(&format!("{file}.jsonl"), &text);
+        lines.extend(text.lines().map(str::to_owned));
+    }
+    let m = w.manifest(
+        r#"
+[pipeline]
+name = "sampled"
+
+[[sources]]
+name = "a"
+type = "file"
+path = "a.jsonl"
+format = "json_lines"
+key_field = "k"
+
+[[sources]]
+name = "b"
+type = "file"
+path = "b.jsonl"
+format = "json_lines"
+key_field = "k"
+
+[[operators]]
+type = "sample"
+inputs = ["a", "b"]
+every = 7
+seed = 3
+parallelism = 2
+
+[sink]
+type = "file"
+path = "out.txt"
+"#,
+    );
+    run_to_end(&m, &[]);
+    let mut expected: Vec<String> = lines
+        .iter()
+        .filter_map(|line| {
+            let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+            let key = doc["k"].as_str().unwrap().to_owned();
+            let record = Record::new(Some(key.clone().into()), line.clone(), 0);
+            keeps(&record, 7, 3).then(|| format!("{key}\t{line}"))
+        })
+        .collect();
+    expected.sort();
+    let out = w.read("out.txt");
+    let mut got: Vec<&str> = out.lines().collect();
+    got.sort();
+    assert!(
+        (4_000 / 7 * 8 / 10..4_000 / 7 * 12 / 10).contains(&expected.len()),
+        "the model keeps {} of 4000",
+        expected.len()
+    );
+    assert_eq!(got, expected);
 }

@@ -47,7 +47,7 @@ fn run(name: &str, plugin: &str, world: World) {
         CallMode::Batch,
     );
     let compile_ms = started.elapsed().as_secs_f64() * 1e3;
-    let mailer::plan::NodeKind::Plugin(wasm) = &mut node.kind else {
+    let mailer::operators::NodeKind::Plugin(wasm) = &mut node.kind else {
         unreachable!("a plugin node")
     };
     // The script languages embed their interpreter.

@@ -22,7 +22,7 @@ use mailer::batch::Batch;
 use mailer::connectors::Endpoint;
 use mailer::connectors::{ConnectorError, Poll, Source};
 use mailer::failure::FailurePolicy;
-use mailer::plan::NodeKind;
+use mailer::operators::NodeKind;
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
 use mailer::runtime::{RunReport, Shutdown, run};
@@ -94,7 +94,10 @@ fn w1(engine: &PluginEngine, name: &str, n: Option<u64>) -> mailer::plan::Plan {
 
 /// A pipeline of `operators` fed misdeeds (`values`, in turn) with a 20 ms
 /// deadline, 16 MiB of memory and failures skipped.
-fn misbehaving(mut operators: Vec<mailer::plan::OperatorNode>, values: Vec<String>) -> mailer::plan::Plan {
+fn misbehaving(
+    mut operators: Vec<mailer::operators::OperatorNode>,
+    values: Vec<String>,
+) -> mailer::plan::Plan {
     for op in &mut operators {
         op.policy = FailurePolicy::Skip;
         if let NodeKind::Plugin(wasm) = &mut op.kind {

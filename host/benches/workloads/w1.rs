@@ -7,7 +7,7 @@ use mailer::batch::Batch;
 use mailer::failure::OperatorError;
 use mailer::metrics::Telemetry;
 use mailer::operators::Operator;
-use mailer::plan::OperatorNode;
+use mailer::operators::OperatorNode;
 use mailer::plugin::{CallMode, PluginEngine, World};
 use mailer::record::Record;
 use mailer::runtime::Shutdown;

@@ -7,7 +7,7 @@ use crate::common::{measure, plan, records, rocks_dir, stage};
 use mailer::connectors::splitmix64;
 use mailer::failure::FailurePolicy;
 use mailer::operators::window::{AggregateKind, Assigner, WindowNode, WindowSpec};
-use mailer::plan::{NodeKind, OperatorNode};
+use mailer::operators::{NodeKind, OperatorNode};
 use mailer::plugin::{PluginEngine, PluginLimits, World};
 use mailer::state::BackendKind;
 use std::path::Path;

@@ -7,7 +7,9 @@
 use super::postgres::TableCheck;
 use super::{ConnectorError, Sink, Source};
 pub use crate::checkpoint::CommittedCheckpoint;
+pub use crate::config_problem::{ConfigProblem, ProblemAt};
 use crate::config_string::ConfigString;
+pub use crate::config_string::{ConfigStrings, shown};
 use crate::failure::{FailurePolicy, SideOutput};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -55,38 +57,6 @@ impl ConnectorContext<'_> {
         self.dir.join(path.value())
     }
 }
-
-/// Where a [`ConfigProblem`] is: a field of the connector's own table, or
-/// of the `[checkpoint]` section it depends on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProblemAt {
-    /// This field of the connector's table.
-    Field(&'static str),
-    /// This field of `[checkpoint]`.
-    Checkpoint(&'static str),
-}
-
-/// What is wrong with a connector's table, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigProblem {
-    /// The field at fault.
-    pub at: ProblemAt,
-    /// What is wrong and what to do.
-    pub message: String,
-}
-
-impl ConfigProblem {
-    /// A problem of field `field` of the connector's table.
-    pub fn field(field: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            at: ProblemAt::Field(field),
-            message: message.into(),
-        }
-    }
-}
-
-/// The fields of a table that may hold `${VAR}`s, each with its name.
-pub type ConfigStrings<'a> = Vec<(&'static str, &'a mut ConfigString)>;
 
 /// A source's manifest table (`[source]`, `[[sources]]`).
 pub trait SourceConfig {
@@ -177,14 +147,4 @@ pub(crate) fn serde_plain(v: &impl serde::Serialize) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
-}
-
-/// A path for an error message: as written, plus where it resolved to
-/// unless it holds a `${VAR}` (whose value is never shown).
-pub fn shown(value: &ConfigString, resolved: &Path) -> String {
-    if value.has_placeholders() {
-        format!("`{value}`")
-    } else {
-        format!("`{value}` (`{}`)", resolved.display())
-    }
 }

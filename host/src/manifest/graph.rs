@@ -9,6 +9,7 @@
 use super::spec::{OperatorSpec, SinkSpec, SourceSpec};
 use super::{Manifest, ManifestError};
 use crate::operators::branch::DEFAULT_OUTPUT;
+use crate::operators::config::Shape;
 use std::collections::HashSet;
 use std::ops::Range;
 
@@ -216,35 +217,36 @@ pub(super) fn operator_inputs(
         0 => None,
         _ => Some(Stream::Operator(i - 1)),
     };
-    if let OperatorSpec::IntervalJoin(j) = op {
-        // Two inputs told apart: the left stream is input 0, the right 1.
-        let which = "an operator before it";
-        let left = stream_named(m, span, "left", &j.left, earlier, which)?;
-        let right = stream_named(m, span, "right", &j.right, earlier, which)?;
-        return Ok(vec![left, right]);
-    }
-    if let OperatorSpec::CoProcess(p) = op {
-        let which = "an operator before it";
-        let missing = |side: &str| {
-            m.error_at(
-                span,
-                "type",
-                format!("a `co_process` reads two keyed streams: give its `left` and `right` (`{side}` is missing)"),
-            )
-        };
-        let left = p.left.as_ref().ok_or_else(|| missing("left"))?;
-        let right = p.right.as_ref().ok_or_else(|| missing("right"))?;
-        let left = stream_named(m, span, "left", left, earlier, which)?;
-        let right = stream_named(m, span, "right", right, earlier, which)?;
-        return Ok(vec![left, right]);
-    }
-    if let OperatorSpec::LookupJoin(j) = op {
-        let which = "an operator before it";
-        let stream = stream_named(m, span, "input", &j.input, earlier, which)?;
-        let table = stream_named(m, span, "table", &j.table, earlier, which)?;
-        return Ok(vec![stream, table]);
-    }
-    let (input, inputs) = op.wiring();
+    let (input, inputs) = match op.config().shape() {
+        Shape::Stream { input, inputs, .. } | Shape::KeyBy { input, inputs, .. } => (input, inputs),
+        Shape::Sides { sides, .. } => {
+            // Two inputs told apart: the first side is input 0, the other 1.
+            let mut streams = Vec::with_capacity(2);
+            for (key, name) in sides {
+                let Some(name) = name else {
+                    return Err(m.error_at(
+                        span,
+                        "type",
+                        format!(
+                            "a `{}` reads two keyed streams: give its `{}` and `{}` (`{key}` is missing)",
+                            op.kind(),
+                            sides[0].0,
+                            sides[1].0
+                        ),
+                    ));
+                };
+                streams.push(stream_named(
+                    m,
+                    span,
+                    key,
+                    name,
+                    earlier,
+                    "an operator before it",
+                )?);
+            }
+            return Ok(streams);
+        }
+    };
     resolve(m, span, input, inputs, default, earlier, "an operator before it")
 }
 
@@ -307,10 +309,7 @@ fn stream_named(
 
 /// The names of operator `i`'s branches, when it is a branch.
 fn branch_outputs(m: &Manifest, i: usize) -> Option<Vec<&str>> {
-    match m.spec.operators[i].get_ref() {
-        OperatorSpec::Branch(b) => Some(b.branches.iter().map(|b| b.name.as_str()).collect()),
-        _ => None,
-    }
+    m.spec.operators[i].get_ref().config().outputs()
 }
 
 /// A branch's outputs as the names to read them by.

@@ -10,7 +10,6 @@ mod graph_tests;
 mod parse_tests;
 mod spec;
 mod validate;
-mod validate_branch;
 mod validate_cluster;
 mod validate_operators;
 
@@ -24,7 +23,6 @@ pub use validate_cluster::{
     ClusterPart, ClusterProblem, NOT_KAFKA_SINK, NOT_KAFKA_SOURCE, check_cluster_settings,
     check_cluster_source,
 };
-pub use validate_operators::condition;
 
 use sha2::{Digest, Sha256};
 use std::ops::Range;

@@ -2,7 +2,6 @@
 //! unique, operators in a possible order, placeholders set, files present.
 
 use super::spec::*;
-use super::validate_operators::check_policy;
 use super::{Manifest, ManifestError};
 use crate::checkpoint::BucketUrl;
 use crate::config_string::ConfigString;
@@ -223,18 +222,8 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
     }
     for op in &mut m.spec.operators {
         let span = op.span();
-        match op.get_mut() {
-            OperatorSpec::Window(w) => {
-                if let Some(p) = w.plugin.as_mut() {
-                    fields.push((span, "plugin", p));
-                }
-            }
-            other => {
-                if let Some(p) = other.plugin_mut() {
-                    fields.push((span, "plugin", &mut p.plugin));
-                }
-            }
-        }
+        let strings = op.get_mut().config_mut().config_strings();
+        fields.extend(strings.into_iter().map(|(key, v)| (span.clone(), key, v)));
     }
     let linear = [
         m.spec.sink.as_mut(),
@@ -300,6 +289,22 @@ fn resolve_all(m: &mut Manifest, env: Env<'_>) -> Result<(), ManifestError> {
         Some((span, key, message)) => Err(m.error_at(&span, key, message)),
         None => Ok(()),
     }
+}
+
+/// A connector's `on_error`: `dead-letter` needs a `[dead_letter]` sink.
+fn check_policy(
+    m: &Manifest,
+    policy: crate::failure::FailurePolicy,
+    span: &Range<usize>,
+) -> Result<(), ManifestError> {
+    if policy == crate::failure::FailurePolicy::DeadLetter && m.spec.dead_letter.is_none() {
+        return Err(m.error_at(
+            span,
+            "on_error",
+            "`on_error = \"dead-letter\"` needs a `[dead_letter]` sink in the manifest",
+        ));
+    }
+    Ok(())
 }
 
 fn check_source(m: &Manifest, source: &SourceSpec, span: &Range<usize>) -> Result<(), ManifestError> {

@@ -19,6 +19,9 @@ use crate::plugin::{CallMode, LoadedPlugin, PluginLimits};
 use crate::record::Record;
 use std::sync::Arc;
 
+mod table;
+pub use table::{BranchOperatorSpec, BranchSpec};
+
 /// The name of the output taking what no branch takes.
 pub const DEFAULT_OUTPUT: &str = "default";
 

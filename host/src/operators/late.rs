@@ -6,6 +6,18 @@ use crate::record::Record;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// What a manifest says happens to records too late for an operator
+/// (its `late`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LateSpec {
+    /// Dropped (counted).
+    #[default]
+    Drop,
+    /// Sent to `[late_output]` (counted).
+    SideOutput,
+}
+
 /// What happens to records too late for every window or join they belong to.
 #[derive(Debug, Clone)]
 pub enum LatePolicy {

@@ -3,17 +3,27 @@
 //! [`crate::failure`]'s); one folder per
 //! family: [`builtin`] (no plugin), [`wasm`] (plugins of the map, filter,
 //! flat-map, reduce and process worlds), [`window`], [`join`] (two
-//! inputs) and [`branch`] (several outputs).
+//! inputs), [`branch`] (several outputs) and [`sample`].
+//!
+//! Each operator kind owns its manifest table ([`config::OperatorConfig`]):
+//! its settings, their checks, and the [`Step`] it builds; the
+//! [`OperatorSpec`] registry lists the kinds by their `type`.
 
 pub mod branch;
 pub mod builtin;
 mod canary;
 mod chain;
+pub mod config;
 mod event_time;
 mod factory;
 pub mod join;
 mod late;
+mod node;
+pub mod plugin_table;
+mod registry;
+pub mod sample;
 mod shadow;
+mod step;
 mod swap_kind;
 pub mod wasm;
 pub mod window;
@@ -22,8 +32,11 @@ pub use canary::{CanaryState, CanaryStats, CanaryView};
 pub use chain::{Chain, Produced};
 pub use event_time::EventTime;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity, StateOpener};
-pub use late::{LatePolicy, LateRecords};
+pub use late::{LatePolicy, LateRecords, LateSpec};
+pub use node::{NodeKind, OperatorNode};
+pub use registry::OperatorSpec;
 pub use shadow::{MISMATCHES_KEPT, Mismatch, ShadowState, ShadowStats, ShadowView};
+pub use step::Step;
 pub use swap_kind::SwapKind;
 
 use crate::batch::Batch;

@@ -50,7 +50,8 @@ use crate::operators::join::{GlobalJoinSpec, IntervalJoinSpec, JoinNode, JoinSpe
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::{AggregateKind, WindowNode, WindowSpec};
 use crate::operators::{NativeFactory, Operator};
-use crate::plan::{AdminSettings, Draft, NodeKind, OperatorNode, Placed, Plan, Step, WatermarkSettings};
+use crate::operators::{NodeKind, OperatorNode, Step};
+use crate::plan::{AdminSettings, Draft, Placed, Plan, WatermarkSettings};
 use crate::plugin::{CallMode, LoadedPlugin, PluginEngine, PluginError, PluginLimits, World};
 use crate::record::Record;
 use crate::runtime::{Control, RunReport, Shutdown};

@@ -1,36 +1,17 @@
 //! From a validated manifest to a plan: plugins loaded and checked against
 //! their operators' worlds, operators grouped into stages.
 
-use super::draft::{Draft, Placed, Step};
+use super::draft::{Draft, Placed};
 use super::{AdminSettings, AdminTls};
-use super::{ClusterSettings, NodeKind, OperatorNode, Plan, WatermarkSettings};
+use super::{ClusterSettings, Plan, WatermarkSettings};
 use crate::checkpoint::CommittedCheckpoint;
 use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings};
-use crate::clock::millis;
 use crate::connectors::{Endpoint, OpenSink, OpenSource};
-use crate::failure::FailurePolicy;
-use crate::json::from_toml;
-use crate::manifest::condition;
-use crate::manifest::{
-    BranchOperatorSpec, GrantsSpec, IntervalJoinOperatorSpec, JoinPluginSpec, LateSpec,
-    LookupJoinOperatorSpec, Manifest, ManifestError, OperatorSpec, SinkSpec, SourceSpec, StateBackendName,
-    TimeDomain, WindowKind, WindowOperatorSpec,
-};
+use crate::manifest::{Manifest, ManifestError, SinkSpec, SourceSpec, StateBackendName};
 use crate::metrics::Telemetry;
-use crate::operators::NativeFactory;
-use crate::operators::branch::{BranchNode, PredicateNode};
-use crate::operators::builtin::{
-    ReshapeKind, aggregate_factory, field_filter_factory, key_from_field_factory, reshape_factory,
-};
-use crate::operators::join::{
-    GlobalJoinSpec, IntervalJoinSpec, JoinKind, JoinNode, JoinSpec, LookupJoinSpec,
-};
-use crate::operators::wasm::WasmNode;
-use crate::operators::window::WindowNode;
-use crate::operators::window::{Assigner, WindowSpec};
-use crate::plugin::{CallMode, Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
+use crate::operators::config::BuildContext;
+use crate::plugin::PluginEngine;
 use crate::state::BackendKind;
-use std::sync::Arc;
 
 /// Plans the manifest's pipeline, loading its plugins with `engine`. A plugin
 /// that cannot be loaded, or whose world does not fit its operator, is
@@ -44,34 +25,16 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
     };
     let steps = m.spec.operators.iter().zip(&m.operator_names);
     for ((op, name), inputs) in steps.zip(&m.graph.operator_inputs) {
-        let step = match op.get_ref() {
-            OperatorSpec::KeyBy(k) => Step::KeyBy {
-                key: k
-                    .field
-                    .as_ref()
-                    .map(|f| builtin(name, k.on_error, key_from_field_factory(name, f))),
-                parallelism: k.parallelism,
-            },
-            OperatorSpec::IntervalJoin(j) => {
-                let plugin = join_plugin(m, engine, op, name, j.plugin.as_ref())?;
-                let spec = JoinSpec::Interval(interval_spec(j));
-                join_step(join_node(name, spec, j.late, plugin, j.on_error), 1)
-            }
-            OperatorSpec::LookupJoin(j) => {
-                let plugin = join_plugin(m, engine, op, name, j.plugin.as_ref())?;
-                let node = join_node(name, lookup_spec(j), j.late, plugin, j.on_error);
-                join_step(node, j.parallelism.unwrap_or(1))
-            }
-            OperatorSpec::CoProcess(_) => join_step(plugin_node(m, engine, op, name, op.get_ref())?.0, 1),
-            OperatorSpec::Branch(b) => Step::Branch {
-                node: branch_node(m, engine, op, b, name)?,
-                parallelism: b.parallelism.unwrap_or(1),
-            },
-            _ => {
-                let (node, parallelism) = operator(m, engine, op, name)?;
-                Step::Operator { node, parallelism }
-            }
+        let cx = BuildContext {
+            name,
+            dir: &m.dir,
+            engine,
         };
+        let step = op
+            .get_ref()
+            .config()
+            .step(&cx)
+            .map_err(|p| m.problem_at(&op.span(), p))?;
         draft.steps.push((inputs.clone(), step));
     }
     for (s, inputs) in m.sinks().iter().zip(&m.graph.sink_inputs) {
@@ -155,140 +118,6 @@ fn cluster_settings(m: &Manifest, plan: &Plan) -> Result<Option<ClusterSettings>
     ClusterSettings::new(c.get_ref(), &sources, sink, plan)
         .map(Some)
         .map_err(|e| m.error_at(&c.span(), "group", e))
-}
-
-/// The node of operator `op` (named `name`) and its parallelism; `key_by`
-/// is placed by [`build`] itself.
-fn operator(
-    m: &Manifest,
-    engine: &PluginEngine,
-    op: &toml::Spanned<OperatorSpec>,
-    name: &str,
-) -> Result<(OperatorNode, usize), ManifestError> {
-    Ok(match op.get_ref() {
-        OperatorSpec::Window(w) => {
-            let plugin = match &w.plugin {
-                None => None,
-                Some(path) => {
-                    let plugin = engine
-                        .load_with(&m.path(path), World::Window, name, w.fuel.is_some())
-                        .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
-                    let limits = limits(w.timeout, w.memory_limit_mb, w.fuel, w.max_outputs_per_record);
-                    Some((plugin, limits))
-                }
-            };
-            let mut node = window_node(name, w, plugin);
-            node.grants = grants(m, &w.grants);
-            (node, 1)
-        }
-        OperatorSpec::KeyBy(_)
-        | OperatorSpec::IntervalJoin(_)
-        | OperatorSpec::LookupJoin(_)
-        | OperatorSpec::Branch(_) => {
-            unreachable!("handled above")
-        }
-        OperatorSpec::FieldFilter(f) => {
-            let value = f.value.as_ref().map_or(serde_json::Value::Null, from_toml);
-            let factory = field_filter_factory(name, &f.field, f.op, value);
-            (builtin(name, f.on_error, factory), 1)
-        }
-        OperatorSpec::Project(p) => (
-            builtin(
-                name,
-                p.on_error,
-                reshape_factory(name, ReshapeKind::Project(p.fields.clone())),
-            ),
-            1,
-        ),
-        OperatorSpec::Rename(r) => {
-            let pairs = r.fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
-            (
-                builtin(
-                    name,
-                    r.on_error,
-                    reshape_factory(name, ReshapeKind::Rename(pairs)),
-                ),
-                1,
-            )
-        }
-        OperatorSpec::Set(st) => {
-            let pairs = st.fields.iter().map(|(a, v)| (a.clone(), from_toml(v))).collect();
-            (
-                builtin(name, st.on_error, reshape_factory(name, ReshapeKind::Set(pairs))),
-                1,
-            )
-        }
-        OperatorSpec::Aggregate(a) => {
-            let factory = aggregate_factory(name, a.aggregates.clone(), a.field.clone());
-            (builtin(name, a.on_error, factory), 1)
-        }
-        plugin_op => plugin_node(m, engine, op, name, plugin_op)?,
-    })
-}
-
-/// The node of branch operator `b`: each branch's predicate, a condition
-/// or a `filter` plugin (loaded and checked here).
-fn branch_node(
-    m: &Manifest,
-    engine: &PluginEngine,
-    op: &toml::Spanned<OperatorSpec>,
-    b: &BranchOperatorSpec,
-    name: &str,
-) -> Result<OperatorNode, ManifestError> {
-    let mut branches = Vec::with_capacity(b.branches.len());
-    let at = &op.span();
-    for spec in &b.branches {
-        let predicate = match (&spec.plugin, &spec.field, spec.op) {
-            (Some(path), _, _) => PredicateNode::Plugin {
-                plugin: engine
-                    .load_with(&m.path(path), World::Filter, name, spec.fuel.is_some())
-                    .map_err(|e| m.error_at(at, "plugin", e.to_string()))?,
-                limits: limits(spec.timeout, spec.memory_limit_mb, spec.fuel, 1),
-                mode: spec.call,
-            },
-            (None, Some(field), Some(op)) => {
-                PredicateNode::Field(condition(m, at, field, op, spec.value.as_ref())?)
-            }
-            _ => unreachable!("validated: a condition or a plugin"),
-        };
-        branches.push((spec.name.clone(), predicate));
-    }
-    let mut node = OperatorNode::new(name, NodeKind::Branch(BranchNode { branches }), b.on_error);
-    node.grants = grants(m, &b.grants);
-    Ok(node)
-}
-
-/// The node of an operator of a record world and its parallelism.
-fn plugin_node(
-    m: &Manifest,
-    engine: &PluginEngine,
-    op: &toml::Spanned<OperatorSpec>,
-    name: &str,
-    plugin_op: &OperatorSpec,
-) -> Result<(OperatorNode, usize), ManifestError> {
-    let ps = plugin_op.plugin().expect("every other operator runs a plugin");
-    let world = plugin_op.world().expect("plugin operator");
-    let plugin = engine
-        .load_with(&m.path(&ps.plugin), world, name, ps.fuel.is_some())
-        .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
-    let node = OperatorNode {
-        name: name.to_owned(),
-        kind: NodeKind::Plugin(WasmNode {
-            plugin,
-            limits: limits(ps.timeout, ps.memory_limit_mb, ps.fuel, ps.max_outputs_per_record),
-            mode: ps.call,
-            state_ttl: ps
-                .state_ttl
-                .iter()
-                .map(|(name, ttl)| (name.clone(), millis(**ttl)))
-                .collect(),
-        }),
-        policy: ps.on_error,
-        failures: Default::default(),
-        calls: Default::default(),
-        grants: grants(m, &ps.grants),
-    };
-    Ok((node, ps.parallelism.unwrap_or(1)))
 }
 
 /// For a sink that commits with checkpoints: how to ask it which
@@ -437,158 +266,10 @@ fn state_backend(m: &Manifest) -> BackendKind {
     }
 }
 
-fn limits(
-    timeout: std::time::Duration,
-    memory_limit_mb: u64,
-    fuel: Option<u64>,
-    max_outputs: u32,
-) -> PluginLimits {
-    PluginLimits {
-        timeout,
-        memory_bytes: (memory_limit_mb as usize) << 20,
-        fuel,
-        max_outputs_per_record: max_outputs,
-    }
-}
-
-/// The grants of a plugin (checked: the folder exists, the variables are
-/// set).
-fn grants(m: &Manifest, g: &GrantsSpec) -> Arc<Grants> {
-    Arc::new(Grants {
-        dir: g.dir.as_ref().map(|d| m.path(d)),
-        env: g
-            .env
-            .iter()
-            .filter_map(|n| Some((n.clone(), std::env::var(n).ok()?)))
-            .collect(),
-        clocks: g.clocks,
-        random: g.random,
-    })
-}
-
-fn window_node(
-    name: &str,
-    w: &WindowOperatorSpec,
-    plugin: Option<(Arc<LoadedPlugin>, PluginLimits)>,
-) -> OperatorNode {
-    let ms = |d: Option<std::time::Duration>| d.map_or(1, millis);
-    let assigner = match w.window {
-        WindowKind::Tumbling => Assigner::Tumbling { size: ms(w.size) },
-        WindowKind::Sliding => Assigner::Sliding {
-            size: ms(w.size),
-            slide: ms(w.slide),
-        },
-        WindowKind::Session => Assigner::Session { gap: ms(w.gap) },
-    };
-    OperatorNode {
-        name: name.to_owned(),
-        kind: NodeKind::Window(WindowNode {
-            spec: WindowSpec {
-                assigner,
-                allowed_lateness: i64::try_from(w.allowed_lateness.as_millis()).unwrap_or(i64::MAX),
-                aggregates: w
-                    .aggregates
-                    .clone()
-                    .unwrap_or_else(crate::manifest::defaults::aggregates),
-                field: w.field.clone(),
-                processing_time: w.time == TimeDomain::Processing,
-            },
-            plugin,
-            side_output: w.late == LateSpec::SideOutput,
-            late_records: Default::default(),
-        }),
-        policy: w.on_error,
-        failures: Default::default(),
-        calls: Default::default(),
-        grants: Default::default(),
-    }
-}
-
 fn source(m: &Manifest, name: &str, spec: &SourceSpec) -> Endpoint<OpenSource> {
     spec.config().endpoint(&m.connector_context(), name)
 }
 
 fn sink(m: &Manifest, name: &str, spec: &SinkSpec) -> Endpoint<OpenSink> {
     spec.config().endpoint(&m.connector_context(), name)
-}
-
-/// What the `interval_join` `j` computes.
-fn interval_spec(j: &IntervalJoinOperatorSpec) -> IntervalJoinSpec {
-    IntervalJoinSpec {
-        lower: j.lower,
-        upper: j.upper,
-        kind: j.join,
-    }
-}
-
-/// What the `lookup_join` `j` computes: with a keyed table, or with a
-/// global one.
-fn lookup_spec(j: &LookupJoinOperatorSpec) -> JoinSpec {
-    let keep_unmatched = j.join == JoinKind::Left;
-    match j.global {
-        true => JoinSpec::Global(GlobalJoinSpec {
-            key_field: j.key_field.clone(),
-            keep_unmatched,
-            max_rows: j.max_rows.unwrap_or(crate::manifest::defaults::max_global_rows()),
-        }),
-        false => JoinSpec::Lookup(LookupJoinSpec {
-            as_of: j.as_of,
-            keep_unmatched,
-        }),
-    }
-}
-
-/// The step of a join `node` reading its left (or stream) side as input 0
-/// and its right (or table) side as input 1; `parallelism` workers when
-/// its stream is not keyed (a global table's join).
-fn join_step(node: OperatorNode, parallelism: usize) -> Step {
-    let broadcast = match &node.kind {
-        NodeKind::Join(j) => j.spec.broadcast_input(),
-        _ => None,
-    };
-    Step::Apart {
-        node,
-        input_numbers: vec![0, 1],
-        parallelism,
-        broadcast,
-    }
-}
-
-/// The node of the join `name` computing `spec`, its late records as `late`
-/// says, its output made by `plugin` (when set), what fails going to `policy`.
-fn join_node(
-    name: &str,
-    spec: JoinSpec,
-    late: LateSpec,
-    plugin: Option<(Arc<LoadedPlugin>, PluginLimits, CallMode)>,
-    policy: FailurePolicy,
-) -> OperatorNode {
-    let kind = NodeKind::Join(JoinNode {
-        spec,
-        side_output: late == LateSpec::SideOutput,
-        late_records: Default::default(),
-        plugin,
-    });
-    OperatorNode::new(name, kind, policy)
-}
-
-/// The `join`-world plugin of join `name`, loaded and checked.
-fn join_plugin(
-    m: &Manifest,
-    engine: &PluginEngine,
-    op: &toml::Spanned<OperatorSpec>,
-    name: &str,
-    spec: Option<&JoinPluginSpec>,
-) -> Result<Option<(Arc<LoadedPlugin>, PluginLimits, CallMode)>, ManifestError> {
-    let Some(spec) = spec else { return Ok(None) };
-    let s = &spec.settings;
-    let plugin = engine
-        .load_with(&m.path(&spec.path), World::Join, name, s.fuel.is_some())
-        .map_err(|e| m.error_at(&op.span(), "plugin", e.to_string()))?;
-    let limits = limits(s.timeout, s.memory_limit_mb, s.fuel, s.max_outputs_per_record);
-    Ok(Some((plugin, limits, s.call)))
-}
-
-fn builtin(name: &str, policy: FailurePolicy, factory: NativeFactory) -> OperatorNode {
-    OperatorNode::new(name, NodeKind::Native(factory), policy)
 }

@@ -7,9 +7,10 @@
 //! part, or the sink: the parts form a tree whose root writes the sink (a
 //! join's two inputs are two parts feeding one).
 
-use super::{NodeKind, OperatorStage, Plan, Producer, Routing};
+use super::{OperatorStage, Plan, Producer, Routing};
 use crate::connectors::kafka::{KafkaSinkSpec, KafkaSourceSpec};
 use crate::manifest::ClusterSpec;
+use crate::operators::NodeKind;
 use std::time::Duration;
 
 /// How this process takes part in the cluster.

@@ -1,10 +1,11 @@
 //! The plan as text, for `mailer describe`.
 
-use super::{NodeKind, OperatorNode, Plan, Producer, Routing};
+use super::{Plan, Producer, Routing};
 use crate::operators::branch::{DEFAULT_OUTPUT, PredicateNode};
 use crate::operators::join::{AsOf, JoinKind, JoinNode, JoinSpec};
 use crate::operators::wasm::WasmNode;
 use crate::operators::window::WindowNode;
+use crate::operators::{NodeKind, OperatorNode};
 use std::fmt::Write;
 
 /// Sources, stages (parallelism, routing, what each reads), edges and

@@ -9,8 +9,9 @@
 //! always had: consecutive stateless operators of one parallelism share a
 //! stage, and `key_by` starts a keyed stage that runs every operator after it.
 
-use super::{OperatorNode, OperatorStage, Producer, Routing};
+use super::{OperatorStage, Producer, Routing};
 use crate::manifest::Stream;
+use crate::operators::OperatorNode;
 
 /// An operator's output, as what reads it sees it.
 #[derive(Debug, Clone)]

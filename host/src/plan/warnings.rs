@@ -3,9 +3,10 @@
 //! field no record has. Both would do nothing, silently; `mailer validate`
 //! prints these warnings and `mailer run` logs them before it starts.
 
-use super::{NodeKind, OperatorStage};
+use super::OperatorStage;
 use crate::connectors::FileFormat;
-use crate::manifest::{Manifest, OperatorSpec, SourceSpec, Stream};
+use crate::manifest::{Manifest, SourceSpec, Stream};
+use crate::operators::NodeKind;
 use std::io::BufRead;
 
 /// Records of a file source read to check the fields a `project` or
@@ -51,11 +52,11 @@ fn unmatched_fields(m: &Manifest) -> Vec<String> {
     let ops = &m.spec.operators;
     let mut warnings = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        let (kind, fields): (&str, Vec<&String>) = match op.get_ref() {
-            OperatorSpec::Project(p) => ("project", p.fields.iter().collect()),
-            OperatorSpec::Rename(r) => ("rename", r.fields.keys().collect()),
-            _ => continue,
-        };
+        let fields = op.get_ref().config().expected_fields();
+        if fields.is_empty() {
+            continue;
+        }
+        let kind = op.get_ref().kind();
         let Some(path) = file_read_by(m, i) else {
             continue;
         };
@@ -88,10 +89,7 @@ fn file_read_by(m: &Manifest, mut i: usize) -> Option<std::path::PathBuf> {
                 };
                 return (file.format == FileFormat::JsonLines).then(|| m.path(&file.path));
             }
-            [Stream::Operator(j)] => match m.spec.operators[j].get_ref() {
-                OperatorSpec::KeyBy(_) | OperatorSpec::FieldFilter(_) => i = j,
-                _ => return None,
-            },
+            [Stream::Operator(j)] if m.spec.operators[j].get_ref().config().passes_values_on() => i = j,
             _ => return None,
         }
     }

@@ -19,7 +19,7 @@ pub use source::{DeadLetterCounts, DeadLetterFile, DeadLetterSource, operators_i
 use crate::config_string::ConfigString;
 use crate::connectors::kafka::KafkaSourceSpec;
 use crate::connectors::{Endpoint, FileSinkSpec, OpenSource, SinkFormat, SinkSpec, Source, SourceConfig};
-use crate::manifest::{Manifest, ManifestError, OperatorSpec};
+use crate::manifest::{Manifest, ManifestError};
 use crate::plugin::PluginEngine;
 use crate::runtime::Shutdown;
 use std::path::{Path, PathBuf};
@@ -141,7 +141,7 @@ pub fn replay(
         .operators
         .iter()
         .zip(&m.operator_names)
-        .filter(|(op, _)| keeps_state(op.get_ref()))
+        .filter(|(op, _)| op.get_ref().config().keeps_state())
         .map(|(_, name)| name.as_str())
         .collect();
     plan::start_at(&mut plan, &operator, &|name| stateful.contains(&name), source)?;
@@ -235,18 +235,4 @@ fn for_a_run_of_its_own(m: &mut Manifest) {
             SinkSpec::Stdout(_) | SinkSpec::Blackhole(_) => {}
         }
     }
-}
-
-/// Whether operator `op` keeps keyed state.
-fn keeps_state(op: &OperatorSpec) -> bool {
-    matches!(
-        op,
-        OperatorSpec::Reduce(_)
-            | OperatorSpec::Process(_)
-            | OperatorSpec::CoProcess(_)
-            | OperatorSpec::Window(_)
-            | OperatorSpec::Aggregate(_)
-            | OperatorSpec::IntervalJoin(_)
-            | OperatorSpec::LookupJoin(_)
-    )
 }

@@ -15,8 +15,9 @@ use crate::checkpoint::{
 use crate::connectors::{ConnectorError, Endpoint, OpenSink, OpenSource, Sink, Source};
 use crate::failure::SideOutput;
 use crate::metrics::{OperatorEntry, RunGraph, StageStats};
+use crate::operators::NodeKind;
 use crate::operators::{Chain, InstanceContext, InstantiateError};
-use crate::plan::{NodeKind, OperatorStage, Plan, SinkNode};
+use crate::plan::{OperatorStage, Plan, SinkNode};
 use crate::state::BackendKind;
 use crate::tap::Taps;
 use std::sync::Arc;

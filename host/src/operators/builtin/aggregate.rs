@@ -3,13 +3,75 @@
 //! backend.
 
 use crate::batch::Batch;
+use crate::config_problem::ConfigProblem;
+use crate::failure::FailurePolicy;
 use crate::failure::{FailureHandler, OperatorError};
-use crate::operators::NativeFactory;
-use crate::operators::Operator;
+use crate::operators::config::{BuildContext, CheckContext, OperatorConfig, one_stream_table};
 use crate::operators::window::{Accumulator, AggregateKind, needs_values, number_of};
+use crate::operators::{NativeFactory, NodeKind, Operator, OperatorNode, Step};
 use crate::record::Record;
 use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, answer, bytes_json};
+use serde::Deserialize;
 use std::sync::Arc;
+
+/// The `aggregate` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateSpec {
+    /// The operator's name; `aggregate` when absent.
+    pub name: Option<String>,
+    /// Any of `count`, `sum`, `min`, `max`, `avg`.
+    #[serde(default = "count")]
+    pub aggregates: Vec<AggregateKind>,
+    /// The JSON field (dotted path) of the number; the value itself as
+    /// decimal text when absent.
+    pub field: Option<String>,
+    /// What to do with a record that has no number.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
+}
+
+fn count() -> Vec<AggregateKind> {
+    vec![AggregateKind::Count]
+}
+
+impl OperatorConfig for AggregateSpec {
+    one_stream_table!("aggregate", keyed: true);
+
+    fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
+        cx.needs_keyed("aggregate")?;
+        check_aggregates(&self.aggregates)?;
+        cx.check_policy(self.on_error)
+    }
+
+    fn step(&self, cx: &BuildContext<'_>) -> Result<Step, ConfigProblem> {
+        let factory = aggregate_factory(cx.name, self.aggregates.clone(), self.field.clone());
+        Ok(Step::Operator {
+            node: OperatorNode::new(cx.name, NodeKind::Native(factory), self.on_error),
+            parallelism: 1,
+        })
+    }
+
+    fn keeps_state(&self) -> bool {
+        true
+    }
+}
+
+/// The aggregates a table names: at least one.
+pub fn check_aggregates(aggregates: &[AggregateKind]) -> Result<(), ConfigProblem> {
+    if aggregates.is_empty() {
+        return Err(ConfigProblem::field(
+            "aggregates",
+            "`aggregates` is empty: name at least one of count, sum, min, max, avg",
+        ));
+    }
+    Ok(())
+}
 
 /// Running aggregates per key.
 pub struct RunningAggregate {

@@ -2,14 +2,61 @@
 
 use super::json_of;
 use crate::batch::Batch;
+use crate::config_problem::ConfigProblem;
+use crate::failure::FailurePolicy;
 use crate::failure::{FailureHandler, OperatorError};
 use crate::json::field;
-use crate::operators::NativeFactory;
-use crate::operators::Operator;
+use crate::operators::config::{BuildContext, CheckContext, OperatorConfig, one_stream_table};
+use crate::operators::{NativeFactory, NodeKind, Operator, OperatorNode, Step};
 use serde::Deserialize;
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::sync::Arc;
+
+/// The `field_filter` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldFilterSpec {
+    /// The operator's name; `field_filter` when absent.
+    pub name: Option<String>,
+    /// The JSON field (dotted path) to compare.
+    pub field: String,
+    /// `eq`, `ne`, `lt`, `le`, `gt`, `ge`, `exists` or `regex`.
+    pub op: Compare,
+    /// The constant to compare with (a pattern for `regex`; none for
+    /// `exists`).
+    pub value: Option<toml::Value>,
+    /// What to do with a record whose value is not JSON.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
+}
+
+impl OperatorConfig for FieldFilterSpec {
+    one_stream_table!("field_filter", keyed: false);
+
+    fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
+        cx.check_policy(self.on_error)?;
+        Condition::of_table(&self.field, self.op, self.value.as_ref()).map(|_| ())
+    }
+
+    fn step(&self, cx: &BuildContext<'_>) -> Result<Step, ConfigProblem> {
+        let value = self.value.as_ref().map_or(Value::Null, crate::json::from_toml);
+        let factory = field_filter_factory(cx.name, &self.field, self.op, value);
+        Ok(Step::Operator {
+            node: OperatorNode::new(cx.name, NodeKind::Native(factory), self.on_error),
+            parallelism: 1,
+        })
+    }
+
+    fn passes_values_on(&self) -> bool {
+        true
+    }
+}
 
 /// How a field is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -73,6 +120,22 @@ pub fn field_filter_factory(name: &str, field: &str, compare: Compare, value: Va
 }
 
 impl Condition {
+    /// The condition a table writes as `field`, `op` and `value` (no
+    /// value for `exists`; a valid pattern for `regex`).
+    pub fn of_table(field: &str, op: Compare, value: Option<&toml::Value>) -> Result<Self, ConfigProblem> {
+        let value = match (value, op) {
+            (None, Compare::Exists) => Value::Null,
+            (None, op) => {
+                return Err(ConfigProblem::field(
+                    "op",
+                    format!("`op = \"{op:?}\"` needs a `value` to compare with").to_lowercase(),
+                ));
+            }
+            (Some(v), _) => crate::json::from_toml(v),
+        };
+        Self::new(field, op, value).map_err(|e| ConfigProblem::field("value", e))
+    }
+
     /// `field` `compare`d with `value` (a pattern string for `regex`).
     pub fn new(field: &str, compare: Compare, value: Value) -> Result<Self, String> {
         let regex = match (compare, &value) {

@@ -1,16 +1,19 @@
 //! Built-in operators that need no plugin (the declarative workflows): keys
 //! from a JSON field, filters on a JSON field, reshaping of JSON values, and
-//! running aggregates per key.
+//! running aggregates per key. Each kind's manifest table is beside its
+//! operator.
 
 mod aggregate;
 mod field_filter;
+mod key_by;
 mod key_from_field;
 mod reshape;
 
-pub use aggregate::{RunningAggregate, aggregate_factory};
-pub use field_filter::{Compare, Condition, FieldFilter, field_filter_factory};
+pub use aggregate::{AggregateSpec, RunningAggregate, aggregate_factory, check_aggregates};
+pub use field_filter::{Compare, Condition, FieldFilter, FieldFilterSpec, field_filter_factory};
+pub use key_by::KeyBySpec;
 pub use key_from_field::{KeyFromField, key_from_field_factory};
-pub use reshape::{Reshape, ReshapeKind, reshape_factory};
+pub use reshape::{ProjectSpec, RenameSpec, Reshape, ReshapeKind, SetSpec, reshape_factory};
 
 use crate::record::Record;
 

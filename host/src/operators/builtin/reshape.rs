@@ -2,15 +2,109 @@
 
 use super::json_of;
 use crate::batch::Batch;
+use crate::config_problem::ConfigProblem;
+use crate::failure::FailurePolicy;
 use crate::failure::{FailureHandler, OperatorError};
 use crate::json::field;
-use crate::operators::NativeFactory;
-use crate::operators::Operator;
+use crate::operators::config::{BuildContext, CheckContext, OperatorConfig, one_stream_table};
+use crate::operators::{NativeFactory, NodeKind, Operator, OperatorNode, Step};
 use crate::record::Record;
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+
+/// The `project` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectSpec {
+    /// The operator's name; `project` when absent.
+    pub name: Option<String>,
+    /// The fields (dotted paths) to keep.
+    pub fields: Vec<String>,
+    /// What to do with a record whose value is not a JSON object.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
+}
+
+/// The `rename` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenameSpec {
+    /// The operator's name; `rename` when absent.
+    pub name: Option<String>,
+    /// `old = "new"` for each field (dotted paths).
+    pub fields: BTreeMap<String, String>,
+    /// What to do with a record whose value is not a JSON object.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
+}
+
+/// The `set` operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetSpec {
+    /// The operator's name; `set` when absent.
+    pub name: Option<String>,
+    /// `field = value` for each field (dotted paths; any TOML value).
+    pub fields: BTreeMap<String, toml::Value>,
+    /// What to do with a record whose value is not a JSON object.
+    #[serde(default)]
+    pub on_error: FailurePolicy,
+    /// The stream it reads: a source's or an earlier operator's name; the
+    /// operator before it (or the one source) when absent.
+    pub input: Option<String>,
+    /// The streams it reads as one, their union (instead of `input`).
+    pub inputs: Option<Vec<String>>,
+}
+
+/// The [`OperatorConfig`] of a reshape table: `$kind` made of its table.
+macro_rules! reshape_table {
+    ($spec:ident, $default:literal, |$t:ident| $kind:expr, expects: |$e:ident| $expected:expr) => {
+        impl OperatorConfig for $spec {
+            one_stream_table!($default, keyed: false);
+
+            fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
+                cx.check_policy(self.on_error)
+            }
+
+            fn step(&self, cx: &BuildContext<'_>) -> Result<Step, ConfigProblem> {
+                let $t = self;
+                let factory = reshape_factory(cx.name, $kind);
+                Ok(Step::Operator {
+                    node: OperatorNode::new(cx.name, NodeKind::Native(factory), self.on_error),
+                    parallelism: 1,
+                })
+            }
+
+            fn expected_fields(&self) -> Vec<&str> {
+                let $e = self;
+                $expected
+            }
+        }
+    };
+}
+
+reshape_table!(ProjectSpec, "project", |p| ReshapeKind::Project(p.fields.clone()),
+    expects: |p| p.fields.iter().map(String::as_str).collect());
+reshape_table!(RenameSpec, "rename",
+    |r| ReshapeKind::Rename(r.fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect()),
+    expects: |r| r.fields.keys().map(String::as_str).collect());
+reshape_table!(SetSpec, "set",
+    |s| ReshapeKind::Set(s.fields.iter().map(|(a, v)| (a.clone(), crate::json::from_toml(v))).collect()),
+    expects: |_s| Vec::new());
 
 /// What a reshape does to each JSON value (paths are dotted).
 #[derive(Debug, Clone, PartialEq)]

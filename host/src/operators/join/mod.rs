@@ -10,6 +10,7 @@ mod items;
 mod lookup;
 mod node;
 mod output;
+mod table;
 mod timed;
 
 pub use emit::{JoinEmitter, JoinPlugin};
@@ -18,3 +19,4 @@ pub use interval::{IntervalJoin, IntervalJoinSpec};
 pub use lookup::{AsOf, LookupJoin, LookupJoinSpec};
 pub use node::{JoinNode, JoinSpec};
 pub use output::{JoinKind, Side};
+pub use table::{IntervalJoinOperatorSpec, LookupJoinOperatorSpec};

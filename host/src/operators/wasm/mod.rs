@@ -8,12 +8,16 @@ mod process;
 mod reduce;
 mod retry;
 mod stateless;
+mod table;
 
 pub use node::WasmNode;
 pub use process::WasmProcess;
 pub use reduce::WasmReduce;
 pub use retry::fatal;
 pub use stateless::{WasmPredicate, WasmStateless};
+pub use table::{
+    CoProcessSpec, FilterSpec, FlatMapSpec, MapSpec, PluginOperatorSpec, ProcessSpec, ReduceSpec,
+};
 
 use crate::failure::OperatorError;
 use crate::plugin::{LoadedPlugin, PluginInstance};

@@ -7,6 +7,7 @@ mod assigner;
 mod function;
 mod node;
 mod operator;
+mod table;
 mod wasm;
 
 pub use aggregate::{Accumulator, AggregateKind, Number, needs_values, number_of};
@@ -16,4 +17,5 @@ pub use function::{
 };
 pub use node::WindowNode;
 pub use operator::{WindowOperator, WindowSpec};
+pub use table::{TimeDomain, WindowKind, WindowOperatorSpec};
 pub use wasm::{WasmAggregate, WasmWindow};
