@@ -8,9 +8,10 @@ use mailer::connectors::postgres::TableCheck;
 use mailer::manifest::Manifest;
 use mailer::plan;
 use mailer::plugin::PluginEngine;
+use mailer::plugin::World;
 use mailer::progress::ProgressDisplay;
 use mailer::runtime::{Control, Shutdown};
-use mailer::scaffold::{self, Language, World};
+use mailer::scaffold::{self, Language};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -274,7 +275,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Lang::Rust)]
         lang: Lang,
         /// The plugin's world: what the manifest runs it as.
-        #[arg(long, value_enum, default_value_t = World::Map)]
+        #[arg(long, default_value = "map", value_parser = world_parser())]
         world: World,
         /// The plugin's name (and its folder's).
         name: String,
@@ -884,4 +885,11 @@ fn watch_signals(shutdown: &Shutdown, control: &Control, checkpoints: Option<Pat
             }
         })?;
     Ok(())
+}
+
+/// `--world`: a world by its WIT name.
+fn world_parser() -> impl clap::builder::TypedValueParser<Value = World> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(World::ALL.map(World::wit_name))
+        .map(|name| World::from_wit_name(&name).expect("one of the possible values"))
 }

@@ -24,7 +24,7 @@ pub use loaded::LoadedPlugin;
 pub use outcome::{Outcome, OutcomeError, Outcomes, Raw, RecordOutcome};
 pub use sandbox::{GRANTED_DIR, Grants};
 pub use version::Declared;
-pub use world::World;
+pub use world::{World, WorldRow};
 
 /// Why a plugin could not be loaded or instantiated.
 #[derive(Debug, thiserror::Error)]

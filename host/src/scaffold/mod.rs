@@ -12,6 +12,7 @@
 //! `common/payments.jsonl` besides; `common/*.toml.tmpl` are the pipelines
 //! the operators go in), and `<language>/` the rest of a project.
 
+use crate::plugin::World;
 use std::path::{Path, PathBuf};
 
 /// A plugin's language.
@@ -25,137 +26,41 @@ pub enum Language {
     Js,
 }
 
-/// The world a plugin implements, and what its project's example does
-/// (`mailer new-plugin --world`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum World {
-    /// `type = "map"`: one record in, one out (upper-cases values).
-    Map,
-    /// `type = "filter"`: keeps or drops each record (keeps the values
-    /// that are not empty).
-    Filter,
-    /// `type = "flat_map"`: one record in, any number out (splits values
-    /// into words).
-    FlatMap,
-    /// `type = "reduce"` after a `key_by`: folds each key's records into
-    /// an accumulator (counts them).
-    Reduce,
-    /// `type = "process"` after a `key_by`: keyed state and timers (counts
-    /// each key's records, reported by an event-time timer a minute after
-    /// the key's first).
-    Process,
-    /// `type = "co_process"` on two keyed streams: keyed state and timers
-    /// both inputs share (counts each key's orders and payments, reported
-    /// by an event-time timer a minute after the key's first record).
-    CoProcess,
-    /// `type = "interval_join"` (or `lookup_join`) with the plugin: the
-    /// output of each pair the join finds (an order and a payment of its
-    /// customer: the amount ordered and the amount paid).
-    Join,
-    /// `type = "window"` with the plugin: a function of all of a window's
-    /// records (counts them).
-    Window,
-    /// `type = "window"` with the plugin: an incremental window aggregate
-    /// (the count and sum of an amount).
-    Aggregate,
+/// What the example of `world` does, for the README ("A mailer plugin …:
+/// it …").
+fn summary(world: World) -> &'static str {
+    match world {
+        World::Map => "it upper-cases each record's value",
+        World::Filter => "it keeps the records whose value is not empty and drops the others",
+        World::FlatMap => "it splits each record's value into words, one record per word, keyed by the word",
+        World::Reduce => {
+            "it counts the records of each key; the host keeps the count (decimal text) per key and emits it at each record"
+        }
+        World::Process => {
+            "it counts the records of each key in keyed state and reports the count with an event-time timer, a minute after the key's first record"
+        }
+        World::CoProcess => {
+            "it counts the orders (the left input) and the payments (the right one) of each key in keyed state both inputs share, and reports them, `{\"orders\":…,\"payments\":…}`, with an event-time timer a minute after the key's first record of either input"
+        }
+        World::Join => {
+            "it makes the output of each pair an interval join finds: an order and a payment of its customer made within 30 seconds after it give `{\"amount\":…,\"paid\":…}`, an order no payment joined `{\"amount\":…,\"paid\":null}`"
+        }
+        World::Window => "it counts the records of each key's one-minute (tumbling) window",
+        World::Aggregate => {
+            "it keeps the count of the orders of each key's one-minute (tumbling) window and the sum of their `amount`, and gives `{\"count\":…,\"sum\":…}` when the window closes"
+        }
+    }
 }
 
-impl World {
-    /// Every world, in the order `--world` lists them.
-    pub const ALL: [World; 9] = [
-        World::Map,
-        World::Filter,
-        World::FlatMap,
-        World::Reduce,
-        World::Process,
-        World::CoProcess,
-        World::Join,
-        World::Window,
-        World::Aggregate,
-    ];
-
-    /// Its name, as `--world` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            World::Map => "map",
-            World::Filter => "filter",
-            World::FlatMap => "flat-map",
-            World::Reduce => "reduce",
-            World::Process => "process",
-            World::CoProcess => "co-process",
-            World::Join => "join",
-            World::Window => "window",
-            World::Aggregate => "aggregate",
-        }
-    }
-
-    /// The WIT world its component implements, as a Python or JavaScript
-    /// project's `world` file names it for the build (the `map` world is
-    /// `map-plugin` there: see `wit/aliases.wit`).
-    pub fn wit(self) -> &'static str {
-        match self {
-            World::Map => "map-plugin",
-            other => other.name(),
-        }
-    }
-
-    /// Whether it runs after a `key_by`: its pipeline reads orders keyed
-    /// by customer (JSON lines) instead of lines of text.
-    pub fn keyed(self) -> bool {
-        matches!(
-            self,
-            World::Reduce
-                | World::Process
-                | World::CoProcess
-                | World::Join
-                | World::Window
-                | World::Aggregate
-        )
-    }
-
-    /// Whether it runs on two keyed streams: its pipeline reads payments
-    /// besides the orders, both keyed by customer.
-    pub fn two_inputs(self) -> bool {
-        matches!(self, World::CoProcess | World::Join)
-    }
-
-    /// What its example does, for the README ("A mailer plugin …: it …").
-    fn summary(self) -> &'static str {
-        match self {
-            World::Map => "it upper-cases each record's value",
-            World::Filter => "it keeps the records whose value is not empty and drops the others",
-            World::FlatMap => {
-                "it splits each record's value into words, one record per word, keyed by the word"
-            }
-            World::Reduce => {
-                "it counts the records of each key; the host keeps the count (decimal text) per key and emits it at each record"
-            }
-            World::Process => {
-                "it counts the records of each key in keyed state and reports the count with an event-time timer, a minute after the key's first record"
-            }
-            World::CoProcess => {
-                "it counts the orders (the left input) and the payments (the right one) of each key in keyed state both inputs share, and reports them, `{\"orders\":…,\"payments\":…}`, with an event-time timer a minute after the key's first record of either input"
-            }
-            World::Join => {
-                "it makes the output of each pair an interval join finds: an order and a payment of its customer made within 30 seconds after it give `{\"amount\":…,\"paid\":…}`, an order no payment joined `{\"amount\":…,\"paid\":null}`"
-            }
-            World::Window => "it counts the records of each key's one-minute (tumbling) window",
-            World::Aggregate => {
-                "it keeps the count of the orders of each key's one-minute (tumbling) window and the sum of their `amount`, and gives `{\"count\":…,\"sum\":…}` when the window closes"
-            }
-        }
-    }
-
-    /// The files its pipeline reads, beside the manifest, as the README
-    /// names them.
-    fn input(self) -> &'static str {
-        if self.two_inputs() {
-            "`orders.jsonl` and `payments.jsonl`"
-        } else if self.keyed() {
-            "`input.jsonl`"
-        } else {
-            "`input.txt`"
-        }
+/// The files the pipeline of `world` reads, beside the manifest, as the
+/// README names them.
+fn input(world: World) -> &'static str {
+    if world.row().two_inputs {
+        "`orders.jsonl` and `payments.jsonl`"
+    } else if world.row().keyed {
+        "`input.jsonl`"
+    } else {
+        "`input.txt`"
     }
 }
 
@@ -389,10 +294,10 @@ fn fill(template: &str, language: Language, world: World, name: &str, sdk: &Path
     let sdk = sdk.display().to_string();
     let placeholders = [
         ("{{operators}}", operators(world).trim_end()),
-        ("{{summary}}", world.summary()),
-        ("{{world}}", world.name()),
-        ("{{wit}}", world.wit()),
-        ("{{input}}", world.input()),
+        ("{{summary}}", summary(world)),
+        ("{{world}}", world.wit_name()),
+        ("{{wit}}", world.row().build_world),
+        ("{{input}}", input(world)),
         ("{{dependencies}}", rust_dependencies(world)),
         ("{{memory}}", memory(language)),
         ("{{component}}", component(language)),
@@ -525,7 +430,7 @@ mod tests {
             ],
         };
         files.extend(["README.md", "pipeline.toml"]);
-        let pipeline: &[&str] = match (world.two_inputs(), world.keyed()) {
+        let pipeline: &[&str] = match (world.row().two_inputs, world.row().keyed) {
             (true, _) => &[
                 "orders.jsonl",
                 "payments.jsonl",
@@ -566,7 +471,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for language in LANGUAGES {
             for world in World::ALL {
-                let name = format!("my-{language:?}-{}", world.name()).to_lowercase();
+                let name = format!("my-{language:?}-{}", world.wit_name()).to_lowercase();
                 let project = scaffold(language, world, &name, dir.path(), Path::new("/sdk")).unwrap();
                 for file in expected_files(language, world) {
                     assert!(project.join(file).is_file(), "{name}: no {file}");
@@ -576,10 +481,13 @@ mod tests {
                     assert_eq!(unfilled(&text), None, "{}", path.display());
                 }
                 let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
-                assert!(readme.contains(&format!("`{}` world", world.name())), "{readme}");
+                assert!(
+                    readme.contains(&format!("`{}` world", world.wit_name())),
+                    "{readme}"
+                );
                 if language != Language::Rust {
                     let world_file = std::fs::read_to_string(project.join("world")).unwrap();
-                    assert_eq!(world_file, format!("{}\n", world.wit()));
+                    assert_eq!(world_file, format!("{}\n", world.row().build_world));
                 }
             }
         }
@@ -609,7 +517,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for language in LANGUAGES {
             for world in World::ALL {
-                let name = format!("p-{language:?}-{}", world.name()).to_lowercase();
+                let name = format!("p-{language:?}-{}", world.wit_name()).to_lowercase();
                 let project = scaffold(language, world, &name, dir.path(), Path::new("/sdk")).unwrap();
                 // The manifest only needs the component to exist.
                 let component = component(language)
