@@ -31,12 +31,12 @@ rust-plugins *crates:
 
 # Build the host binary (release, stripped, every feature).
 build: (setup "build")
-    cargo build --release -p mailer
+    cargo build --release -p mailer-cli
 
 # The quickstart: word count of pipelines/data/words.txt, printed to stdout.
 # Builds only what it runs: its two plugins and a host without RocksDB.
 demo: (setup "quickstart") (rust-plugins "split-words count")
-    cargo build --profile quickstart -p mailer --no-default-features
+    cargo build --profile quickstart -p mailer-cli --no-default-features
     "$CARGO_TARGET_DIR/quickstart/mailer" run pipelines/quickstart.toml
 
 # The full test suite: unit, plugin and integration tests. Runs them beside
@@ -67,13 +67,13 @@ soak kills="100": plugins
     trap 'rm -f "$summary"' EXIT
     status=0
     MAILER_SOAK_SUMMARY="$summary" MAILER_SOAK_KILLS={{ kills }} scripts/with-services \
-        cargo test -p mailer --test all -- killed kills_between || status=$?
+        cargo test -p mailer-cli --test all -- killed kills_between || status=$?
     scripts/soak-totals "$summary" || status=1
     exit "$status"
 
 # Benchmarks (release builds); `just bench w1` runs those whose name starts with w1.
 bench prefix="": plugins
-    scripts/with-services cargo bench -p mailer --bench workloads -- {{ prefix }}
+    scripts/with-services cargo bench -p mailer-cli --bench workloads -- {{ prefix }}
 
 # Where a benchmark variant spends its time: a `profiling` build under
 # `perf record`, the top functions and each thread's share (scripts/profile).

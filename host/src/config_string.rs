@@ -46,6 +46,11 @@ impl ConfigString {
         self.template.contains("${")
     }
 
+    /// The value as a path, relative to `dir` unless absolute.
+    pub fn path_in(&self, dir: &Path) -> std::path::PathBuf {
+        dir.join(self.value())
+    }
+
     /// The resolved value; the template until [`ConfigString::resolve`] ran.
     /// Never log or display it.
     pub fn value(&self) -> &str {

@@ -1,5 +1,5 @@
 //! What mailer's integration tests (`tests/all`) and benchmarks
-//! (`host/benches`) share: the repository's paths and built plugins, temp
+//! (`cli/benches`) share: the repository's paths and built plugins, temp
 //! folders holding manifests, a database of the test server, topics of the
 //! test broker, clusters of brokers a test starts, an S3-compatible server,
 //! and a process's peak memory.

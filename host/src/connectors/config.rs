@@ -54,7 +54,7 @@ pub struct ConnectorContext<'a> {
 impl ConnectorContext<'_> {
     /// `path` resolved against the manifest's folder.
     pub fn path(&self, path: &ConfigString) -> PathBuf {
-        self.dir.join(path.value())
+        path.path_in(self.dir)
     }
 }
 

@@ -27,6 +27,17 @@ pub enum FailurePolicy {
     DeadLetter,
 }
 
+impl FailurePolicy {
+    /// Whether the policy can run in a pipeline with (`dead_letter_sink`)
+    /// or without a `[dead_letter]` sink; the error to show when not.
+    pub fn check_dead_letter(self, dead_letter_sink: bool) -> Result<(), &'static str> {
+        match self == FailurePolicy::DeadLetter && !dead_letter_sink {
+            true => Err("`on_error = \"dead-letter\"` needs a `[dead_letter]` sink in the manifest"),
+            false => Ok(()),
+        }
+    }
+}
+
 /// Counts of what the policy did, shared with metrics.
 #[derive(Debug, Default)]
 pub struct FailureStats {

@@ -219,9 +219,9 @@ pub(super) fn operator_inputs(
     };
     let (input, inputs) = match op.config().shape() {
         Shape::Stream { input, inputs, .. } | Shape::KeyBy { input, inputs, .. } => (input, inputs),
-        Shape::Sides { sides, .. } => {
+        Shape::Sides { sides } => {
             // Two inputs told apart: the first side is input 0, the other 1.
-            let mut streams = Vec::with_capacity(2);
+            let mut named = Vec::with_capacity(2);
             for (key, name) in sides {
                 let Some(name) = name else {
                     return Err(m.error_at(
@@ -235,16 +235,13 @@ pub(super) fn operator_inputs(
                         ),
                     ));
                 };
-                streams.push(stream_named(
-                    m,
-                    span,
-                    key,
-                    name,
-                    earlier,
-                    "an operator before it",
-                )?);
+                named.push((key, name));
             }
-            return Ok(streams);
+            let which = "an operator before it";
+            return named
+                .into_iter()
+                .map(|(key, name)| stream_named(m, span, key, name, earlier, which))
+                .collect();
         }
     };
     resolve(m, span, input, inputs, default, earlier, "an operator before it")

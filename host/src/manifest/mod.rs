@@ -124,6 +124,6 @@ impl Manifest {
 
     /// A path from the manifest, resolved against the manifest's folder.
     pub fn path(&self, value: &ConfigString) -> PathBuf {
-        self.dir.join(value.value())
+        value.path_in(&self.dir)
     }
 }

@@ -297,14 +297,9 @@ fn check_policy(
     policy: crate::failure::FailurePolicy,
     span: &Range<usize>,
 ) -> Result<(), ManifestError> {
-    if policy == crate::failure::FailurePolicy::DeadLetter && m.spec.dead_letter.is_none() {
-        return Err(m.error_at(
-            span,
-            "on_error",
-            "`on_error = \"dead-letter\"` needs a `[dead_letter]` sink in the manifest",
-        ));
-    }
-    Ok(())
+    policy
+        .check_dead_letter(m.spec.dead_letter.is_some())
+        .map_err(|message| m.error_at(span, "on_error", message))
 }
 
 fn check_source(m: &Manifest, source: &SourceSpec, span: &Range<usize>) -> Result<(), ManifestError> {

@@ -1,12 +1,12 @@
 //! Checks of the operator list as a pipeline: what each operator reads,
-//! whether its streams are keyed as it needs, and unique names. Each
-//! operator's own settings are its kind's to check
+//! which of its streams are keyed and over how many workers, and unique
+//! names. Each operator's own settings (and whether its streams are keyed
+//! as it needs) are its kind's to check
 //! ([`crate::operators::config::OperatorConfig::check`]).
 
 use super::{Manifest, ManifestError, Stream};
 use crate::operators::config::{CheckContext, Shape};
 use std::collections::HashSet;
-use std::ops::Range;
 
 pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
     let count = m.spec.operators.len();
@@ -26,22 +26,23 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
             Stream::Operator(o) | Stream::Output(o, _) => keyed_workers[*o],
             Stream::Source(_) => None,
         };
-        let first_keyed = Stream::reads_keyed(&reads[..1], &keyed_outputs);
-        let (keyed, workers) = match config.shape() {
+        let shape = config.shape();
+        let (keyed, workers) = match shape {
             Shape::KeyBy { parallelism, .. } => {
                 (Stream::reads_keyed(&reads, &keyed_outputs), Some(parallelism))
             }
-            Shape::Sides { sides, keyed } => {
-                if keyed {
-                    let workers = [workers_of(&reads[0]), workers_of(&reads[1])];
-                    check_sides(m, &span, op.get_ref().kind(), sides, workers)?;
-                }
-                (first_keyed, workers_of(&reads[0]))
-            }
+            Shape::Sides { .. } => (
+                Stream::reads_keyed(&reads[..1], &keyed_outputs),
+                workers_of(&reads[0]),
+            ),
             Shape::Stream { .. } => {
                 let keyed = Stream::reads_keyed(&reads, &keyed_outputs);
                 (keyed, keyed.then(|| workers_of(&reads[0])).flatten())
             }
+        };
+        let side_workers = match shape {
+            Shape::Sides { .. } => [workers_of(&reads[0]), workers_of(&reads[1])],
+            _ => [None, None],
         };
         let cx = CheckContext {
             dir: &m.dir,
@@ -49,9 +50,10 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
             late_output: m.spec.late_output.is_some(),
             max_parallelism: m.spec.pipeline.get_ref().max_parallelism as usize,
             keyed,
+            side_workers,
         };
         config.check(&cx).map_err(|p| m.problem_at(&span, p))?;
-        if matches!(config.shape(), Shape::KeyBy { .. }) && i + 1 == count {
+        if matches!(shape, Shape::KeyBy { .. }) && i + 1 == count {
             return Err(m.error_at(
                 &span,
                 "type",
@@ -84,36 +86,5 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
     }
     m.operator_names = names;
     m.graph = super::graph::finish(m, inputs)?;
-    Ok(())
-}
-
-/// An operator of two keyed streams (`what`; `sides`: key and stream, by
-/// side) reads streams keyed over the same workers (`workers`, by side).
-fn check_sides(
-    m: &Manifest,
-    span: &Range<usize>,
-    what: &str,
-    sides: [(&'static str, Option<&String>); 2],
-    workers: [Option<usize>; 2],
-) -> Result<(), ManifestError> {
-    for ((key, name), side) in sides.into_iter().zip(workers) {
-        if side.is_none() {
-            let name = name.map_or("", String::as_str);
-            return Err(m.error_at(
-                span,
-                key,
-                format!("`{what}` needs keyed streams: `{name}` is not keyed; read a `key_by`'s output"),
-            ));
-        }
-    }
-    if let [Some(l), Some(r)] = workers
-        && l != r
-    {
-        return Err(m.error_at(
-            span,
-            sides[1].0,
-            format!("the two sides of `{what}` are keyed over {l} and {r} workers: give their `key_by`s the same parallelism"),
-        ));
-    }
     Ok(())
 }

@@ -28,10 +28,6 @@ pub trait OperatorConfig {
         Vec::new()
     }
 
-    /// What happens to the records it fails on (`dead-letter` needs a
-    /// `[dead_letter]` sink).
-    fn on_error(&self) -> FailurePolicy;
-
     /// What serde cannot check: values in range, files present, settings
     /// that fit together and fit where it stands.
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem>;
@@ -69,14 +65,12 @@ pub trait OperatorConfig {
 /// How an operator reads its streams.
 pub enum Shape<'a> {
     /// One stream (`input`), the union of several (`inputs`), or the
-    /// operator before it (neither); `needs_keyed`: only after a `key_by`.
+    /// operator before it (neither).
     Stream {
         /// The `input` it names.
         input: Option<&'a String>,
         /// The `inputs` it names.
         inputs: Option<&'a Vec<String>>,
-        /// Whether the stream must be keyed.
-        needs_keyed: bool,
     },
     /// Repartitions one stream by key over `parallelism` workers.
     KeyBy {
@@ -88,14 +82,12 @@ pub enum Shape<'a> {
         parallelism: usize,
     },
     /// Two streams told apart (a join): each side's key in the table and
-    /// the stream it names (`None`: not given). `keyed`: both sides keyed
-    /// over the same workers; else (a global table) only the first side
-    /// decides where it runs.
+    /// the stream it names (`None`: not given). It runs where its first
+    /// side is keyed; [`CheckContext::check_sides`] checks that both are
+    /// keyed alike, for a kind that needs them so.
     Sides {
         /// The two sides, as `(key, stream)`.
         sides: [(&'static str, Option<&'a String>); 2],
-        /// Whether both sides must be keyed alike.
-        keyed: bool,
     },
 }
 
@@ -111,20 +103,43 @@ pub struct CheckContext<'a> {
     pub max_parallelism: usize,
     /// Whether the stream it reads (its first side's) is keyed.
     pub keyed: bool,
+    /// An operator of two sides: the keyed workers of each side's stream
+    /// (`None`: not keyed).
+    pub side_workers: [Option<usize>; 2],
 }
 
 impl CheckContext<'_> {
     /// `path` resolved against the manifest's folder.
     pub fn path(&self, path: &ConfigString) -> PathBuf {
-        self.dir.join(path.value())
+        path.path_in(self.dir)
     }
 
     /// `policy` can run: `dead-letter` needs a `[dead_letter]` sink.
     pub fn check_policy(&self, policy: FailurePolicy) -> Result<(), ConfigProblem> {
-        if policy == FailurePolicy::DeadLetter && !self.dead_letter {
+        policy
+            .check_dead_letter(self.dead_letter)
+            .map_err(|message| ConfigProblem::field("on_error", message))
+    }
+
+    /// The two sides of operator `what` (`sides`: each side's key and
+    /// stream) read streams keyed over the same workers.
+    pub fn check_sides(&self, what: &str, sides: [(&'static str, &String); 2]) -> Result<(), ConfigProblem> {
+        for ((key, name), workers) in sides.into_iter().zip(self.side_workers) {
+            if workers.is_none() {
+                return Err(ConfigProblem::field(
+                    key,
+                    format!("`{what}` needs keyed streams: `{name}` is not keyed; read a `key_by`'s output"),
+                ));
+            }
+        }
+        if let [Some(l), Some(r)] = self.side_workers
+            && l != r
+        {
             return Err(ConfigProblem::field(
-                "on_error",
-                "`on_error = \"dead-letter\"` needs a `[dead_letter]` sink in the manifest",
+                sides[1].0,
+                format!(
+                    "the two sides of `{what}` are keyed over {l} and {r} workers: give their `key_by`s the same parallelism"
+                ),
             ));
         }
         Ok(())
@@ -192,15 +207,15 @@ pub struct BuildContext<'a> {
 impl BuildContext<'_> {
     /// `path` resolved against the manifest's folder.
     pub fn path(&self, path: &ConfigString) -> PathBuf {
-        self.dir.join(path.value())
+        path.path_in(self.dir)
     }
 }
 
 /// The [`OperatorConfig`] methods of a table reading one stream with the
-/// usual fields `name`, `input`, `inputs` and `on_error`: its name, its
-/// default name `$default`, its shape (`needs_keyed: $keyed`) and policy.
+/// usual fields `name`, `input` and `inputs`: its name, its default name
+/// `$default` and its shape.
 macro_rules! one_stream_table {
-    ($default:literal, keyed: $keyed:literal) => {
+    ($default:literal) => {
         fn name(&self) -> Option<&str> {
             self.name.as_deref()
         }
@@ -213,12 +228,7 @@ macro_rules! one_stream_table {
             $crate::operators::config::Shape::Stream {
                 input: self.input.as_ref(),
                 inputs: self.inputs.as_ref(),
-                needs_keyed: $keyed,
             }
-        }
-
-        fn on_error(&self) -> $crate::failure::FailurePolicy {
-            self.on_error
         }
     };
 }

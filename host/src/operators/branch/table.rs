@@ -72,7 +72,7 @@ pub struct BranchSpec {
 }
 
 impl OperatorConfig for BranchOperatorSpec {
-    one_stream_table!("branch", keyed: false);
+    one_stream_table!("branch");
 
     fn config_strings(&mut self) -> ConfigStrings<'_> {
         let mut strings: ConfigStrings<'_> = (self.branches.iter_mut())

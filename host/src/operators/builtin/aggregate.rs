@@ -41,7 +41,7 @@ fn count() -> Vec<AggregateKind> {
 }
 
 impl OperatorConfig for AggregateSpec {
-    one_stream_table!("aggregate", keyed: true);
+    one_stream_table!("aggregate");
 
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
         cx.needs_keyed("aggregate")?;

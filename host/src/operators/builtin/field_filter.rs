@@ -37,7 +37,7 @@ pub struct FieldFilterSpec {
 }
 
 impl OperatorConfig for FieldFilterSpec {
-    one_stream_table!("field_filter", keyed: false);
+    one_stream_table!("field_filter");
 
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
         cx.check_policy(self.on_error)?;

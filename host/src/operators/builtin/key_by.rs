@@ -52,10 +52,6 @@ impl OperatorConfig for KeyBySpec {
         }
     }
 
-    fn on_error(&self) -> FailurePolicy {
-        self.on_error
-    }
-
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
         cx.check_policy(self.on_error)?;
         cx.check_workers("key_by parallelism", self.parallelism)

@@ -74,7 +74,7 @@ pub struct SetSpec {
 macro_rules! reshape_table {
     ($spec:ident, $default:literal, |$t:ident| $kind:expr, expects: |$e:ident| $expected:expr) => {
         impl OperatorConfig for $spec {
-            one_stream_table!($default, keyed: false);
+            one_stream_table!($default);
 
             fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
                 cx.check_policy(self.on_error)

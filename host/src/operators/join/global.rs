@@ -177,9 +177,7 @@ impl GlobalJoin {
 }
 
 impl Operator for GlobalJoin {
-    fn name(&self) -> &str {
-        &self.name
-    }
+    super::join_operator_methods!();
 
     fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
         // A row is its key's entry without a suffix (the row count is not).
@@ -188,10 +186,6 @@ impl Operator for GlobalJoin {
             Some(serde_json::json!({ "row": bytes_json(row) }))
         };
         Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
-    }
-
-    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
-        self.process_input(0, input)
     }
 
     fn process_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
@@ -207,17 +201,6 @@ impl Operator for GlobalJoin {
         }
         self.emit.flush(&mut out)?;
         Ok(Batch::Records(out))
-    }
-
-    fn swap_plugin(
-        &mut self,
-        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
-    ) -> Result<(), OperatorError> {
-        self.emit.swap(&self.name, plugin)
-    }
-
-    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
-        crate::operators::snapshot_state(&self.name, &mut self.state, dir)
     }
 }
 

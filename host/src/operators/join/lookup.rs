@@ -277,9 +277,7 @@ impl LookupJoin {
 }
 
 impl Operator for LookupJoin {
-    fn name(&self) -> &str {
-        &self.name
-    }
+    super::join_operator_methods!(timed);
 
     fn query_state(&mut self, request: &StateRequest) -> Option<Result<Answer, OperatorError>> {
         let view = |entries: &KeyEntries| {
@@ -303,10 +301,6 @@ impl Operator for LookupJoin {
         Some(answer(&self.state, request, view).map_err(|e| OperatorError::state(&self.name, e)))
     }
 
-    fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
-        self.process_input(0, input)
-    }
-
     fn process_input(&mut self, input: usize, batch: Batch) -> Result<Batch, OperatorError> {
         let mut out = Vec::new();
         for rec in batch.into_records() {
@@ -317,28 +311,6 @@ impl Operator for LookupJoin {
         }
         self.emit.flush(&mut out)?;
         Ok(Batch::Records(out))
-    }
-
-    fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        if let Some((from, upto)) = self.time.advance(watermark) {
-            self.fire(from, upto, out)?;
-        }
-        self.emit.flush(out)
-    }
-
-    fn swap_plugin(
-        &mut self,
-        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
-    ) -> Result<(), OperatorError> {
-        self.emit.swap(&self.name, plugin)
-    }
-
-    fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {
-        self.on_watermark(i64::MAX, out)
-    }
-
-    fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
-        crate::operators::snapshot_state(&self.name, &mut self.state, dir)
     }
 }
 

@@ -20,3 +20,46 @@ pub use lookup::{AsOf, LookupJoin, LookupJoinSpec};
 pub use node::{JoinNode, JoinSpec};
 pub use output::{JoinKind, Side};
 pub use table::{IntervalJoinOperatorSpec, LookupJoinOperatorSpec};
+
+/// The [`Operator`](super::Operator) methods every join shares, for a type
+/// with its `name`, its keyed `state` and its `emit`ter: a batch of its
+/// one-input face is input 0's, a swap replaces the emitter's plugin, a
+/// snapshot writes the state. `timed` adds those of a join that fires on
+/// the watermark (its `time` and `fire`), the end firing everything left.
+macro_rules! join_operator_methods {
+    () => {
+        fn name(&self) -> &str {
+            &self.name
+        }
+
+        fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
+            self.process_input(0, input)
+        }
+
+        fn swap_plugin(
+            &mut self,
+            plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
+        ) -> Result<(), OperatorError> {
+            self.emit.swap(&self.name, plugin)
+        }
+
+        fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {
+            crate::operators::snapshot_state(&self.name, &mut self.state, dir)
+        }
+    };
+    (timed) => {
+        $crate::operators::join::join_operator_methods!();
+
+        fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+            if let Some((from, upto)) = self.time.advance(watermark) {
+                self.fire(from, upto, out)?;
+            }
+            self.emit.flush(out)
+        }
+
+        fn on_end(&mut self, out: &mut Vec<Record>) -> Result<(), OperatorError> {
+            self.on_watermark(i64::MAX, out)
+        }
+    };
+}
+use join_operator_methods;

@@ -171,7 +171,6 @@ impl OperatorConfig for IntervalJoinOperatorSpec {
     fn shape(&self) -> Shape<'_> {
         Shape::Sides {
             sides: [("left", Some(&self.left)), ("right", Some(&self.right))],
-            keyed: true,
         }
     }
 
@@ -179,11 +178,8 @@ impl OperatorConfig for IntervalJoinOperatorSpec {
         plugin_strings(&mut self.plugin)
     }
 
-    fn on_error(&self) -> FailurePolicy {
-        self.on_error
-    }
-
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
+        cx.check_sides("interval_join", [("left", &self.left), ("right", &self.right)])?;
         cx.check_late(self.late == LateSpec::SideOutput)?;
         if self.lower > self.upper {
             return Err(ConfigProblem::field(
@@ -223,7 +219,6 @@ impl OperatorConfig for LookupJoinOperatorSpec {
     fn shape(&self) -> Shape<'_> {
         Shape::Sides {
             sides: [("input", Some(&self.input)), ("table", Some(&self.table))],
-            keyed: !self.global,
         }
     }
 
@@ -231,17 +226,14 @@ impl OperatorConfig for LookupJoinOperatorSpec {
         plugin_strings(&mut self.plugin)
     }
 
-    fn on_error(&self) -> FailurePolicy {
-        self.on_error
-    }
-
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
-        if self.global {
-            self.check_global(cx)?;
-        } else {
-            self.check_keyed(cx)?;
+        match self.global {
+            true => {
+                self.check_global(cx)?;
+                check_plugin(cx, self.plugin.as_ref(), self.on_error)
+            }
+            false => self.check_keyed(cx),
         }
-        check_plugin(cx, self.plugin.as_ref(), self.on_error)
     }
 
     fn step(&self, cx: &BuildContext<'_>) -> Result<Step, ConfigProblem> {
@@ -290,7 +282,8 @@ impl LookupJoinOperatorSpec {
         cx.check_parallelism(self.parallelism)
     }
 
-    /// A keyed table: the settings only a global table takes are absent.
+    /// A keyed table: the settings only a global table takes are absent,
+    /// its plugin, both sides keyed alike.
     fn check_keyed(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
         let given = [
             ("key_field", self.key_field.is_some()),
@@ -309,6 +302,8 @@ impl LookupJoinOperatorSpec {
                 ),
             ));
         }
+        check_plugin(cx, self.plugin.as_ref(), self.on_error)?;
+        cx.check_sides("lookup_join", [("input", &self.input), ("table", &self.table)])?;
         cx.check_late(self.late == LateSpec::SideOutput)?;
         self.check_join_kind()
     }

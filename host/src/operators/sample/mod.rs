@@ -40,13 +40,10 @@ pub struct SampleSpec {
     pub input: Option<String>,
     /// The streams it reads as one, their union (instead of `input`).
     pub inputs: Option<Vec<String>>,
-    /// It fails on no record: `fail` (the default) is the only policy.
-    #[serde(skip)]
-    pub on_error: FailurePolicy,
 }
 
 impl OperatorConfig for SampleSpec {
-    one_stream_table!("sample", keyed: false);
+    one_stream_table!("sample");
 
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
         if self.every == 0 {
@@ -68,7 +65,7 @@ impl OperatorConfig for SampleSpec {
             }))
         });
         Ok(Step::Operator {
-            node: OperatorNode::new(cx.name, NodeKind::Native(factory), self.on_error),
+            node: OperatorNode::new(cx.name, NodeKind::Native(factory), FailurePolicy::Fail),
             parallelism: self.parallelism.unwrap_or(1),
         })
     }

@@ -157,16 +157,11 @@ macro_rules! one_stream_worlds {
                 Shape::Stream {
                     input: self.0.input.as_ref(),
                     inputs: self.0.inputs.as_ref(),
-                    needs_keyed: $keyed,
                 }
             }
 
             fn config_strings(&mut self) -> ConfigStrings<'_> {
                 self.0.config_strings()
-            }
-
-            fn on_error(&self) -> FailurePolicy {
-                self.0.on_error
             }
 
             fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
@@ -232,7 +227,6 @@ impl OperatorConfig for CoProcessSpec {
     fn shape(&self) -> Shape<'_> {
         Shape::Sides {
             sides: [("left", self.0.left.as_ref()), ("right", self.0.right.as_ref())],
-            keyed: true,
         }
     }
 
@@ -240,12 +234,16 @@ impl OperatorConfig for CoProcessSpec {
         self.0.config_strings()
     }
 
-    fn on_error(&self) -> FailurePolicy {
-        self.0.on_error
-    }
-
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
         let p = &self.0;
+        let (left, right) = (p.left.as_ref(), p.right.as_ref());
+        cx.check_sides(
+            "co_process",
+            [
+                ("left", left.expect("resolved")),
+                ("right", right.expect("resolved")),
+            ],
+        )?;
         if p.input.is_some() || p.inputs.is_some() || p.parallelism.is_some() {
             return Err(ConfigProblem::field(
                 "input",

@@ -103,7 +103,7 @@ pub enum WindowKind {
 }
 
 impl OperatorConfig for WindowOperatorSpec {
-    one_stream_table!("window", keyed: true);
+    one_stream_table!("window");
 
     fn config_strings(&mut self) -> ConfigStrings<'_> {
         let mut strings: ConfigStrings<'_> = self.plugin.iter_mut().map(|p| ("plugin", p)).collect();

@@ -8,8 +8,31 @@ use anyhow::{Context, Result, bail};
 use mailer::checkpoint::{Location, SavepointRequest};
 use mailer::checkpoint::{SAVEPOINT_DONE, SAVEPOINT_FAILED, SavepointFailure, lock_holder};
 use mailer::plan::Plan;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// The arguments of `mailer savepoint`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The pipeline manifest (TOML); it must have `[checkpoint]`.
+    pub manifest: PathBuf,
+    /// Where to write it: a new folder, or `s3://bucket/prefix`
+    /// (reached with the manifest's `[checkpoint.s3]`);
+    /// `<checkpoint path>/../savepoints/sp-<time>` when absent.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<String>,
+    /// Stop the pipeline once the savepoint is written.
+    #[arg(long)]
+    pub stop: bool,
+}
+
+/// Asks for the savepoint of `args`; prints where it is.
+pub fn run(args: Args) -> Result<()> {
+    let (plan, _engine) = super::plan_of(&args.manifest)?;
+    let target = request(&plan, args.dir, args.stop)?;
+    println!("{target}");
+    Ok(())
+}
 
 const REQUEST: &str = "SAVEPOINT";
 /// How long `mailer savepoint` waits for the savepoint.

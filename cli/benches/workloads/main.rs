@@ -2,7 +2,7 @@
 //! backend micro-benchmarks, each variant in its own process so that its
 //! peak RSS is its own.
 //!
-//! `cargo bench -p mailer --bench workloads -- [name-prefix]` (or `just bench
+//! `cargo bench -p mailer-cli --bench workloads -- [name-prefix]` (or `just bench
 //! [prefix]`; the plugins must be built). `MAILER_BENCH_RECORDS` overrides N.
 //! Each variant prints `bench <name> records=<n> secs=<s> rec_per_s=<r> …`.
 
