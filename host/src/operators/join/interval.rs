@@ -17,13 +17,12 @@
 //! timer := at the entry's last useful time, payload side:u8 time:sortable
 //! ```
 
-use super::emit::JoinEmitter;
 use super::items::{Item, decode, encode};
 use super::output::{JoinKind, Side};
 use super::timed;
 use crate::batch::Batch;
 use crate::failure::OperatorError;
-use crate::operators::{EventTime, LateRecords, Operator};
+use crate::operators::{LateRecords, Operator};
 use crate::record::Record;
 use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, TimeDomain, answer, bytes_json};
 use bytes::Bytes;
@@ -42,37 +41,9 @@ pub struct IntervalJoinSpec {
 
 /// One keyed worker's interval join: input 0 is the left stream, input 1
 /// the right one.
-pub struct IntervalJoin {
-    name: String,
-    spec: IntervalJoinSpec,
-    state: KeyedState,
-    time: EventTime,
-    late: LateRecords,
-    emit: JoinEmitter,
-}
+pub type IntervalJoin = super::keyed::KeyedJoin<IntervalJoinSpec>;
 
 impl IntervalJoin {
-    /// The join `name` of `spec`, keeping its records in `state`.
-    pub fn new(name: &str, spec: IntervalJoinSpec, state: KeyedState, late: LateRecords) -> Self {
-        Self {
-            name: name.to_owned(),
-            spec,
-            state,
-            time: EventTime::default(),
-            late,
-            emit: JoinEmitter::json(),
-        }
-    }
-
-    /// The same join emitting through `emit`.
-    pub fn with_emitter(self, emit: JoinEmitter) -> Self {
-        Self { emit, ..self }
-    }
-
-    fn failed(&self, e: impl std::fmt::Display) -> OperatorError {
-        OperatorError::state(&self.name, e)
-    }
-
     /// The last time at which a record of `side` at `time` may still get a
     /// partner: a partner after it would be late.
     fn kept_until(&self, side: Side, time: i64) -> i64 {

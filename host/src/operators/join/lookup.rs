@@ -23,12 +23,11 @@
 //! (tag and time after the key: timed.rs)
 //! ```
 
-use super::emit::JoinEmitter;
 use super::items::{Item, decode, encode};
 use super::timed;
 use crate::batch::Batch;
 use crate::failure::OperatorError;
-use crate::operators::{EventTime, LateRecords, Operator};
+use crate::operators::{LateRecords, Operator};
 use crate::record::Record;
 use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, TimeDomain, answer, bytes_json};
 use bytes::Bytes;
@@ -62,38 +61,9 @@ pub struct LookupJoinSpec {
 }
 
 /// One keyed worker's stream-table join.
-pub struct LookupJoin {
-    name: String,
-    spec: LookupJoinSpec,
-    state: KeyedState,
-    time: EventTime,
-    late: LateRecords,
-    emit: JoinEmitter,
-}
+pub type LookupJoin = super::keyed::KeyedJoin<LookupJoinSpec>;
 
 impl LookupJoin {
-    /// The join `name` of `spec`, keeping the table and the waiting records
-    /// in `state`.
-    pub fn new(name: &str, spec: LookupJoinSpec, state: KeyedState, late: LateRecords) -> Self {
-        Self {
-            name: name.to_owned(),
-            spec,
-            state,
-            time: EventTime::default(),
-            late,
-            emit: JoinEmitter::json(),
-        }
-    }
-
-    /// The same join emitting through `emit`.
-    pub fn with_emitter(self, emit: JoinEmitter) -> Self {
-        Self { emit, ..self }
-    }
-
-    fn failed(&self, e: impl std::fmt::Display) -> OperatorError {
-        OperatorError::state(&self.name, e)
-    }
-
     fn corrupt(&self) -> OperatorError {
         self.failed("a stream-table join entry in the state backend is corrupt")
     }
