@@ -20,6 +20,7 @@ pub mod connectors;
 pub mod failure;
 pub mod json;
 pub mod key_group;
+pub mod launch;
 pub mod manifest;
 pub mod metrics;
 pub mod operators;

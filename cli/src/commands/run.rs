@@ -5,6 +5,7 @@
 use super::{Migrate, plan_of, savepoint};
 use anyhow::{Context, Result};
 use mailer::checkpoint::{Location, StartFrom};
+use mailer::launch::Resume;
 use mailer::plan;
 use mailer::plugin::PluginEngine;
 use mailer::progress::ProgressDisplay;
@@ -51,11 +52,10 @@ pub fn run(args: Args) -> Result<()> {
         force,
         migrate,
     } = args;
-    let make_plan = || -> Result<_> {
-        let (mut plan, engine) = plan_of(&manifest)?;
-        plan.allow_state_downgrade = force;
-        plan.migrate_every_key = migrate == Migrate::Eager;
-        Ok((plan, engine))
+    let make_plan = || plan_of(&manifest);
+    let resume = Resume {
+        allow_state_downgrade: force,
+        migrate_every_key: migrate == Migrate::Eager,
     };
     let (plan, engine) = make_plan()?;
     for warning in &plan.warnings {
@@ -77,7 +77,7 @@ pub fn run(args: Args) -> Result<()> {
         plan.checkpoint.as_ref().map(|c| c.dir.clone()),
     )?;
     let progress = ProgressDisplay::start(plan.telemetry.clone());
-    let report = launch_restarting(plan, engine, start, make_plan, &shutdown, &control);
+    let report = launch_restarting(plan, engine, (start, resume), make_plan, &shutdown, &control);
     drop(progress);
     let report = report?;
     tracing::info!(
@@ -109,7 +109,7 @@ const MAX_RESTARTS: usize = 3;
 fn launch_restarting(
     mut plan: plan::Plan,
     mut engine: PluginEngine,
-    mut start: StartFrom,
+    (mut start, resume): (StartFrom, Resume),
     make_plan: impl Fn() -> Result<(plan::Plan, PluginEngine)>,
     shutdown: &Shutdown,
     control: &Control,
@@ -118,7 +118,7 @@ fn launch_restarting(
     loop {
         let (name, telemetry) = (plan.name.clone(), plan.telemetry.clone());
         // A failed run cancels its own flags only: a restart starts clean.
-        match mailer::pipeline::launch(plan, engine, &start, &shutdown.for_one_run(), control) {
+        match mailer::launch::launch(plan, engine, &start, resume, &shutdown.for_one_run(), control) {
             Err(e) if e.restart_cures() && !shutdown.is_cancelled() => {
                 restarts.retain(|at| at.elapsed() < RESTART_WINDOW);
                 if restarts.len() >= MAX_RESTARTS {

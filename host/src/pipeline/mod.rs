@@ -36,11 +36,10 @@
 
 mod cluster;
 mod inner;
-mod launch;
 mod native;
 mod stream;
 
-pub use launch::{LaunchError, launch};
+use crate::launch::{LaunchError, Resume, launch};
 
 use crate::checkpoint::{BucketUrl, CheckpointSettings, S3Settings, StartFrom};
 use crate::connectors::{Endpoint, OpenSink, OpenSource, Sink, Source};
@@ -359,6 +358,7 @@ impl Pipeline {
             plan,
             engine,
             &StartFrom::Resume,
+            Resume::default(),
             shutdown,
             &Control::new(),
         )?)

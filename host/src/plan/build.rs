@@ -77,8 +77,6 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         state: state_backend(m),
         key_groups,
         checkpoint: checkpoint_settings(m),
-        checkpoint_store: None,
-        restore: None,
         committed_checkpoint: committed_checkpoint(m),
         sink_checks: m
             .sinks()
@@ -88,9 +86,6 @@ pub fn build(m: &Manifest, engine: &PluginEngine) -> Result<Plan, ManifestError>
         admin,
         telemetry,
         plugin_store: super::store_dir(&m.dir, &p.name),
-        swapped_from: Default::default(),
-        allow_state_downgrade: false,
-        migrate_every_key: false,
         cluster: None,
         warnings,
     };

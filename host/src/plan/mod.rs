@@ -15,14 +15,14 @@ pub use describe::{describe, describe_dot};
 pub use draft::{Draft, Placed};
 
 use crate::checkpoint::{
-    CheckpointSettings, CheckpointStore, CommittedCheckpoint, FolderLock, LockError, OperatorMeta, Restore,
-    RestoreTarget, StoreError,
+    CheckpointSettings, CheckpointStore, CommittedCheckpoint, OperatorMeta, RestoreTarget,
 };
 use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
 use crate::failure::FailureStats;
 use crate::operators::{NodeKind, OperatorNode};
-use crate::plugin::{LoadedPlugin, PluginError};
+use crate::plugin::LoadedPlugin;
 use crate::state::BackendKind;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,13 +59,6 @@ pub struct Plan {
     pub key_groups: u32,
     /// Checkpoint settings, when the manifest asks for checkpoints.
     pub checkpoint: Option<CheckpointSettings>,
-    /// The checkpoint store `checkpoint` describes, opened once (by
-    /// [`Plan::open_checkpoint_store`]) for both restoring and the run's
-    /// checkpoints: with a bucket, opening lists it and reads every kept
-    /// checkpoint's metadata.
-    pub checkpoint_store: Option<CheckpointStore>,
-    /// The checkpoint to resume from, if any (set before the run).
-    pub restore: Option<Restore>,
     /// For a sink that commits with checkpoints (a pipeline has at most
     /// one): which checkpoint's output it last committed (a restart resumes
     /// from that one).
@@ -78,16 +71,6 @@ pub struct Plan {
     pub telemetry: Arc<crate::metrics::Telemetry>,
     /// The plugin store: swapped-in versions by digest.
     pub plugin_store: std::path::PathBuf,
-    /// Operators resuming with a swapped-in plugin: the digest of the
-    /// manifest's plugin each replaces.
-    pub swapped_from: std::collections::BTreeMap<String, String>,
-    /// Whether a plugin may resume state of a higher state version than it
-    /// declares (`mailer run --force`).
-    pub allow_state_downgrade: bool,
-    /// Whether a process operator resuming state of an older state version
-    /// migrates every key in the background (`mailer run --migrate
-    /// eager`).
-    pub migrate_every_key: bool,
     /// Cluster mode's settings, when the pipeline runs in it.
     pub cluster: Option<ClusterSettings>,
     /// What the manifest may have wrong without being invalid (a
@@ -165,8 +148,10 @@ pub fn store_dir(dir: &Path, pipeline: &str) -> PathBuf {
 }
 
 impl Plan {
-    /// Each operator with the plugin it runs now, as checkpoints record them.
-    pub fn operator_metas(&self) -> Vec<OperatorMeta> {
+    /// Each operator with the plugin it runs now, as checkpoints record them
+    /// (`swapped_from`: the manifest's plugin each operator resuming with a
+    /// swapped-in one replaces).
+    pub fn operator_metas(&self, swapped_from: &BTreeMap<String, String>) -> Vec<OperatorMeta> {
         self.stages
             .iter()
             .flat_map(|s| &s.operators)
@@ -176,7 +161,7 @@ impl Plan {
                     name: op.name.clone(),
                     world: plugin.map(|p| p.world().to_string()),
                     plugin_digest: plugin.map(|p| p.digest().to_owned()),
-                    manifest_digest: self.swapped_from.get(&op.name).cloned(),
+                    manifest_digest: swapped_from.get(&op.name).cloned(),
                 }
             })
             .collect()
@@ -193,41 +178,18 @@ impl Plan {
         self.state = BackendKind::Memory;
     }
 
-    /// Opens the checkpoint store the settings describe, unless it is open
-    /// already (or the pipeline takes no checkpoints).
-    pub fn open_checkpoint_store(&mut self) -> Result<(), StoreError> {
-        if let (Some(settings), None) = (&self.checkpoint, &self.checkpoint_store) {
-            self.checkpoint_store = Some(CheckpointStore::open_settings(settings)?);
-        }
-        Ok(())
-    }
-
-    /// What a checkpoint restored into this pipeline is checked against
-    /// (its store opened by [`Plan::open_checkpoint_store`]).
-    pub fn restore_target(&self) -> RestoreTarget<'_> {
+    /// What a checkpoint restored into this pipeline from `store` is
+    /// checked against.
+    pub fn restore_target<'a>(&'a self, store: Option<&'a CheckpointStore>) -> RestoreTarget<'a> {
         RestoreTarget {
             checkpoint: self.checkpoint.as_ref(),
-            store: self.checkpoint_store.as_ref(),
+            store,
             committed: self.committed_checkpoint.as_ref(),
             key_groups: self.key_groups,
             manifest_hash: &self.manifest_hash,
-            operators: self.operator_metas(),
+            operators: self.operator_metas(&BTreeMap::new()),
             sources: self.sources.iter().map(|s| s.name.as_str()).collect(),
         }
-    }
-
-    /// Locks the folders the pipeline keeps its state in (the checkpoint
-    /// folder, the RocksDB state folder) for this process, for as long as
-    /// the locks live; fails when another process runs the pipeline.
-    pub fn lock_folders(&self) -> Result<Vec<FolderLock>, LockError> {
-        let mut folders: Vec<&Path> = Vec::new();
-        if let Some(c) = &self.checkpoint {
-            folders.push(&c.dir);
-        }
-        if let BackendKind::Rocks { dir, .. } = &self.state {
-            folders.push(dir);
-        }
-        crate::checkpoint::lock_all(&folders)
     }
 
     /// The operators running a plugin that a swap may replace.
@@ -244,173 +206,6 @@ impl Plan {
                 })
             })
             .collect()
-    }
-
-    /// Resuming from a checkpoint taken after a plugin swap: each swapped
-    /// operator runs the version the checkpoint recorded (from the plugin
-    /// store, into which it is fetched from the checkpoint's copy when this
-    /// machine's store lacks it) — unless the manifest now names another
-    /// plugin than the one the swap replaced, a deliberate upgrade, which
-    /// wins.
-    pub fn use_swapped_plugins(&mut self, engine: &crate::plugin::PluginEngine) -> Result<(), PluginError> {
-        let Some(restore) = &self.restore else {
-            return Ok(());
-        };
-        let location = self.checkpoint_store.as_ref().map(CheckpointStore::location);
-        for meta in &restore.metadata.operators {
-            let (Some(original), Some(digest)) = (&meta.manifest_digest, &meta.plugin_digest) else {
-                continue;
-            };
-            let node = self
-                .stages
-                .iter_mut()
-                .flat_map(|s| &mut s.operators)
-                .find(|op| op.name == meta.name);
-            let Some(node) = node else { continue };
-            let name = node.name.clone();
-            let Some(plugin) = node.plugin_mut() else {
-                continue;
-            };
-            if plugin.digest() != original {
-                tracing::info!(operator = %name, "the manifest names a new plugin: it replaces the one swapped in before");
-                continue;
-            }
-            let swapped = |reason: String| PluginError::Swapped {
-                operator: name.clone(),
-                checkpoint: restore.metadata.id,
-                digest: digest.clone(),
-                reason,
-            };
-            let path =
-                swapped_plugin(&self.plugin_store, restore, digest, location.as_deref()).map_err(swapped)?;
-            let loaded = engine.load_with(&path, plugin.world(), &name, plugin.fueled())?;
-            if loaded.digest() != digest {
-                return Err(swapped(format!(
-                    "the plugin store's `{}` holds other bytes (SHA-256 {}): remove it, and the checkpoint's copy is fetched in its place",
-                    path.display(),
-                    loaded.digest()
-                )));
-            }
-            *plugin = loaded;
-            self.swapped_from.insert(name.clone(), original.clone());
-            tracing::info!(operator = %name, %digest, "resuming with the plugin swapped in before the checkpoint");
-        }
-        Ok(())
-    }
-}
-
-/// The file of the plugin `digest` that `restore` resumes with, in the
-/// plugin store `store`: copied there from the checkpoint (whose folder
-/// holds it, downloaded from `location` with the checkpoint when that is a
-/// bucket) when the store lacks it, its digest checked; why not, naming
-/// where it was looked for.
-fn swapped_plugin(
-    store: &Path,
-    restore: &Restore,
-    digest: &str,
-    location: Option<&str>,
-) -> Result<PathBuf, String> {
-    let path = crate::plugin::store::path_of(store, digest);
-    if path.is_file() {
-        return Ok(path);
-    }
-    let from = crate::checkpoint::plugin_in(&restore.dir, digest);
-    let bytes = crate::checkpoint::read_plugin(&restore.dir, digest).map_err(|reason| {
-        let read = location.map_or_else(String::new, |l| format!(", read from `{l}`"));
-        match restore.metadata.plugins.contains_key(digest) {
-            true => format!("the plugin store lacks `{}`, and the checkpoint's copy cannot be used: {reason}", path.display()),
-            false => format!(
-                "neither the plugin store (`{}`) nor the checkpoint (`{}`{read}) holds it: the checkpoint was taken before checkpoints kept swapped-in plugins. Put the component at `{}`, or name the plugin to run in the manifest",
-                path.display(),
-                from.display(),
-                path.display()
-            ),
-        }
-    })?;
-    let (stored, _) = crate::plugin::store::put(store, &bytes)
-        .map_err(|e| format!("cannot write it into the plugin store `{}`: {e}", store.display()))?;
-    tracing::info!(%digest, from = %from.display(), to = %stored.display(),
-        "fetched the swapped-in plugin from the checkpoint into the plugin store");
-    Ok(stored)
-}
-
-/// Why a plugin cannot resume the state a checkpoint holds (see
-/// [`Plan::check_state_versions`]).
-#[derive(Debug, thiserror::Error)]
-pub enum StateVersionError {
-    /// The plugin declares an older state version than the state's.
-    #[error(
-        "operator `{operator}`: checkpoint {checkpoint} holds state at state version {state}, and its plugin `{plugin}` declares state version {declared}: an older version cannot read state a newer one migrated. Run a version of state version {state} or higher, or start anyway with `mailer run --force` (the plugin then reads state it may not understand)"
-    )]
-    Downgrade {
-        /// The operator.
-        operator: String,
-        /// The checkpoint resumed.
-        checkpoint: u64,
-        /// The highest state version its state is at.
-        state: u32,
-        /// The plugin's file.
-        plugin: String,
-        /// The plugin's state version.
-        declared: u32,
-    },
-    /// The plugin declares a newer state version and cannot migrate.
-    #[error(
-        "operator `{operator}`: checkpoint {checkpoint} holds state at state version {state}, and its plugin `{plugin}` declares state version {declared} but exports no `migrate` to bring the state to it: give it one (`#[operator(process, state_version = {declared}, migrate = f)]`)"
-    )]
-    NoMigration {
-        /// The operator.
-        operator: String,
-        /// The checkpoint resumed.
-        checkpoint: u64,
-        /// The lowest state version its state is at.
-        state: u32,
-        /// The plugin's file.
-        plugin: String,
-        /// The plugin's state version.
-        declared: u32,
-    },
-}
-
-impl Plan {
-    /// Refuses to resume state with a plugin of a lower state version than
-    /// a plugin that wrote it (unless the run allows it), or of a higher
-    /// one that cannot migrate it.
-    pub fn check_state_versions(&self) -> Result<(), StateVersionError> {
-        let Some(restore) = &self.restore else {
-            return Ok(());
-        };
-        for op in self.stages.iter().flat_map(|s| &s.operators) {
-            let (Some(plugin), Some(versions)) = (op.plugin(), restore.metadata.state_versions_of(&op.name))
-            else {
-                continue;
-            };
-            let (operator, checkpoint) = (op.name.clone(), restore.metadata.id);
-            let (path, declared) = (plugin.path().display().to_string(), plugin.state_version());
-            if versions.unmarked < declared && !plugin.migrates() {
-                return Err(StateVersionError::NoMigration {
-                    operator,
-                    checkpoint,
-                    state: versions.unmarked,
-                    plugin: path,
-                    declared,
-                });
-            }
-            if versions.current > declared {
-                let downgrade = StateVersionError::Downgrade {
-                    operator,
-                    checkpoint,
-                    state: versions.current,
-                    plugin: path,
-                    declared,
-                };
-                if !self.allow_state_downgrade {
-                    return Err(downgrade);
-                }
-                tracing::warn!("{downgrade} (forced)");
-            }
-        }
-        Ok(())
     }
 }
 
@@ -548,85 +343,4 @@ pub struct OperatorStage {
     pub broadcast_input: Option<usize>,
     /// The operators every worker runs, in order.
     pub operators: Vec<OperatorNode>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::checkpoint::Metadata;
-    use sha2::Digest;
-
-    /// A checkpoint in `dir` whose folder keeps the plugin `bytes` (when
-    /// `kept`), as one taken after swapping it in does; its digest.
-    fn restore_of(dir: &Path, bytes: &[u8], kept: bool) -> (Restore, String) {
-        let digest = hex::encode(sha2::Sha256::digest(bytes));
-        let checkpoint = dir.join("chk-7");
-        let mut metadata = Metadata::new(7, "p", "h", 128);
-        if kept {
-            let path = crate::checkpoint::plugin_in(&checkpoint, &digest);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, bytes).unwrap();
-            metadata.plugins.insert(digest.clone(), bytes.len() as u64);
-        }
-        let restore = Restore {
-            dir: checkpoint,
-            metadata,
-            migrate_every_key: false,
-        };
-        (restore, digest)
-    }
-
-    #[test]
-    fn a_swapped_in_plugin_the_store_lacks_is_fetched_from_the_checkpoint_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("plugins");
-        let (restore, digest) = restore_of(dir.path(), b"component", true);
-        let path = swapped_plugin(&store, &restore, &digest, None).unwrap();
-        assert_eq!(path, crate::plugin::store::path_of(&store, &digest));
-        assert_eq!(std::fs::read(&path).unwrap(), b"component");
-        // Once there, the store's copy is used.
-        std::fs::remove_dir_all(&restore.dir).unwrap();
-        assert_eq!(swapped_plugin(&store, &restore, &digest, None).unwrap(), path);
-
-        // A corrupt copy in the checkpoint never reaches the store.
-        let (restore, digest) = restore_of(&dir.path().join("b"), b"other component", true);
-        std::fs::write(
-            crate::checkpoint::plugin_in(&restore.dir, &digest),
-            b"0ther component",
-        )
-        .unwrap();
-        let e = swapped_plugin(&store, &restore, &digest, None).unwrap_err();
-        assert!(e.contains("does not match its digest"), "{e}");
-        assert!(!crate::plugin::store::path_of(&store, &digest).exists());
-    }
-
-    #[test]
-    fn a_swapped_in_plugin_found_nowhere_is_an_error_naming_where_it_was_looked_for() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("plugins");
-        let (restore, digest) = restore_of(dir.path(), b"component", false);
-        let e = swapped_plugin(&store, &restore, &digest, Some("s3://b/p")).unwrap_err();
-        let in_store = crate::plugin::store::path_of(&store, &digest);
-        let in_checkpoint = crate::checkpoint::plugin_in(&restore.dir, &digest);
-        for looked in [
-            in_store.display().to_string(),
-            in_checkpoint.display().to_string(),
-        ] {
-            assert!(e.contains(&looked), "{e}");
-        }
-        assert!(e.contains("s3://b/p"), "{e}");
-        let e = PluginError::Swapped {
-            operator: "counts".into(),
-            checkpoint: 7,
-            digest: digest.clone(),
-            reason: e,
-        }
-        .to_string();
-        assert!(
-            e.starts_with(&format!(
-                "operator `counts` resumes from checkpoint 7 with plugin {digest}"
-            )),
-            "{e}"
-        );
-    }
 }

@@ -15,6 +15,7 @@ mod sink;
 mod source;
 mod spawn;
 mod stage;
+mod start;
 #[cfg(debug_assertions)]
 pub(crate) mod test_hooks;
 mod watermark;
@@ -25,6 +26,7 @@ pub use control::{Control, RunHandles};
 pub use edge::{Closed, EdgeReceiver, EdgeSender, edge};
 pub use message::{Barrier, Message, SwapPoint};
 pub use outlet::Outlet;
-pub use pipeline::{RunError, RunReport, run, run_with};
+pub use pipeline::{RunError, RunReport, run, run_from, run_with};
 pub use shutdown::Shutdown;
 pub use stage::StageError;
+pub use start::RunStart;

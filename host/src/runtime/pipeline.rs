@@ -7,7 +7,7 @@ use super::source::{SourceCheckpoints, SourceTime};
 use super::spawn::Spawner;
 use super::stage::{StageError, StageHandle, spawn_stage};
 use super::wiring::Wiring;
-use super::{Control, RunHandles, Shutdown};
+use super::{Control, RunHandles, RunStart, Shutdown};
 use crate::checkpoint::{
     CheckpointSettings, CheckpointStats, CheckpointStore, CoordinatorSetup, Restore, WorkerCheckpoints,
     run_coordinator,
@@ -20,6 +20,7 @@ use crate::operators::{Chain, InstanceContext, InstantiateError};
 use crate::plan::{OperatorStage, Plan, SinkNode};
 use crate::state::BackendKind;
 use crate::tap::Taps;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -92,7 +93,18 @@ pub fn run(plan: Plan, shutdown: &Shutdown) -> Result<RunReport, RunError> {
 }
 
 /// [`run`], taking the savepoints and plugin swaps `control` asks for.
-pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Result<RunReport, RunError> {
+pub fn run_with(plan: Plan, shutdown: &Shutdown, control: &Control) -> Result<RunReport, RunError> {
+    run_from(plan, RunStart::default(), shutdown, control)
+}
+
+/// [`run_with`] from `start`: the checkpoint it resumes, as the launch of
+/// a run decided it.
+pub fn run_from(
+    mut plan: Plan,
+    start: RunStart,
+    shutdown: &Shutdown,
+    control: &Control,
+) -> Result<RunReport, RunError> {
     let span = tracing::info_span!("run", pipeline = %plan.name);
     let _run = span.enter();
     let started = Instant::now();
@@ -104,12 +116,21 @@ pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Resul
     // receiver is dropped when no sink does, and the coordinator's sends
     // then fail at once).
     let (outcomes_tx, outcomes) = flume::bounded(64);
-    plan.open_checkpoint_store()?;
-    let mut checkpoints = match (&plan.checkpoint, &plan.checkpoint_store) {
+    let RunStart {
+        store,
+        restore,
+        swapped_from,
+    } = start;
+    let store = match (store, &plan.checkpoint) {
+        (None, Some(settings)) => Some(CheckpointStore::open_settings(settings)?),
+        (store, _) => store,
+    };
+    let mut checkpoints = match (&plan.checkpoint, store) {
         (Some(settings), Some(store)) => Some(start_checkpoints(
             &plan,
+            (restore.as_ref(), &swapped_from),
             settings,
-            store.clone(),
+            store,
             &RunHandles {
                 shutdown: shutdown.clone(),
                 control: control.clone(),
@@ -122,7 +143,7 @@ pub fn run_with(mut plan: Plan, shutdown: &Shutdown, control: &Control) -> Resul
     let messages = plan.edge_messages();
     let wiring = Wiring::new(&plan, messages, shutdown, &mut handles)?;
     let checkpoint_stats = checkpoints.as_ref().map(|c| c.stats.clone()).unwrap_or_default();
-    let opened = open_all(&mut plan, outcomes, &mut checkpoints, shutdown)?;
+    let opened = open_all(&mut plan, restore.as_ref(), outcomes, &mut checkpoints, shutdown)?;
     let time = SourceTime {
         watermarks: plan.watermark,
         ticks: plan
@@ -189,11 +210,11 @@ struct Opened {
 /// checkpoint's positions).
 fn open_all(
     plan: &mut Plan,
+    restore: Option<&Restore>,
     outcomes: flume::Receiver<(u64, bool)>,
     checkpoints: &mut Option<SourceCheckpoints>,
     shutdown: &Shutdown,
 ) -> Result<Opened, RunError> {
-    let restore = plan.restore.as_ref();
     let mut dead_letter = side_stage(plan.dead_letter.take(), plan.edge_capacity, restore)?;
     let mut late_output = side_stage(plan.late_output.take(), plan.edge_capacity, restore)?;
     let sinks = open_sinks(
@@ -476,26 +497,22 @@ fn operator_entries(plan: &Plan) -> Vec<OperatorEntry> {
 /// checkpoints (and the workers to acknowledge them).
 fn start_checkpoints(
     plan: &Plan,
+    (restore, swapped_from): (Option<&Restore>, &BTreeMap<String, String>),
     settings: &CheckpointSettings,
     store: CheckpointStore,
     control: &RunHandles,
     outcomes: Option<flume::Sender<(u64, bool)>>,
     handles: &mut Vec<StageHandle>,
 ) -> Result<SourceCheckpoints, RunError> {
-    if let (Some(r), Some(_)) = (&plan.restore, &plan.committed_checkpoint) {
+    if let (Some(r), Some(_)) = (restore, &plan.committed_checkpoint) {
         // The checkpoint the sink's output is committed up to: a restart
         // before the next commit resumes from it, so it is kept.
         store.set_committed(r.metadata.id);
     }
-    let next_id = plan
-        .restore
-        .as_ref()
-        .map_or(0, |r| r.metadata.id)
-        .max(store.newest_id()?)
-        + 1;
+    let next_id = restore.map_or(0, |r| r.metadata.id).max(store.newest_id()?) + 1;
     let (events, rx) = flume::bounded(1024);
     let stats = plan.telemetry.checkpoint_stats();
-    let operators = plan.operator_metas();
+    let operators = plan.operator_metas(swapped_from);
     let plugin_files = plan
         .plugin_operators()
         .into_iter()

@@ -22,9 +22,9 @@ use super::output::{JoinKind, Side};
 use super::timed;
 use crate::batch::Batch;
 use crate::failure::OperatorError;
-use crate::operators::{LateRecords, Operator};
+use crate::operators::Operator;
 use crate::record::Record;
-use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, TimeDomain, answer, bytes_json};
+use crate::state::{Answer, KeyEntries, StateRequest, TimeDomain, answer, bytes_json};
 use bytes::Bytes;
 use serde_json::json;
 

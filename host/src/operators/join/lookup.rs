@@ -27,9 +27,9 @@ use super::items::{Item, decode, encode};
 use super::timed;
 use crate::batch::Batch;
 use crate::failure::OperatorError;
-use crate::operators::{LateRecords, Operator};
+use crate::operators::Operator;
 use crate::record::Record;
-use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, TimeDomain, answer, bytes_json};
+use crate::state::{Answer, KeyEntries, StateRequest, TimeDomain, answer, bytes_json};
 use bytes::Bytes;
 use serde_json::{Value, json};
 

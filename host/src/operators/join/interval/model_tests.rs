@@ -4,7 +4,9 @@
 //! records, on both state backends. The join's state is empty at the end.
 
 use super::*;
+use crate::operators::LateRecords;
 use crate::operators::join::JoinKind;
+use crate::state::KeyedState;
 use crate::state::{BackendKind, StateBackend};
 use proptest::prelude::*;
 

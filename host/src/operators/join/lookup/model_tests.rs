@@ -5,6 +5,8 @@
 //! with deletions and re-inserts, out-of-order input and late records.
 
 use super::*;
+use crate::operators::LateRecords;
+use crate::state::KeyedState;
 use crate::state::{BackendKind, StateBackend};
 use proptest::prelude::*;
 use std::collections::HashMap;

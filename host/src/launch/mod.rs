@@ -1,15 +1,24 @@
-//! Running a plan the way `mailer run` does: the pipeline's folders locked
-//! for this process, the run resumed from where its checkpoints say (or as
-//! asked), the plugins swapped in before a checkpoint restored, the admin
-//! API up when configured.
+//! Starting a run from a plan, the way `mailer run` does: the pipeline's
+//! folders locked for this process, its checkpoint store opened, the run
+//! resumed from where its checkpoints say (or as asked), the plugins
+//! swapped in before that checkpoint, their state versions checked, the
+//! admin API up when configured, and in cluster mode the group joined. The
+//! plan says what to run; all that a run starts from is decided here.
+
+mod state_versions;
+mod swapped;
+
+pub use state_versions::StateVersionError;
 
 use crate::admin::{AdminServer, AdminState};
-use crate::checkpoint::{LockError, Restore, RestoreError, StartFrom};
+use crate::checkpoint::{CheckpointStore, FolderLock, LockError, Restore, RestoreError, StartFrom};
 use crate::connectors::ConnectorError;
 use crate::plan::Plan;
 use crate::plugin::{PluginEngine, PluginError};
-use crate::runtime::{Control, RunError, RunReport, Shutdown, StageError};
+use crate::runtime::{Control, RunError, RunReport, RunStart, Shutdown, StageError};
+use crate::state::BackendKind;
 use crate::swap::{Probation, Swaps};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Why a pipeline could not run to its end.
@@ -31,7 +40,7 @@ pub enum LaunchError {
     Plugin(#[from] PluginError),
     /// A plugin cannot resume the state's state version.
     #[error(transparent)]
-    StateVersion(#[from] crate::plan::StateVersionError),
+    StateVersion(#[from] StateVersionError),
     /// The admin API cannot listen.
     #[error("starting the admin API on {listen}: {cause}")]
     Admin {
@@ -80,12 +89,25 @@ impl LaunchError {
     }
 }
 
-/// Runs `plan` from `start` until its sources end or `shutdown` stops it,
-/// taking the savepoints `control` asks for (and the admin API's swaps).
+/// How a run resumes keyed state a plugin wrote at another state version.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// Whether a plugin may resume state of a higher state version than it
+    /// declares (`mailer run --force`).
+    pub allow_state_downgrade: bool,
+    /// Whether a process operator resuming state of an older state version
+    /// migrates every key in the background (`mailer run --migrate eager`).
+    pub migrate_every_key: bool,
+}
+
+/// Runs `plan` from `start` (its state resumed as `resume` says) until its
+/// sources end or `shutdown` stops it, taking the savepoints `control`
+/// asks for (and the admin API's swaps).
 pub fn launch(
     mut plan: Plan,
     engine: PluginEngine,
     start: &StartFrom,
+    resume: Resume,
     shutdown: &Shutdown,
     control: &Control,
 ) -> Result<RunReport, LaunchError> {
@@ -106,23 +128,49 @@ pub fn launch(
         });
     }
     // Held for the whole run: nothing else may touch the state.
-    let _locks = plan.lock_folders().map_err(|cause| LaunchError::Lock {
+    let _locks = lock_folders(&plan).map_err(|cause| LaunchError::Lock {
         pipeline: pipeline.clone(),
         cause,
     })?;
-    plan.open_checkpoint_store().map_err(RestoreError::Store)?;
-    plan.restore = Restore::resolve(&plan.restore_target(), start)?;
-    if let Some(restore) = &mut plan.restore {
-        restore.migrate_every_key = plan.migrate_every_key;
+    // Opened once for both restoring and the run's checkpoints: with a
+    // bucket, opening lists it and reads every kept checkpoint's metadata.
+    let store = plan
+        .checkpoint
+        .as_ref()
+        .map(CheckpointStore::open_settings)
+        .transpose()
+        .map_err(RestoreError::Store)?;
+    let mut restore = Restore::resolve(&plan.restore_target(store.as_ref()), start)?;
+    if let Some(restore) = &mut restore {
+        restore.migrate_every_key = resume.migrate_every_key;
     }
-    plan.use_swapped_plugins(&engine)?;
-    plan.check_state_versions()?;
+    let swapped_from = swapped::use_swapped_plugins(&mut plan, restore.as_ref(), store.as_ref(), &engine)?;
+    state_versions::check_state_versions(&plan, restore.as_ref(), resume.allow_state_downgrade)?;
     let _admin = start_admin(&plan, &engine, shutdown, control)?;
     tracing::info!(pipeline = %pipeline, "pipeline started");
-    crate::runtime::run_with(plan, shutdown, control).map_err(|cause| LaunchError::Run {
+    let start = RunStart {
+        store,
+        restore,
+        swapped_from,
+    };
+    crate::runtime::run_from(plan, start, shutdown, control).map_err(|cause| LaunchError::Run {
         pipeline,
         cause: Box::new(cause),
     })
+}
+
+/// Locks the folders `plan` keeps its state in (the checkpoint folder, the
+/// RocksDB state folder) for this process, for as long as the locks live;
+/// fails when another process runs the pipeline.
+fn lock_folders(plan: &Plan) -> Result<Vec<FolderLock>, LockError> {
+    let mut folders: Vec<&Path> = Vec::new();
+    if let Some(c) = &plan.checkpoint {
+        folders.push(&c.dir);
+    }
+    if let BackendKind::Rocks { dir, .. } = &plan.state {
+        folders.push(dir);
+    }
+    crate::checkpoint::lock_all(&folders)
 }
 
 /// The admin API of `plan`, when it has `[admin]`: its swaps go to the
