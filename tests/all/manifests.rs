@@ -426,3 +426,54 @@ path = "out.txt"
     );
     assert_eq!(got, expected);
 }
+
+/// A `${VAR}` in the plugin of a branch is filled from the environment
+/// like every other (it was passed on as written), and an unset one is
+/// refused naming the variable.
+#[test]
+fn a_branch_plugin_path_may_come_from_the_environment() {
+    let w = Workdir::new();
+    let path = w.manifest(
+        r#"[pipeline]
+name = "v"
+
+[source]
+type = "generator"
+count = 10
+
+[[operators]]
+name = "route"
+type = "branch"
+
+[[operators.branches]]
+name = "long"
+plugin = "${BRANCH_PLUGIN}"
+
+[[sinks]]
+name = "long"
+input = "route.long"
+type = "stdout"
+
+[[sinks]]
+name = "rest"
+input = "route.default"
+type = "blackhole"
+"#,
+    );
+    let validate = |value: Option<&std::path::Path>| {
+        let mut command = mailer();
+        match value {
+            Some(v) => command.env("BRANCH_PLUGIN", v),
+            None => command.env_remove("BRANCH_PLUGIN"),
+        };
+        command
+            .args(["validate", path.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let out = validate(Some(&plugin("drop-short")));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = validate(None);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("BRANCH_PLUGIN"), "{}", stderr(&out));
+}
