@@ -5,7 +5,7 @@
 //! ([`crate::operators::config::OperatorConfig::check`]).
 
 use super::{Manifest, ManifestError, Stream};
-use crate::operators::config::{CheckContext, Shape};
+use crate::operators::config::{CheckContext, Shape, SideRead};
 use std::collections::HashSet;
 
 pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
@@ -40,17 +40,23 @@ pub(super) fn check_operators(m: &mut Manifest) -> Result<(), ManifestError> {
                 (keyed, keyed.then(|| workers_of(&reads[0])).flatten())
             }
         };
-        let side_workers = match shape {
-            Shape::Sides { .. } => [workers_of(&reads[0]), workers_of(&reads[1])],
-            _ => [None, None],
+        // The graph resolved both sides' streams, so both are named.
+        let sides = match &shape {
+            Shape::Sides { sides } => Some([0, 1].map(|i| SideRead {
+                key: sides[i].0,
+                stream: sides[i].1.map_or("", String::as_str),
+                workers: workers_of(&reads[i]),
+            })),
+            _ => None,
         };
         let cx = CheckContext {
+            kind: op.get_ref().kind(),
             dir: &m.dir,
             dead_letter: m.spec.dead_letter.is_some(),
             late_output: m.spec.late_output.is_some(),
             max_parallelism: m.spec.pipeline.get_ref().max_parallelism as usize,
             keyed,
-            side_workers,
+            sides,
         };
         config.check(&cx).map_err(|p| m.problem_at(&span, p))?;
         if matches!(shape, Shape::KeyBy { .. }) && i + 1 == count {

@@ -93,6 +93,8 @@ pub enum Shape<'a> {
 
 /// What an operator's check is told of the pipeline around it.
 pub struct CheckContext<'a> {
+    /// Its `type`.
+    pub kind: &'static str,
     /// The manifest's folder: relative paths are relative to it.
     pub dir: &'a Path,
     /// Whether the pipeline has a `[dead_letter]` sink.
@@ -103,9 +105,18 @@ pub struct CheckContext<'a> {
     pub max_parallelism: usize,
     /// Whether the stream it reads (its first side's) is keyed.
     pub keyed: bool,
-    /// An operator of two sides: the keyed workers of each side's stream
-    /// (`None`: not keyed).
-    pub side_workers: [Option<usize>; 2],
+    /// An operator of two sides ([`Shape::Sides`]): what each reads.
+    pub sides: Option<[SideRead<'a>; 2]>,
+}
+
+/// What one side of an operator of two sides reads.
+pub struct SideRead<'a> {
+    /// The side's key in the table (`left`, `table`, …).
+    pub key: &'static str,
+    /// The stream it names.
+    pub stream: &'a str,
+    /// The keyed workers of that stream (`None`: not keyed).
+    pub workers: Option<usize>,
 }
 
 impl CheckContext<'_> {
@@ -121,22 +132,25 @@ impl CheckContext<'_> {
             .map_err(|message| ConfigProblem::field("on_error", message))
     }
 
-    /// The two sides of operator `what` (`sides`: each side's key and
-    /// stream) read streams keyed over the same workers.
-    pub fn check_sides(&self, what: &str, sides: [(&'static str, &String); 2]) -> Result<(), ConfigProblem> {
-        for ((key, name), workers) in sides.into_iter().zip(self.side_workers) {
-            if workers.is_none() {
-                return Err(ConfigProblem::field(
-                    key,
-                    format!("`{what}` needs keyed streams: `{name}` is not keyed; read a `key_by`'s output"),
-                ));
-            }
+    /// The two sides read streams keyed over the same workers.
+    pub fn check_sides(&self) -> Result<(), ConfigProblem> {
+        let (Some(sides), what) = (&self.sides, self.kind) else {
+            return Ok(());
+        };
+        if let Some(side) = sides.iter().find(|s| s.workers.is_none()) {
+            return Err(ConfigProblem::field(
+                side.key,
+                format!(
+                    "`{what}` needs keyed streams: `{}` is not keyed; read a `key_by`'s output",
+                    side.stream
+                ),
+            ));
         }
-        if let [Some(l), Some(r)] = self.side_workers
+        if let [Some(l), Some(r)] = [sides[0].workers, sides[1].workers]
             && l != r
         {
             return Err(ConfigProblem::field(
-                sides[1].0,
+                sides[1].key,
                 format!(
                     "the two sides of `{what}` are keyed over {l} and {r} workers: give their `key_by`s the same parallelism"
                 ),
@@ -157,14 +171,17 @@ impl CheckContext<'_> {
         Ok(())
     }
 
-    /// The operator needs a keyed stream (`what`: its type).
-    pub fn needs_keyed(&self, what: &str) -> Result<(), ConfigProblem> {
+    /// The operator needs a keyed stream.
+    pub fn needs_keyed(&self) -> Result<(), ConfigProblem> {
         if self.keyed {
             return Ok(());
         }
         Err(ConfigProblem::field(
             "type",
-            format!("`{what}` needs a keyed stream: add an operator with `type = \"key_by\"` before it"),
+            format!(
+                "`{}` needs a keyed stream: add an operator with `type = \"key_by\"` before it",
+                self.kind
+            ),
         ))
     }
 

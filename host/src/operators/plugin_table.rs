@@ -49,6 +49,11 @@ pub struct GrantsSpec {
 }
 
 impl GrantsSpec {
+    /// Its field that may hold a `${VAR}` (the folder), if given.
+    pub fn config_string(&mut self) -> Option<(&'static str, &mut ConfigString)> {
+        self.dir.as_mut().map(|d| ("grants", d))
+    }
+
     /// The grants, with the folder resolved against `dir` and the
     /// variables' values now.
     pub fn grants(&self, dir: &Path) -> Arc<Grants> {

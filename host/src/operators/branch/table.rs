@@ -78,7 +78,7 @@ impl OperatorConfig for BranchOperatorSpec {
         let mut strings: ConfigStrings<'_> = (self.branches.iter_mut())
             .filter_map(|b| b.plugin.as_mut().map(|p| ("plugin", p)))
             .collect();
-        strings.extend(self.grants.dir.as_mut().map(|d| ("grants", d)));
+        strings.extend(self.grants.config_string());
         strings
     }
 

@@ -44,7 +44,7 @@ impl OperatorConfig for AggregateSpec {
     one_stream_table!("aggregate");
 
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
-        cx.needs_keyed("aggregate")?;
+        cx.needs_keyed()?;
         check_aggregates(&self.aggregates)?;
         cx.check_policy(self.on_error)
     }

@@ -179,7 +179,7 @@ impl OperatorConfig for IntervalJoinOperatorSpec {
     }
 
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
-        cx.check_sides("interval_join", [("left", &self.left), ("right", &self.right)])?;
+        cx.check_sides()?;
         cx.check_late(self.late == LateSpec::SideOutput)?;
         if self.lower > self.upper {
             return Err(ConfigProblem::field(
@@ -303,7 +303,7 @@ impl LookupJoinOperatorSpec {
             ));
         }
         check_plugin(cx, self.plugin.as_ref(), self.on_error)?;
-        cx.check_sides("lookup_join", [("input", &self.input), ("table", &self.table)])?;
+        cx.check_sides()?;
         cx.check_late(self.late == LateSpec::SideOutput)?;
         self.check_join_kind()
     }

@@ -130,7 +130,7 @@ impl PluginOperatorSpec {
 
     fn config_strings(&mut self) -> ConfigStrings<'_> {
         let mut strings: ConfigStrings<'_> = vec![("plugin", &mut self.plugin)];
-        strings.extend(self.grants.dir.as_mut().map(|d| ("grants", d)));
+        strings.extend(self.grants.config_string());
         strings
     }
 }
@@ -166,7 +166,7 @@ macro_rules! one_stream_worlds {
 
             fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
                 if $keyed {
-                    cx.needs_keyed(World::$world.manifest_type())?;
+                    cx.needs_keyed()?;
                 }
                 if let Some(key) = [("left", &self.0.left), ("right", &self.0.right)]
                     .into_iter()
@@ -236,14 +236,7 @@ impl OperatorConfig for CoProcessSpec {
 
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
         let p = &self.0;
-        let (left, right) = (p.left.as_ref(), p.right.as_ref());
-        cx.check_sides(
-            "co_process",
-            [
-                ("left", left.expect("resolved")),
-                ("right", right.expect("resolved")),
-            ],
-        )?;
+        cx.check_sides()?;
         if p.input.is_some() || p.inputs.is_some() || p.parallelism.is_some() {
             return Err(ConfigProblem::field(
                 "input",

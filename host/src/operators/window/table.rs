@@ -107,12 +107,12 @@ impl OperatorConfig for WindowOperatorSpec {
 
     fn config_strings(&mut self) -> ConfigStrings<'_> {
         let mut strings: ConfigStrings<'_> = self.plugin.iter_mut().map(|p| ("plugin", p)).collect();
-        strings.extend(self.grants.dir.as_mut().map(|d| ("grants", d)));
+        strings.extend(self.grants.config_string());
         strings
     }
 
     fn check(&self, cx: &CheckContext<'_>) -> Result<(), ConfigProblem> {
-        cx.needs_keyed("window")?;
+        cx.needs_keyed()?;
         self.check_lengths()?;
         if let Some(aggregates) = &self.aggregates {
             check_aggregates(aggregates)?;
