@@ -5,8 +5,8 @@
 use crate::support::*;
 use mailer::manifest::Manifest;
 use mailer::plugin::{PluginEngine, World};
-use mailer::runtime::SwapPoint;
 use mailer::runtime::{Control, Shutdown, run_with};
+use mailer::swap::SwapPoint;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

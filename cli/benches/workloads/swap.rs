@@ -16,8 +16,8 @@ use mailer::connectors::Endpoint;
 use mailer::connectors::{ConnectorError, Sink};
 use mailer::manifest::Manifest;
 use mailer::plugin::{LoadedPlugin, PluginEngine, World};
-use mailer::runtime::SwapPoint;
 use mailer::runtime::{Control, Shutdown, run_with};
+use mailer::swap::SwapPoint;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,19 +162,19 @@ fn shadow() {
     // Shadowed by a version that agrees on every record (the same
     // plugin), then by one that differs on every record.
     let shadowed_by = |id: u64, version: &Arc<LoadedPlugin>| {
-        let stats = Arc::new(mailer::operators::ShadowStats::new(1.0));
+        let stats = Arc::new(mailer::swap::ShadowStats::new(1.0));
         r.control.request_swap(Arc::new(
             SwapPoint::new(id, "case", version.clone(), 1)
-                .with_kind(mailer::operators::SwapKind::Shadow(stats.clone())),
+                .with_kind(mailer::swap::SwapKind::Shadow(stats.clone())),
         ));
         std::thread::sleep(Duration::from_millis(300));
         (rate(&r.records, 2.0), stats)
     };
     let (agreeing, same) = shadowed_by(1, &r.versions[1]);
-    same.end(mailer::operators::ShadowState::Aborted);
+    same.end(mailer::swap::ShadowState::Aborted);
     let lower = r.versions[0].clone();
     let (shadowed, stats) = shadowed_by(2, &lower);
-    stats.end(mailer::operators::ShadowState::Promoted);
+    stats.end(mailer::swap::ShadowState::Promoted);
     let requested = Instant::now();
     r.control
         .request_swap(Arc::new(SwapPoint::new(3, "case", lower, 1)));

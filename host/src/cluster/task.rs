@@ -11,9 +11,9 @@ use crate::failure::OperatorError;
 use crate::metrics::TaskStats;
 use crate::operators::{Chain, InstanceContext, InstantiateError, Produced, StateOpener};
 use crate::plan::{Part, Plan};
-use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::{MemoryBackend, SharedChangelog, StateBackend, StateError, StateQuery};
+use crate::swap::SwapPoint;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -96,12 +96,12 @@ impl PartChains {
         Ok(nonempty(carried))
     }
 
-    /// `operator` runs `plugin` from now on, its state kept; how many
-    /// instances switched.
-    pub fn on_swap(&mut self, operator: &str, plugin: &Arc<LoadedPlugin>) -> Result<usize, OperatorError> {
+    /// The operator of `swap` runs its plugin from now on, its state kept;
+    /// how many instances switched.
+    pub fn on_swap(&mut self, swap: &SwapPoint) -> Result<usize, OperatorError> {
         let mut swapped = 0;
         for chain in &mut self.0 {
-            swapped += chain.on_swap(operator, plugin, &crate::operators::SwapKind::Replace)?;
+            swapped += chain.on_swap(swap)?;
         }
         Ok(swapped)
     }

@@ -188,10 +188,11 @@ fn start_admin(
         records: admin.probation_records,
         share: admin.rollback_failure_share,
     };
+    let run = shutdown.clone();
     let mut swaps = Swaps::new(
         &plan.name,
         engine.clone(),
-        (shutdown.clone(), control.clone()),
+        (Arc::new(move || run.is_cancelled()), control.swap_queue()),
         plan.plugin_store.clone(),
         probation,
         plan.key_groups,

@@ -1,13 +1,13 @@
 //! A chain of operators run as direct calls inside one worker: no channel
 //! between them.
 
-use super::{Operator, SwapKind};
+use super::Operator;
 use crate::batch::Batch;
 use crate::checkpoint::{CheckpointEvent, SnapshotMeta, WorkerCheckpoints, file_sizes, pending_dir};
 use crate::failure::{OperatorError, SideOutput};
-use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::StateQuery;
+use crate::swap::SwapPoint;
 use crate::tap::{TapPoint, Taps};
 use std::sync::Arc;
 
@@ -88,7 +88,7 @@ impl Chain {
                     path,
                     files,
                     digests: Default::default(),
-                    state_versions: op.state_versions(),
+                    state_versions: op.plugin_slot().and_then(|slot| slot.state_versions()),
                 }),
                 Ok(None) => {}
                 Err(e) => {
@@ -140,26 +140,21 @@ impl Chain {
         self.each_op(|op, out| op.on_end(out))
     }
 
-    /// Applies `swap` to the operators it names (switching them to its
-    /// plugin, or starting it as their shadow or canary); returns how many
-    /// there were.
-    pub fn on_swap(
-        &mut self,
-        operator: &str,
-        plugin: &Arc<LoadedPlugin>,
-        kind: &SwapKind,
-    ) -> Result<usize, OperatorError> {
+    /// Applies `swap` to the plugin slots of the operators it names
+    /// (switching them to its plugin, or starting it as their shadow or
+    /// canary); returns how many there were.
+    pub fn on_swap(&mut self, swap: &SwapPoint) -> Result<usize, OperatorError> {
         let mut swapped = 0;
-        for op in self.ops.iter_mut().filter(|op| op.name() == operator) {
-            match kind {
-                SwapKind::Replace => op.swap_plugin(plugin)?,
-                SwapKind::Upgrade => {
-                    op.swap_plugin(plugin)?;
-                    op.migrate_every_key();
-                }
-                SwapKind::Shadow(stats) => op.shadow_plugin(plugin, stats)?,
-                SwapKind::Canary(stats) => op.canary_plugin(plugin, stats)?,
-            }
+        for op in self.ops.iter_mut().filter(|op| op.name() == swap.operator) {
+            let operator = op.name().to_owned();
+            let slot = op.plugin_slot().ok_or_else(|| OperatorError::Swap {
+                operator,
+                reason: format!(
+                    "it runs no plugin to replace with {}",
+                    swap.plugin.path().display()
+                ),
+            })?;
+            slot.apply(swap)?;
             swapped += 1;
         }
         Ok(swapped)

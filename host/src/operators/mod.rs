@@ -11,7 +11,6 @@
 
 pub mod branch;
 pub mod builtin;
-mod canary;
 mod chain;
 pub mod config;
 mod event_time;
@@ -22,28 +21,21 @@ mod node;
 pub mod plugin_table;
 mod registry;
 pub mod sample;
-mod shadow;
 mod step;
-mod swap_kind;
 pub mod wasm;
 pub mod window;
 
-pub use canary::{CanaryState, CanaryStats, CanaryView};
 pub use chain::{Chain, Produced};
 pub use event_time::EventTime;
 pub use factory::{InstanceContext, InstantiateError, NativeFactory, OperatorIdentity, StateOpener};
 pub use late::{LatePolicy, LateRecords, LateSpec};
 pub use node::{NodeKind, OperatorNode};
 pub use registry::OperatorSpec;
-pub use shadow::{MISMATCHES_KEPT, Mismatch, ShadowState, ShadowStats, ShadowView};
 pub use step::Step;
-pub use swap_kind::SwapKind;
 
 use crate::batch::Batch;
 use crate::failure::OperatorError;
-use crate::plugin::LoadedPlugin;
 use crate::record::Record;
-use std::sync::Arc;
 
 /// One operator instance, owned by one worker of a stage.
 pub trait Operator: Send {
@@ -89,46 +81,11 @@ pub trait Operator: Send {
         Ok(())
     }
 
-    /// A swap point passed: run `plugin` (of the operator's world) from now
-    /// on, keeping the state. Operators without a plugin are never asked.
-    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        Err(OperatorError::Swap {
-            operator: self.name().to_owned(),
-            reason: format!("it runs no plugin to replace with {}", plugin.path().display()),
-        })
-    }
-
-    /// A shadow point passed: run `plugin` (of the operator's world) beside
-    /// the current version on the records `stats` picks, comparing their
-    /// outputs into `stats`, until it ends. Only map, filter and flat-map
-    /// operators shadow (the swaps refuse the others before any point).
-    fn shadow_plugin(
-        &mut self,
-        plugin: &Arc<LoadedPlugin>,
-        stats: &Arc<ShadowStats>,
-    ) -> Result<(), OperatorError> {
-        let _ = stats;
-        Err(OperatorError::Swap {
-            operator: self.name().to_owned(),
-            reason: format!("it cannot run {} as a shadow", plugin.path().display()),
-        })
-    }
-
-    /// A canary point passed: hand the records of the key groups `stats`
-    /// takes to `plugin` (of the operator's world), the current version
-    /// keeping the rest, until the canary is promoted (a swap point) or
-    /// rolled back. Map, filter, flat-map, process and co-process
-    /// operators run canaries (the swaps refuse the others).
-    fn canary_plugin(
-        &mut self,
-        plugin: &Arc<LoadedPlugin>,
-        stats: &Arc<CanaryStats>,
-    ) -> Result<(), OperatorError> {
-        let _ = stats;
-        Err(OperatorError::Swap {
-            operator: self.name().to_owned(),
-            reason: format!("it cannot run {} as a canary", plugin.path().display()),
-        })
+    /// The plugin versions this worker runs, for a swap point naming the
+    /// operator to reach them (`None`: it runs no plugin, and a swap point
+    /// naming it fails the run, though the swaps refuse one first).
+    fn plugin_slot(&mut self) -> Option<&mut crate::swap::PluginSlot> {
+        None
     }
 
     /// A state query passed: what this worker's keyed state holds for
@@ -137,17 +94,6 @@ pub trait Operator: Send {
         &mut self,
         _request: &crate::state::StateRequest,
     ) -> Option<Result<crate::state::Answer, OperatorError>> {
-        None
-    }
-
-    /// After a swap to a plugin of a higher state version: migrate every
-    /// key's state in the background, not only each key when next handled.
-    /// Operators without plugin-shaped state ignore it.
-    fn migrate_every_key(&mut self) {}
-
-    /// The state versions of a keyed operator running a plugin, as its
-    /// snapshots record them (`None`: no plugin-shaped state).
-    fn state_versions(&self) -> Option<crate::state::StateVersions> {
         None
     }
 

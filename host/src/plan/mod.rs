@@ -18,9 +18,7 @@ use crate::checkpoint::{
     CheckpointSettings, CheckpointStore, CommittedCheckpoint, OperatorMeta, RestoreTarget,
 };
 use crate::connectors::{Endpoint, OpenSink, OpenSource, SinkCheck};
-use crate::failure::FailureStats;
 use crate::operators::{NodeKind, OperatorNode};
-use crate::plugin::LoadedPlugin;
 use crate::state::BackendKind;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -77,20 +75,6 @@ pub struct Plan {
     /// `state_ttl` name the plugin never uses, a `project` field no record
     /// has): `validate` prints them, `run` logs them.
     pub warnings: Vec<String>,
-}
-
-/// An operator running a plugin: its name, the plugin it starts with, and
-/// its counts of records and failures (over all workers).
-#[derive(Clone)]
-pub struct PluginOperator {
-    /// Its name in the manifest.
-    pub name: String,
-    /// The plugin it starts with.
-    pub plugin: Arc<LoadedPlugin>,
-    /// Its counts.
-    pub failures: Arc<FailureStats>,
-    /// Its stage's parallelism.
-    pub workers: usize,
 }
 
 /// Where the admin API listens, and its token.
@@ -193,12 +177,12 @@ impl Plan {
     }
 
     /// The operators running a plugin that a swap may replace.
-    pub fn plugin_operators(&self) -> Vec<PluginOperator> {
+    pub fn plugin_operators(&self) -> Vec<crate::swap::PluginOperator> {
         self.stages
             .iter()
             .flat_map(|s| s.operators.iter().map(|op| (op, s.parallelism)))
             .filter_map(|(op, workers)| {
-                Some(PluginOperator {
+                Some(crate::swap::PluginOperator {
                     name: op.name.clone(),
                     plugin: op.plugin()?.clone(),
                     failures: op.failures.clone(),

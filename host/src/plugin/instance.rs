@@ -421,6 +421,20 @@ impl PluginInstance {
         self.checked(called)
     }
 
+    /// `rec`'s outcome in a call of its own, made in `mode`: through the
+    /// typed per-record export, or a batch call of one record.
+    pub fn outcome_alone(&mut self, mode: CallMode, rec: &Record) -> Result<RecordOutcome, PluginError> {
+        match mode {
+            CallMode::Record => self.one_outcome(rec, None),
+            CallMode::Batch => {
+                let input = crate::batch::Batch::Records(vec![rec.clone()])
+                    .encode()
+                    .into_owned();
+                self.batch_outcomes(&input, 1).map(|r| r.and_then(|o| o.owned(0)))
+            }
+        }
+    }
+
     /// The outcome of one record of input `input` of a co-process plugin,
     /// through its typed `on-left` or `on-right` export.
     pub fn one_input_outcome(&mut self, input: usize, rec: &Record) -> Result<RecordOutcome, PluginError> {

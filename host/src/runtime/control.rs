@@ -2,9 +2,10 @@
 //! asked of the running pipeline, which the source stage turns into markers. Separate
 //! from [`Shutdown`], which only stops it.
 
-use super::{Shutdown, SwapPoint};
+use super::Shutdown;
 use crate::checkpoint::{RunControl, SavepointRequest};
 use crate::state::StateQuery;
+use crate::swap::{SwapPoint, SwapQueue};
 use std::sync::{Arc, Mutex};
 
 /// What a running pipeline is asked to do besides stopping.
@@ -16,7 +17,7 @@ pub struct Control {
 #[derive(Debug, Default)]
 struct Requests {
     savepoint: Mutex<Option<SavepointRequest>>,
-    swaps: Mutex<Vec<Arc<SwapPoint>>>,
+    swaps: SwapQueue,
     queries: Mutex<Vec<Arc<StateQuery>>>,
     /// Whether the sources stopped taking queries (their input ended).
     queries_closed: std::sync::atomic::AtomicBool,
@@ -38,14 +39,21 @@ impl Control {
         self.inner.savepoint.lock().expect("savepoint lock").take()
     }
 
-    /// Asks the sources to put a swap point before their next batches.
+    /// Where the swaps ask the sources to put swap points before their
+    /// next batches.
+    pub fn swap_queue(&self) -> SwapQueue {
+        self.inner.swaps.clone()
+    }
+
+    /// Asks the sources to put `swap` in the stream before their next
+    /// batches (what the swaps do through [`Control::swap_queue`]).
     pub fn request_swap(&self, swap: Arc<SwapPoint>) {
-        self.inner.swaps.lock().expect("swap lock").push(swap);
+        self.inner.swaps.push(swap);
     }
 
     /// The pending swaps, taken, in the order they were asked for.
     pub fn take_swaps(&self) -> Vec<Arc<SwapPoint>> {
-        std::mem::take(&mut *self.inner.swaps.lock().expect("swap lock"))
+        self.inner.swaps.take()
     }
 
     /// Asks the sources to put a state query before their next batches;

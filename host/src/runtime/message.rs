@@ -4,7 +4,6 @@
 //! docs/architecture.md).
 
 use crate::batch::Batch;
-use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use std::sync::Arc;
 
@@ -13,87 +12,6 @@ use std::sync::Arc;
 pub struct Barrier {
     /// Monotonic checkpoint id.
     pub id: u64,
-}
-
-/// A plugin swap: from this point of the stream on, operator `operator`
-/// runs `plugin` — in place of its current version, beside it (a shadow),
-/// or for a share of its key groups (a canary); records before it saw the
-/// previous version. Its state is the host's and stays as it is.
-pub struct SwapPoint {
-    /// Increases with each swap of a run.
-    pub id: u64,
-    /// The operator's name.
-    pub operator: String,
-    /// The new version, compiled and checked against the operator's world.
-    pub plugin: Arc<LoadedPlugin>,
-    /// The operator's workers that switched so far.
-    pub applied: std::sync::atomic::AtomicUsize,
-    /// The operator's workers.
-    pub workers: usize,
-    /// What the plugin does from this point on.
-    pub kind: crate::operators::SwapKind,
-}
-
-impl SwapPoint {
-    /// Swap `id`: `operator`, on `workers` workers, runs `plugin` (as
-    /// `kind` says) from this point on.
-    pub fn new(id: u64, operator: &str, plugin: Arc<LoadedPlugin>, workers: usize) -> Self {
-        Self {
-            id,
-            operator: operator.to_owned(),
-            plugin,
-            applied: Default::default(),
-            workers,
-            kind: crate::operators::SwapKind::Replace,
-        }
-    }
-
-    /// The same point doing `kind`.
-    pub fn with_kind(self, kind: crate::operators::SwapKind) -> Self {
-        Self { kind, ..self }
-    }
-
-    /// `instances` more of the operator's instances switched; the first
-    /// time every worker has, the swap is logged as applied.
-    pub fn switched(&self, instances: usize) {
-        let before = self
-            .applied
-            .fetch_add(instances, std::sync::atomic::Ordering::Relaxed);
-        if before < self.workers && before + instances >= self.workers {
-            let (operator, swap, digest, workers) =
-                (&self.operator, self.id, self.plugin.digest(), self.workers);
-            use crate::operators::SwapKind;
-            match self.kind {
-                SwapKind::Shadow(_) => {
-                    tracing::info!(%operator, swap, %digest, workers, "plugin shadow running on every worker")
-                }
-                SwapKind::Canary(_) => {
-                    tracing::info!(%operator, swap, %digest, workers, "plugin canary running on every worker")
-                }
-                SwapKind::Replace | SwapKind::Upgrade => {
-                    tracing::info!(%operator, swap, %digest, workers, "plugin swap applied on every worker")
-                }
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for SwapPoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SwapPoint")
-            .field("id", &self.id)
-            .field("operator", &self.operator)
-            .field("digest", &self.plugin.digest())
-            .finish()
-    }
-}
-
-impl PartialEq for SwapPoint {
-    fn eq(&self, other: &Self) -> bool {
-        self.id == other.id
-            && self.operator == other.operator
-            && self.plugin.digest() == other.plugin.digest()
-    }
 }
 
 /// What travels on an edge: a batch of records or an in-band marker.
@@ -120,7 +38,7 @@ pub enum Message {
     /// A checkpoint barrier.
     Barrier(Barrier),
     /// A plugin swap.
-    Swap(Arc<SwapPoint>),
+    Swap(Arc<crate::swap::SwapPoint>),
     /// A state query: each worker of its operator answers as it passes.
     Query(Arc<crate::state::StateQuery>),
     /// The sources feeding global tables caught up with what their inputs

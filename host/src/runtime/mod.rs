@@ -24,7 +24,7 @@ mod worker;
 
 pub use control::{Control, RunHandles};
 pub use edge::{Closed, EdgeReceiver, EdgeSender, edge};
-pub use message::{Barrier, Message, SwapPoint};
+pub use message::{Barrier, Message};
 pub use outlet::Outlet;
 pub use pipeline::{RunError, RunReport, run, run_from, run_with};
 pub use shutdown::Shutdown;

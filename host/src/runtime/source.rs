@@ -10,7 +10,6 @@ use crate::clock::now_ms;
 use crate::connectors::{Poll, Progress, Source};
 use crate::failure::SideOutput;
 use crate::metrics::{StageStats, Telemetry};
-use crate::operators::SwapKind;
 use crate::plan::WatermarkSettings;
 use crate::tap::TapPoint;
 use std::collections::BTreeMap;
@@ -242,7 +241,7 @@ impl SourceLoop {
             tracing::info!(operator = %swap.operator, digest = %swap.plugin.digest(), "swap point sent");
             // A shadow or a canary is a trial, not the operator's version:
             // the checkpoint keeps naming the current one.
-            if matches!(swap.kind, SwapKind::Replace | SwapKind::Upgrade) {
+            if !swap.kind.is_trial() {
                 self.swaps.push(PluginSwap {
                     operator: swap.operator.clone(),
                     digest: swap.plugin.digest().to_owned(),

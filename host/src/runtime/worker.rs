@@ -63,7 +63,7 @@ fn step(chain: &mut Chain, msg: Message) -> Result<(Produced, Option<Message>), 
             Produced::Stream(Batch::Records(Vec::new()))
         }
         Message::Swap(ref swap) => {
-            let swapped = chain.on_swap(&swap.operator, &swap.plugin, &swap.kind)?;
+            let swapped = chain.on_swap(swap)?;
             swap.switched(swapped);
             Produced::Stream(Batch::Records(Vec::new()))
         }

@@ -1,27 +1,62 @@
-//! Hot swap of plugins while the pipeline runs: a new version is compiled
-//! and checked against its operator's world off the hot path, kept in the
-//! plugin store by digest, and handed to the source as a swap point (see
-//! `runtime::message`); every worker switches when the point reaches it,
-//! keeping its state. A swapped-in version is on probation and rolled back
-//! when too many records fail. The admin API is its HTTP face.
+//! Plugin versions, in one home: what each operator running a plugin runs
+//! now, ran before and tries beside it, from the admin API's request down
+//! to each worker.
+//!
+//! - [`Swaps`] (this file, `probation`, and the trials' control in
+//!   `shadow` and `canary`) keeps the
+//!   pipeline's versions: a new version is compiled and checked against its
+//!   operator's world off the hot path, kept in the plugin store by digest,
+//!   and put in the stream as a [`SwapPoint`] (`point`) the sources take
+//!   from a [`SwapQueue`]; a swapped-in version is on probation and rolled
+//!   back when too many records fail; shadows and canaries are trials of a
+//!   version beside the current one, promoted or aborted. The admin API is
+//!   its HTTP face.
+//! - [`PluginSlot`] (`slot`) is what one worker of an operator holds in
+//!   place of a bare plugin instance: the current instance, the trial
+//!   beside it, and the state versions with their migration.
+//!   The chain applies each swap point to the slots it names, so every
+//!   worker switches when the point reaches it, keeping its state.
+//! - [`ShadowStats`] and [`CanaryStats`] are what every worker of a trial
+//!   adds to and the admin API shows.
 
 mod canary;
+mod point;
 mod probation;
+mod shadow;
+mod slot;
 mod views;
 
+pub use canary::{CanaryState, CanaryStats, CanaryView};
+pub use point::{SwapKind, SwapPoint, SwapQueue};
+pub use shadow::{MISMATCHES_KEPT, Mismatch, ShadowState, ShadowStats, ShadowView};
+pub use slot::{PluginSlot, ShadowRun, SlotOwner, as_canary};
 pub use views::{CanaryTrial, OperatorView, PluginView, PreviousView, SwapRecord, SwapStatus};
 
 use crate::failure::FailureStats;
-use crate::operators::{CanaryState, CanaryStats, ShadowState, ShadowStats, SwapKind};
-use crate::plan::PluginOperator;
 use crate::plugin::{LoadedPlugin, PluginEngine, PluginError, World};
-use crate::runtime::SwapPoint;
-use crate::runtime::{Control, Shutdown};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// An operator running a plugin, as the swaps start from it: its name, the
+/// plugin it starts with, and its counts of records and failures (over all
+/// workers).
+#[derive(Clone)]
+pub struct PluginOperator {
+    /// Its name in the manifest.
+    pub name: String,
+    /// The plugin it starts with.
+    pub plugin: Arc<LoadedPlugin>,
+    /// Its counts.
+    pub failures: Arc<FailureStats>,
+    /// Its stage's parallelism.
+    pub workers: usize,
+}
+
+/// Whether the run the swaps belong to stopped (their watchers then end).
+pub type Stopped = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Why a swap was refused; nothing changed.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +83,16 @@ pub enum SwapError {
     /// No swap of that id.
     #[error("no swap {0} in this run (see GET /api/swaps)")]
     NoSwap(u64),
+}
+
+impl SwapError {
+    /// `operator`'s swap refused for `reason`.
+    fn refused(operator: &str, reason: impl Into<String>) -> Self {
+        SwapError::Refused {
+            operator: operator.to_owned(),
+            reason: reason.into(),
+        }
+    }
 }
 
 /// A swap of the history with its point in the stream.
@@ -111,10 +156,10 @@ impl Versions {
             (None, Some((id, plugin, _))) => format!("canary {id} ({})", plugin.digest()),
             (None, None) => return Ok(()),
         };
-        Err(SwapError::Refused {
-            operator: operator.to_owned(),
-            reason: format!("{running} runs already: promote or abort it first"),
-        })
+        Err(SwapError::refused(
+            operator,
+            format!("{running} runs already: promote or abort it first"),
+        ))
     }
 }
 
@@ -132,8 +177,8 @@ pub struct Probation {
 pub struct Swaps {
     pipeline: String,
     engine: Arc<PluginEngine>,
-    shutdown: Shutdown,
-    control: Control,
+    stopped: Stopped,
+    queue: SwapQueue,
     store: PathBuf,
     probation: Probation,
     key_groups: u32,
@@ -147,11 +192,12 @@ pub struct Swaps {
 impl Swaps {
     /// Swaps for the plugin `operators` of `pipeline` (of `key_groups`
     /// key groups), keeping uploaded versions in `store`, each new version
-    /// on `probation`.
+    /// on `probation`; their points go to `queue` until the run has
+    /// `stopped`.
     pub fn new(
         pipeline: &str,
         engine: Arc<PluginEngine>,
-        (shutdown, control): (Shutdown, Control),
+        (stopped, queue): (Stopped, SwapQueue),
         store: PathBuf,
         probation: Probation,
         key_groups: u32,
@@ -178,8 +224,8 @@ impl Swaps {
         Self {
             pipeline: pipeline.to_owned(),
             engine,
-            shutdown,
-            control,
+            stopped,
+            queue,
             store,
             probation,
             key_groups,
@@ -272,65 +318,6 @@ impl Swaps {
         self.swap_to(operator, plugin, change)
     }
 
-    /// Runs the component in `bytes` (the client's file `file`) as a shadow
-    /// of `operator` (a map, filter, flat-map, process or co-process
-    /// operator): beside the current version on `share` of the records
-    /// (0 < share ≤ 1), on the same state, its outputs compared and
-    /// thrown away (see [`ShadowStats`]), until [`promote`](Self::promote)
-    /// or [`abort`](Self::abort).
-    pub fn shadow(
-        self: &Arc<Self>,
-        operator: &str,
-        bytes: &[u8],
-        file: Option<&str>,
-        share: f64,
-    ) -> Result<SwapRecord, SwapError> {
-        let refused = |reason: String| SwapError::Refused {
-            operator: operator.to_owned(),
-            reason,
-        };
-        if !(share > 0.0 && share <= 1.0) {
-            return Err(refused(format!(
-                "the shadow's share is {share}: give one above 0 and at most 1 (1: every record)"
-            )));
-        }
-        let why = "a shadow reads the state as the current version keeps it";
-        let plugin = self.trial_plugin(operator, "shadow runs", (bytes, file), why)?;
-        self.start_trial(operator, plugin, Change::Shadow, |v, id, plugin| {
-            let stats = Arc::new(ShadowStats::new(share));
-            v.shadow = Some((id, plugin, stats.clone()));
-            SwapKind::Shadow(stats)
-        })
-    }
-
-    /// Swaps the shadow (or the canary) of `operator` in as its version —
-    /// a shadow on probation, a canary at once, having passed its own —
-    /// ending the trial.
-    pub fn promote(self: &Arc<Self>, operator: &str) -> Result<SwapRecord, SwapError> {
-        if let Some(canary) = self.take_canary(operator)? {
-            return self.promote_canary(operator, canary);
-        }
-        let (_, plugin, stats) = self.take_shadow(operator)?;
-        stats.end(ShadowState::Promoted);
-        tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow promoted");
-        self.swap_to(operator, plugin, Change::Swap)
-    }
-
-    /// Ends the shadow run (or the canary) of `operator`; the current
-    /// version goes on (for every key). Returns the trial's swap, as of
-    /// now.
-    pub fn abort(&self, operator: &str) -> Result<SwapRecord, SwapError> {
-        if let Some((id, plugin, stats)) = self.take_canary(operator)? {
-            stats.end(CanaryState::RolledBack);
-            tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "canary rolled back");
-            return self.swap_record(id);
-        }
-        let (id, plugin, stats) = self.take_shadow(operator)?;
-        stats.end(ShadowState::Aborted);
-        tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow aborted");
-        self.swap_record(id)
-    }
-
     /// The component in `bytes` (the client's `file`) for a trial (`what`:
     /// shadow runs, canaries) of `operator`, uploaded; refused for an
     /// operator of another kind than map, filter, flat-map, process or
@@ -348,12 +335,12 @@ impl Swaps {
             world,
             World::Map | World::Filter | World::FlatMap | World::Process | World::CoProcess
         ) {
-            return Err(SwapError::Refused {
-                operator: operator.to_owned(),
-                reason: format!(
+            return Err(SwapError::refused(
+                operator,
+                format!(
                     "{what} run in map, filter, flat-map, process and co-process operators, and this one is a {world} operator: swap it, on probation, instead"
                 ),
-            });
+            ));
         }
         self.none_on_trial(operator)?;
         self.upload(operator, bytes, file, Next::Trial { why })
@@ -399,17 +386,6 @@ impl Swaps {
         self.publish(record, point)
     }
 
-    fn take_shadow(&self, operator: &str) -> Result<Shadow, SwapError> {
-        // One that failed (its instance could not go on) is no shadow to
-        // promote or abort.
-        self.versions(operator, |v| {
-            v.shadow
-                .take()
-                .filter(|(_, _, stats)| !stats.ended())
-                .ok_or_else(|| SwapError::NoTrial(operator.to_owned()))
-        })
-    }
-
     /// The component in `bytes` (the client's file `file`, named in
     /// refusals), stored by digest, compiled and checked against
     /// `operator`'s world and the running version's state version as
@@ -423,10 +399,7 @@ impl Swaps {
     ) -> Result<Arc<LoadedPlugin>, SwapError> {
         let (world, fueled) = self.kind_of(operator)?;
         let current = self.current(operator)?;
-        let refused = |reason: String| SwapError::Refused {
-            operator: operator.to_owned(),
-            reason,
-        };
+        let refused = |reason: String| SwapError::refused(operator, reason);
         let shown = file.map_or_else(|| "the uploaded component".to_owned(), |f| format!("`{f}`"));
         let (path, new) = self
             .stored(bytes)
@@ -490,10 +463,7 @@ impl Swaps {
         std::thread::Builder::new()
             .name("swap-probation".into())
             .spawn(move || swaps.watch(&watched, id, counts))
-            .map_err(|e| SwapError::Refused {
-                operator: operator.to_owned(),
-                reason: format!("cannot watch the new version: {e}"),
-            })?;
+            .map_err(|e| SwapError::refused(operator, format!("cannot watch the new version: {e}")))?;
         Ok(record)
     }
 
@@ -587,7 +557,7 @@ impl Swaps {
     /// Puts `point` in the stream and `record` in the history.
     fn publish(&self, record: SwapRecord, point: SwapPoint) -> Result<SwapRecord, SwapError> {
         let point = Arc::new(point);
-        self.control.request_swap(point.clone());
+        self.queue.push(point.clone());
         tracing::info!(
             pipeline = %self.pipeline,
             operator = %record.operator,

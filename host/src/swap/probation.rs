@@ -20,7 +20,7 @@ impl Swaps {
                 .rev()
                 .find(|e| e.record.operator == operator)
                 .map(|e| e.record.id);
-            if newest != Some(id) || self.shutdown.is_cancelled() {
+            if newest != Some(id) || (self.stopped)() {
                 return;
             }
             let Ok((records, failures)) = self.counts(operator) else {
@@ -83,10 +83,8 @@ impl Swaps {
             let at = newest.ok_or_else(|| SwapError::NothingToRollBack(operator.to_owned()))?;
             let previous = &v.previous[at].0;
             let shown = format!("the earlier version ({})", previous.digest());
-            state_version_step(&v.current, previous, &shown, force).map_err(|reason| SwapError::Refused {
-                operator: operator.to_owned(),
-                reason,
-            })?;
+            state_version_step(&v.current, previous, &shown, force)
+                .map_err(|reason| SwapError::refused(operator, reason))?;
             let previous = v.previous.remove(at).0;
             Ok(Some(self.switch_in(v, operator, previous, change)))
         })?;

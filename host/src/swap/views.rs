@@ -28,7 +28,7 @@ pub struct CanaryTrial {
     pub plugin: PluginView,
     /// Its counts, and the current version's.
     #[serde(flatten)]
-    pub stats: crate::operators::CanaryView,
+    pub stats: super::CanaryView,
 }
 
 /// A version an operator ran before.
@@ -99,10 +99,10 @@ pub struct SwapRecord {
     pub workers: usize,
     /// For a shadow run: what it compared, and where it is.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub shadow: Option<crate::operators::ShadowView>,
+    pub shadow: Option<super::ShadowView>,
     /// For a canary: what each version did, and where it is.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub canary: Option<crate::operators::CanaryView>,
+    pub canary: Option<super::CanaryView>,
 }
 
 /// Where a swap is.

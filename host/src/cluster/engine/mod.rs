@@ -26,7 +26,7 @@ use crate::key_group::{of_key, worker_of};
 use crate::metrics::TaskStats;
 use crate::plan::{Feed, Part, PartInput, Plan};
 use crate::record::Record;
-use crate::runtime::SwapPoint;
+use crate::swap::SwapPoint;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::message::{BorrowedMessage, Headers, Message};

@@ -12,9 +12,8 @@ use crate::cluster::restore::restore_task;
 use crate::cluster::task::{KeyedTask, open_kept};
 use crate::cluster::topics::TopicRole;
 use crate::connectors::kafka::watermarks;
-use crate::operators::SwapKind;
-use crate::runtime::SwapPoint;
 use crate::state::StateQuery;
+use crate::swap::SwapPoint;
 use rdkafka::producer::Producer;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -62,7 +61,7 @@ impl Engine {
                 cause: Box::new(cause),
             })?;
             for swap in &self.swapped {
-                let switched = task.chains.on_swap(&swap.operator, &swap.plugin)?;
+                let switched = task.chains.on_swap(swap)?;
                 swap.switched(switched);
             }
             task.stats = self.plan.telemetry.task_started(task_name.clone());
@@ -130,18 +129,18 @@ impl Engine {
     pub fn swap_plugins(&mut self, swaps: Vec<Arc<SwapPoint>>) -> Result<(), ClusterError> {
         for swap in swaps {
             let (operator, plugin) = (&swap.operator, &swap.plugin);
-            if !matches!(swap.kind, SwapKind::Replace) {
+            if swap.kind.is_trial() {
                 // The admin API refuses shadows and canaries in cluster mode.
                 tracing::warn!(%operator, "shadows and canaries are not built for cluster mode: ignored");
                 continue;
             }
             let mut switched = 0;
             for source in &mut self.source_parts {
-                switched += source.chains.on_swap(operator, plugin)?;
+                switched += source.chains.on_swap(&swap)?;
             }
             for part in &mut self.keyed {
                 for task in part.tasks.values_mut() {
-                    switched += task.chains.on_swap(operator, plugin)?;
+                    switched += task.chains.on_swap(&swap)?;
                 }
             }
             // The process switched as a whole: its tasks now and every

@@ -12,11 +12,11 @@ use super::output::{Side, joined, unmatched, with_row};
 use crate::batch::Batch;
 use crate::failure::{FailureHandler, OperatorError};
 use crate::operators::wasm::fatal;
-use crate::plugin::{CallMode, LoadedPlugin, Outcome, PluginInstance, Raw};
+use crate::plugin::{CallMode, Outcome, Raw};
 use crate::record::Record;
+use crate::swap::PluginSlot;
 use bytes::Bytes;
 use mailer_wire::Writer;
-use std::sync::Arc;
 
 /// A join's output: JSON documents, or a `join`-world plugin's records.
 pub struct JoinEmitter {
@@ -28,8 +28,8 @@ pub struct JoinEmitter {
 pub struct JoinPlugin {
     /// The operator, for logs and errors.
     pub name: String,
-    /// The plugin's instance.
-    pub instance: PluginInstance,
+    /// The plugin's versions.
+    pub slot: PluginSlot,
     /// How calls cross into it.
     pub mode: CallMode,
     /// Where the pairs it fails on go.
@@ -104,18 +104,9 @@ impl JoinEmitter {
         }
     }
 
-    /// Runs `plugin` from now on (operator `name`'s swap).
-    pub fn swap(&mut self, name: &str, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        match &mut self.plugin {
-            Some(p) => crate::operators::wasm::swap_instance(name, &mut p.instance, plugin),
-            None => Err(OperatorError::Swap {
-                operator: name.to_owned(),
-                reason: format!(
-                    "it runs no join plugin to replace with {}",
-                    plugin.path().display()
-                ),
-            }),
-        }
+    /// The join plugin's versions, when it runs one.
+    pub fn plugin_slot(&mut self) -> Option<&mut PluginSlot> {
+        self.plugin.as_mut().map(|p| &mut p.slot)
     }
 
     fn push(&mut self, pair: Pair, out: &mut Vec<Record>) {
@@ -198,7 +189,8 @@ impl JoinEmitter {
             let mut w = Writer::batch(pairs.len());
             pairs.iter().for_each(|pair| pair.encode(&mut w));
             let called = p
-                .instance
+                .slot
+                .instance()
                 .batch_outcomes(&w.finish(), pairs.len())
                 .map_err(|e| fatal(&p.name, e))?;
             match called {
@@ -225,12 +217,14 @@ impl JoinEmitter {
         for pair in pairs {
             let outcome = match p.mode {
                 CallMode::Record => p
-                    .instance
+                    .slot
+                    .instance()
                     .one_pair_outcome(pair.left.as_ref(), pair.right.as_ref()),
                 CallMode::Batch => {
                     let mut w = Writer::batch(1);
                     pair.encode(&mut w);
-                    p.instance
+                    p.slot
+                        .instance()
                         .batch_outcomes(&w.finish(), 1)
                         .map(|r| r.and_then(|o| o.owned(0)))
                 }

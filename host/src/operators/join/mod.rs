@@ -38,11 +38,8 @@ macro_rules! join_operator_methods {
             self.process_input(0, input)
         }
 
-        fn swap_plugin(
-            &mut self,
-            plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
-        ) -> Result<(), OperatorError> {
-            self.emit.swap(&self.name, plugin)
+        fn plugin_slot(&mut self) -> Option<&mut crate::swap::PluginSlot> {
+            self.emit.plugin_slot()
         }
 
         fn snapshot(&mut self, dir: &std::path::Path) -> Result<bool, OperatorError> {

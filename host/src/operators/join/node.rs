@@ -7,6 +7,7 @@ use crate::failure::FailureHandler;
 use crate::operators::factory::{InstanceContext, InstantiateError, OperatorIdentity};
 use crate::operators::{LateRecords, Operator};
 use crate::plugin::{CallMode, LoadedPlugin, PluginLimits};
+use crate::swap::PluginSlot;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -54,7 +55,7 @@ impl JoinNode {
             None => None,
             Some((plugin, limits, mode)) => Some(JoinPlugin {
                 name: node.name.to_owned(),
-                instance: node.plugin_instance(plugin, *limits)?,
+                slot: PluginSlot::new(node.name, node.plugin_instance(plugin, *limits)?),
                 mode: *mode,
                 failure: failure.clone(),
             }),

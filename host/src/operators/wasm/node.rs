@@ -46,10 +46,8 @@ impl WasmNode {
                 if let Some(restore) = ctx.restore
                     && let Some(restored) = restore.metadata.state_versions_of(name)
                 {
-                    process = process.with_unmarked_state_version(restored.unmarked);
-                    if restore.migrate_every_key {
-                        process.migrate_every_key();
-                    }
+                    process =
+                        process.with_unmarked_state_version(restored.unmarked, restore.migrate_every_key);
                 }
                 Box::new(process)
             }

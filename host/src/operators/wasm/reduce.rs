@@ -10,6 +10,7 @@ use crate::plugin::{CallMode, PluginInstance};
 use crate::plugin::{Outcome, Raw, RecordOutcome};
 use crate::record::Record;
 use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, answer, bytes_json};
+use crate::swap::PluginSlot;
 use bytes::Bytes;
 use hashbrown::HashTable;
 use mailer_wire::Writer;
@@ -19,7 +20,7 @@ use xxhash_rust::xxh3::xxh3_64;
 /// accumulator lives in the worker's state backend.
 pub struct WasmReduce {
     name: String,
-    instance: PluginInstance,
+    slot: PluginSlot,
     mode: CallMode,
     failure: FailureHandler,
     state: KeyedState,
@@ -39,7 +40,7 @@ impl WasmReduce {
     ) -> Self {
         Self {
             name: name.to_owned(),
-            instance,
+            slot: PluginSlot::new(name, instance),
             mode,
             failure,
             state,
@@ -106,11 +107,12 @@ impl WasmReduce {
         let res = match self.mode {
             CallMode::Record => {
                 let acc = self.accumulator(rec.key_bytes())?;
-                self.instance.one_outcome(rec, acc.as_deref())
+                self.slot.instance().one_outcome(rec, acc.as_deref())
             }
             CallMode::Batch => {
                 let input = self.encode(&Batch::Records(vec![rec.clone()]))?;
-                self.instance
+                self.slot
+                    .instance()
                     .batch_outcomes(&input, 1)
                     .map(|r| r.and_then(|o| o.owned(0)))
             }
@@ -146,7 +148,7 @@ impl PluginCalls for WasmReduce {
 
     fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
         let encoded = self.encode(&input)?;
-        let outcomes = match self.instance.batch_outcomes(&encoded, input.len()) {
+        let outcomes = match self.slot.instance().batch_outcomes(&encoded, input.len()) {
             Err(e) => return Err(fatal(&self.name, e)),
             Ok(Err(reason)) => return Ok(Err((reason, input))),
             Ok(Ok(outcomes)) => outcomes,
@@ -179,11 +181,8 @@ impl Operator for WasmReduce {
         &self.name
     }
 
-    fn swap_plugin(
-        &mut self,
-        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
-    ) -> Result<(), OperatorError> {
-        super::swap_instance(&self.name, &mut self.instance, plugin)
+    fn plugin_slot(&mut self) -> Option<&mut PluginSlot> {
+        Some(&mut self.slot)
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {

@@ -3,35 +3,24 @@
 use super::retry::{self, PluginCalls, fatal};
 use crate::batch::Batch;
 use crate::failure::{FailureHandler, OperatorError};
+use crate::operators::Operator;
 use crate::operators::branch::Predicate;
-use crate::operators::{CanaryState, CanaryStats, Operator, ShadowStats};
-use crate::plugin::{CallMode, LoadedPlugin, PluginInstance, World};
+use crate::plugin::{CallMode, PluginInstance, World};
 use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::swap::{PluginSlot, SlotOwner, as_canary};
+use std::time::Instant;
 
 /// A stateless operator whose logic is a plugin of the map, filter or
 /// flat-map world. In batch mode its output stays encoded, so the next
-/// plugin of the chain takes it without a decode. During a shadow run, a
-/// second instance runs the shadow's plugin on the records it picks, and
-/// the two outputs of each are compared; during a canary, a second
-/// instance runs the canary's plugin on the records of its key groups.
+/// plugin of the chain takes it without a decode. Its slot runs shadows
+/// (on the records they pick, the two outputs of each compared) and
+/// canaries (on the records of their key groups).
 pub struct WasmStateless {
     name: String,
-    instance: PluginInstance,
+    slot: PluginSlot,
     mode: CallMode,
     failure: FailureHandler,
-    shadow: Option<ShadowRun>,
-    canary: Option<(PluginInstance, Arc<CanaryStats>)>,
-}
-
-/// A shadow run's instance in one worker.
-struct ShadowRun {
-    instance: PluginInstance,
-    stats: Arc<ShadowStats>,
-    /// Records this worker ran since the shadow started.
-    seen: u64,
 }
 
 impl WasmStateless {
@@ -39,11 +28,9 @@ impl WasmStateless {
     pub fn new(name: &str, instance: PluginInstance, mode: CallMode, failure: FailureHandler) -> Self {
         Self {
             name: name.to_owned(),
-            instance,
+            slot: PluginSlot::new(name, instance).with_trials(),
             mode,
             failure,
-            shadow: None,
-            canary: None,
         }
     }
 
@@ -51,119 +38,37 @@ impl WasmStateless {
     /// canary's key groups (when a canary runs) through the canary: the
     /// current version's outputs first, then the canary's.
     fn with_canary(&mut self, input: Batch) -> Result<Batch, OperatorError> {
-        if self.canary.as_ref().is_some_and(|(_, stats)| stats.rolled_back()) {
-            self.canary = None;
-        }
-        let Some((mut instance, stats)) = self.canary.take() else {
+        self.slot.drop_ended_trials();
+        if !self.slot.has_canary() {
             return retry::process(self, input);
-        };
+        }
         let (theirs, ours): (Vec<Record>, Vec<Record>) = input
             .into_records()
             .into_iter()
-            .partition(|r| stats.takes(r.key.as_deref().unwrap_or_default()));
-        let mut out = retry::process(self, Batch::Records(ours));
-        if !theirs.is_empty()
-            && let Ok(current) = out
-        {
-            let records = theirs.len() as u64;
-            std::mem::swap(&mut self.instance, &mut instance);
-            let before = self.failure.failed_here();
-            // Under `fail`, a record the canary fails on rolls it back
-            // instead of ending the run, and the current version handles
-            // all of the canary's records of the batch, in order (they
-            // keep no state: the canary's outputs are simply dropped).
-            let again = self.failure.hold_failures().then(|| theirs.clone());
-            let mut canary = retry::process(self, Batch::Records(theirs));
-            let failed = !self.failure.take_held().is_empty();
-            stats.count(records, self.failure.failed_here() - before);
-            std::mem::swap(&mut self.instance, &mut instance);
-            if let Some(again) = again.filter(|_| failed) {
-                if stats.end_running(CanaryState::RolledBack) {
-                    tracing::warn!(operator = %self.name,
-                        "the canary failed a record under on_error = \"fail\": rolled back, its key groups go back to the current version");
-                }
-                canary = retry::process(self, Batch::Records(again));
-            }
-            out = canary.map(|canary| {
-                let mut all = current.into_records();
-                all.extend(canary.into_records());
-                Batch::Records(all)
-            });
+            .partition(|r| self.slot.canary_takes(r.key.as_deref().unwrap_or_default()));
+        let current = retry::process(self, Batch::Records(ours))?;
+        if theirs.is_empty() {
+            return Ok(current);
         }
-        self.canary = Some((instance, stats));
-        out
-    }
-
-    /// Runs the shadow, if one runs, on the records of `input` (encoded
-    /// as `encoded`) it picks, and compares its outputs with the current
-    /// version's: `current` gives record `i`'s, owned; `raw`, when the
-    /// current version's call succeeded as a whole, all of them encoded,
-    /// compared without a decode. The current version's call took `took`.
-    fn shadow(
-        &mut self,
-        input: &Batch,
-        encoded: &[u8],
-        (current, raw): (&dyn Fn(usize) -> RecordOutcome, Option<&Outcomes>),
-        took: Duration,
-    ) {
-        let Some(shadow) = &mut self.shadow else {
-            return;
-        };
-        if shadow.stats.ended() {
-            self.shadow = None;
-            return;
+        // Under `fail`, a record the canary fails on rolls it back instead
+        // of ending the run, and the current version handles all of the
+        // canary's records of the batch, in order (they keep no state: the
+        // canary's outputs are simply dropped).
+        let again = self.failure.hold_failures().then(|| theirs.clone());
+        let records = theirs.len() as u64;
+        let (mut canary, held) = as_canary(self, records, |me| retry::process(me, Batch::Records(theirs)))?;
+        if let Some(again) = again.filter(|_| !held.is_empty()) {
+            canary = retry::process(self, Batch::Records(again))?;
         }
-        let picks: Vec<usize> = (0..input.len())
-            .filter(|_| {
-                shadow.seen += 1;
-                shadow.stats.picks(shadow.seen - 1)
-            })
-            .collect();
-        if picks.is_empty() {
-            shadow.stats.timed(input.len(), took, Duration::ZERO);
-            return;
-        }
-        let started = Instant::now();
-        let picked = match picks.len() == input.len() {
-            true => None,
-            false => Some(Batch::Records(picks.iter().map(|&i| input.record(i)).collect())),
-        };
-        let call = picked
-            .as_ref()
-            .map_or(std::borrow::Cow::Borrowed(encoded), |p| p.encode());
-        match shadow.instance.batch_outcomes(&call, picks.len()) {
-            Ok(Ok(theirs)) => {
-                shadow.stats.timed(input.len(), took, started.elapsed());
-                for (j, &i) in picks.iter().enumerate() {
-                    match raw {
-                        Some(ours) if ours.same(i, &theirs, j) => shadow.stats.matched(theirs.failed(j)),
-                        _ => shadow
-                            .stats
-                            .compare(&input.record(i), &current(i), &theirs.owned(j)),
-                    }
-                }
-            }
-            // A failed call: one call per record, as for the current version.
-            _ => {
-                let outcomes: Vec<RecordOutcome> = picks
-                    .iter()
-                    .map(|&i| {
-                        one_outcome(&self.name, &mut shadow.instance, self.mode, &input.record(i))
-                            .unwrap_or_else(|e| Err(e.to_string()))
-                    })
-                    .collect();
-                shadow.stats.timed(input.len(), took, started.elapsed());
-                for (&i, outcome) in picks.iter().zip(&outcomes) {
-                    shadow.stats.compare(&input.record(i), &current(i), outcome);
-                }
-            }
-        }
+        let mut all = current.into_records();
+        all.extend(canary.into_records());
+        Ok(Batch::Records(all))
     }
 
     /// Applies a whole batch's outcomes; failed records go to the policy.
     fn apply_all(&self, input: Batch, outcomes: &Outcomes) -> Result<Batch, OperatorError> {
         let fail = |i: usize, m| self.failure.fail(input.record(i), &outcomes.message(m));
-        if self.instance.plugin().world() == World::Filter {
+        if self.slot.plugin().world() == World::Filter {
             let mut keep = Vec::with_capacity(input.len());
             for (i, raw) in outcomes.items().iter().enumerate() {
                 keep.push(match *raw {
@@ -192,7 +97,7 @@ impl WasmStateless {
     /// One record's outcome, alone (per-record mode, or after a failed
     /// batch call).
     fn one(&mut self, rec: &Record) -> Result<RecordOutcome, OperatorError> {
-        one_outcome(&self.name, &mut self.instance, self.mode, rec)
+        one_outcome(&self.name, self.slot.instance(), self.mode, rec)
     }
 
     fn apply_one(
@@ -223,16 +128,7 @@ fn one_outcome(
     mode: CallMode,
     rec: &Record,
 ) -> Result<RecordOutcome, OperatorError> {
-    let res = match mode {
-        CallMode::Record => instance.one_outcome(rec, None),
-        CallMode::Batch => {
-            let input = Batch::Records(vec![rec.clone()]).encode().into_owned();
-            instance
-                .batch_outcomes(&input, 1)
-                .map(|r| r.and_then(|o| o.owned(0)))
-        }
-    };
-    res.map_err(|e| fatal(operator, e))
+    instance.outcome_alone(mode, rec).map_err(|e| fatal(operator, e))
 }
 
 /// A `filter`-world plugin as a branch's predicate: the records it keeps
@@ -310,10 +206,12 @@ impl PluginCalls for WasmStateless {
     fn whole(&mut self, input: Batch) -> Result<Result<Batch, (String, Batch)>, OperatorError> {
         let started = Instant::now();
         let encoded = input.encode();
-        let result = self.instance.batch_outcomes(&encoded, input.len());
+        let result = self.slot.instance().batch_outcomes(&encoded, input.len());
         if let Ok(Ok(outcomes)) = &result {
             let took = started.elapsed();
-            self.shadow(&input, &encoded, (&|i| outcomes.owned(i), Some(outcomes)), took);
+            let current = (&|i| outcomes.owned(i)) as &dyn Fn(usize) -> RecordOutcome;
+            self.slot
+                .shadow_batch(self.mode, &input, &encoded, (current, Some(outcomes)), took);
         }
         drop(encoded);
         match result {
@@ -326,10 +224,12 @@ impl PluginCalls for WasmStateless {
     fn single(&mut self, rec: Record, out: &mut Vec<Record>) -> Result<(), OperatorError> {
         let started = Instant::now();
         let outcome = self.one(&rec)?;
-        if self.shadow.is_some() {
+        if self.slot.has_shadow() {
             let alone = Batch::Records(vec![rec.clone()]);
             let encoded = alone.encode().into_owned();
-            self.shadow(&alone, &encoded, (&|_| outcome.clone(), None), started.elapsed());
+            let current = (&|_| outcome.clone()) as &dyn Fn(usize) -> RecordOutcome;
+            self.slot
+                .shadow_batch(self.mode, &alone, &encoded, (current, None), started.elapsed());
         }
         self.apply_one(rec, outcome, out)
     }
@@ -340,37 +240,22 @@ impl Operator for WasmStateless {
         &self.name
     }
 
-    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        self.canary = None;
-        super::swap_instance(&self.name, &mut self.instance, plugin)
-    }
-
-    fn canary_plugin(
-        &mut self,
-        plugin: &Arc<LoadedPlugin>,
-        stats: &Arc<CanaryStats>,
-    ) -> Result<(), OperatorError> {
-        self.canary = super::trial_instance(&self.name, &self.instance, plugin, "canary")
-            .map(|instance| (instance, stats.clone()));
-        Ok(())
-    }
-
-    fn shadow_plugin(
-        &mut self,
-        plugin: &Arc<LoadedPlugin>,
-        stats: &Arc<ShadowStats>,
-    ) -> Result<(), OperatorError> {
-        self.shadow =
-            super::trial_instance(&self.name, &self.instance, plugin, "shadow").map(|instance| ShadowRun {
-                instance,
-                stats: stats.clone(),
-                seen: 0,
-            });
-        Ok(())
+    fn plugin_slot(&mut self) -> Option<&mut PluginSlot> {
+        Some(&mut self.slot)
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
         self.failure.count_records(input.len());
         self.with_canary(input)
+    }
+}
+
+impl SlotOwner for WasmStateless {
+    fn slot(&mut self) -> &mut PluginSlot {
+        &mut self.slot
+    }
+
+    fn failure(&self) -> &FailureHandler {
+        &self.failure
     }
 }

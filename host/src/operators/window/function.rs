@@ -7,10 +7,8 @@
 use super::aggregate::{Accumulator, AggregateKind, needs_values, number_of};
 use super::assigner::Window;
 use crate::failure::OperatorError;
-use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use bytes::Bytes;
-use std::sync::Arc;
 
 /// Why a window function failed.
 #[derive(Debug)]
@@ -119,16 +117,10 @@ pub trait WindowFunction: Send {
         emit_each(self, due, out)
     }
 
-    /// Runs `plugin` (of the function's world) from now on; the stored
-    /// accumulators stay. Functions without a plugin refuse.
-    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        Err(OperatorError::Swap {
-            operator: String::new(),
-            reason: format!(
-                "its windows use built-in aggregates, no plugin to replace with {}",
-                plugin.path().display()
-            ),
-        })
+    /// The plugin versions the function runs (a swap keeps the stored
+    /// accumulators); `None`: built-in aggregates, no plugin.
+    fn plugin_slot(&mut self) -> Option<&mut crate::swap::PluginSlot> {
+        None
     }
 }
 

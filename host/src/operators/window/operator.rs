@@ -15,7 +15,6 @@ use crate::batch::Batch;
 use crate::clock::Clock;
 use crate::failure::{FailureHandler, OperatorError};
 use crate::operators::{EventTime, LateRecords, Operator};
-use crate::plugin::LoadedPlugin;
 use crate::record::Record;
 use crate::state::keys;
 use crate::state::{Answer, KeyEntries, KeyedState, StateRequest, TimeDomain};
@@ -553,14 +552,8 @@ impl Operator for WindowOperator {
         )
     }
 
-    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        self.function.swap_plugin(plugin).map_err(|e| match e {
-            OperatorError::Swap { reason, .. } => OperatorError::Swap {
-                operator: self.name.clone(),
-                reason,
-            },
-            e => e,
-        })
+    fn plugin_slot(&mut self) -> Option<&mut crate::swap::PluginSlot> {
+        self.function.plugin_slot()
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {

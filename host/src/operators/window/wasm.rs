@@ -6,12 +6,12 @@ use super::{AccumulatorGroup, DueWindow, Window, WindowFnError, WindowFunction, 
 use crate::batch::{Batch, write_record};
 use crate::failure::OperatorError;
 use crate::operators::wasm::fatal;
-use crate::plugin::{AggregateStep, CallError, LoadedPlugin, PluginInstance, World};
+use crate::plugin::{AggregateStep, CallError, PluginInstance, World};
 use crate::plugin::{Outcomes, Raw};
 use crate::record::Record;
+use crate::swap::PluginSlot;
 use bytes::Bytes;
 use mailer_wire::{Reader, Writer};
-use std::sync::Arc;
 
 /// A call's result as a window function step: a failure of the plugin
 /// (error, trap, deadline) fails the record or window; only a plugin that
@@ -30,7 +30,7 @@ fn step<T>(operator: &str, r: Result<Result<T, String>, CallError>) -> Result<T,
 /// at the window's last millisecond.
 pub struct WasmAggregate {
     name: String,
-    instance: PluginInstance,
+    slot: PluginSlot,
 }
 
 impl WasmAggregate {
@@ -38,18 +38,18 @@ impl WasmAggregate {
     pub fn new(name: &str, instance: PluginInstance) -> Self {
         Self {
             name: name.to_owned(),
-            instance,
+            slot: PluginSlot::new(name, instance),
         }
     }
 
     fn call(&mut self, s: AggregateStep<'_>) -> Result<Vec<u8>, WindowFnError> {
-        step(&self.name, self.instance.call_aggregate(s))
+        step(&self.name, self.slot.instance().call_aggregate(s))
     }
 }
 
 impl WindowFunction for WasmAggregate {
-    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        crate::operators::wasm::swap_instance(&self.name, &mut self.instance, plugin)
+    fn plugin_slot(&mut self) -> Option<&mut PluginSlot> {
+        Some(&mut self.slot)
     }
 
     fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
@@ -88,7 +88,7 @@ impl WindowFunction for WasmAggregate {
                 write_record(&mut input, rec);
             }
         }
-        let outcomes = match self.instance.call_batch(&input.finish()) {
+        let outcomes = match self.slot.instance().call_batch(&input.finish()) {
             Ok(output) => {
                 Outcomes::parse(World::Aggregate, output, groups.len(), 0).map_err(|e| e.to_string())
             }
@@ -122,7 +122,7 @@ impl WindowFunction for WasmAggregate {
         for d in due {
             input.bytes(d.accumulator);
         }
-        let outcomes = match self.instance.call_finish_batch(&input.finish()) {
+        let outcomes = match self.slot.instance().call_finish_batch(&input.finish()) {
             Ok(output) => Outcomes::parse(World::Aggregate, output, due.len(), 0).ok(),
             Err(CallError::Instantiate(e)) => return Err(fatal(&self.name, e)),
             Err(_) => None,
@@ -175,7 +175,7 @@ impl WindowFunction for WasmAggregate {
 /// large windows.
 pub struct WasmWindow {
     name: String,
-    instance: PluginInstance,
+    slot: PluginSlot,
 }
 
 impl WasmWindow {
@@ -183,7 +183,7 @@ impl WasmWindow {
     pub fn new(name: &str, instance: PluginInstance) -> Self {
         Self {
             name: name.to_owned(),
-            instance,
+            slot: PluginSlot::new(name, instance),
         }
     }
 
@@ -206,8 +206,8 @@ impl WasmWindow {
 }
 
 impl WindowFunction for WasmWindow {
-    fn swap_plugin(&mut self, plugin: &Arc<LoadedPlugin>) -> Result<(), OperatorError> {
-        crate::operators::wasm::swap_instance(&self.name, &mut self.instance, plugin)
+    fn plugin_slot(&mut self) -> Option<&mut PluginSlot> {
+        Some(&mut self.slot)
     }
 
     fn add(&mut self, acc: Option<&[u8]>, rec: &Record) -> Result<Vec<u8>, WindowFnError> {
@@ -235,8 +235,11 @@ impl WindowFunction for WasmWindow {
         input.i64(w.start);
         input.i64(w.end);
         input.raw(acc);
-        let output = step(&self.name, self.instance.call_batch(&input.finish()).map(Ok))?;
-        let max = self.instance.limits().max_outputs_per_record;
+        let output = step(
+            &self.name,
+            self.slot.instance().call_batch(&input.finish()).map(Ok),
+        )?;
+        let max = self.slot.instance().limits().max_outputs_per_record;
         let outcomes = Outcomes::parse(World::Window, output, 1, max)
             .map_err(|e| WindowFnError::Input(e.to_string()))?;
         match outcomes.items()[0] {

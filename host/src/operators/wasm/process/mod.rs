@@ -23,11 +23,12 @@ mod trials;
 use super::retry::fatal;
 use crate::batch::Batch;
 use crate::failure::{FailureHandler, OperatorError};
-use crate::operators::{CanaryStats, Operator, ShadowStats};
+use crate::operators::Operator;
 use crate::plugin::{CallError, CallMode, PluginInstance, World};
 use crate::plugin::{Outcome, Outcomes, Raw, RecordOutcome};
 use crate::record::Record;
-use crate::state::{KeyedContext, MigrationCursor, StateVersions, TimeDomain};
+use crate::state::{KeyedContext, TimeDomain};
+use crate::swap::{PluginSlot, SlotOwner, as_canary};
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -37,24 +38,17 @@ use std::collections::HashMap;
 /// timers: a batch call then starts with its input's number).
 pub struct WasmProcess {
     name: String,
-    instance: PluginInstance,
+    /// The plugin versions it runs, with the keyed state behind the
+    /// current instance's imports, and their state versions.
+    slot: PluginSlot,
     mode: CallMode,
     failure: FailureHandler,
     /// Per time domain: every timer at or before this has fired.
     fired_upto: [i64; 2],
     two_inputs: bool,
-    versions: StateVersions,
-    /// A canary's instance and stats: it handles the keys of its key
-    /// groups (their state moved over to it for their calls).
-    canary: Option<(PluginInstance, std::sync::Arc<CanaryStats>)>,
-    /// A shadow's instance: it handles the same records on the same state,
-    /// its changes dropped.
-    shadow: Option<trials::Shadow>,
     /// While a shadow compares: the current version's outcome of each
     /// record handled.
     observed: Option<Vec<RecordOutcome>>,
-    /// Where the eager migration of every key is, while one goes on.
-    eager: Option<MigrationCursor>,
 }
 
 /// How many keys an eager migration migrates after each batch.
@@ -73,46 +67,37 @@ impl WasmProcess {
         Self {
             name: name.to_owned(),
             two_inputs: instance.plugin().world() == World::CoProcess,
-            versions: StateVersions::at(instance.plugin().state_version()),
-            instance: instance.with_keyed(keyed),
+            slot: PluginSlot::new(name, instance.with_keyed(keyed))
+                .with_trials()
+                .with_state_versions(),
             mode,
             failure,
             fired_upto: [i64::MIN; 2],
-            canary: None,
-            shadow: None,
             observed: None,
-            eager: None,
         }
     }
 
     /// The same operator on state (restored from a checkpoint) at
-    /// `unmarked` state version where keys have no mark of their own.
-    pub fn with_unmarked_state_version(mut self, unmarked: u32) -> Self {
-        self.versions.unmarked = unmarked;
-        if self.versions.migrating() {
-            tracing::info!(operator = %self.name, from = unmarked, to = self.versions.current,
-                "state written by an older state version: each key is migrated when first handled");
-        }
+    /// `unmarked` state version where keys have no mark of their own;
+    /// every key migrated in the background when `every_key`.
+    pub fn with_unmarked_state_version(mut self, unmarked: u32, every_key: bool) -> Self {
+        self.slot = self.slot.with_unmarked_state_version(unmarked, every_key);
         self
     }
 
     /// Migrates the next keys of an eager migration, if one goes on (after
     /// each batch: the records wait for at most this many keys).
     fn migrate_next_keys(&mut self) -> Result<(), OperatorError> {
-        let Some(mut cursor) = self.eager.take() else {
+        let Some(mut cursor) = self.slot.take_migration() else {
             return Ok(());
         };
-        if !self.versions.migrating() {
-            return Ok(());
-        }
         let name = self.name.clone();
         let keys = self
             .ctx()
             .next_keys(&mut cursor, EAGER_KEYS_PER_BATCH)
             .map_err(|e| OperatorError::state(&name, e))?;
         if keys.is_empty() {
-            tracing::info!(operator = %self.name, version = self.versions.current,
-                "every key of this worker is migrated");
+            tracing::info!(operator = %self.name, "every key of this worker is migrated");
             return Ok(());
         }
         for key in keys {
@@ -125,7 +110,7 @@ impl WasmProcess {
                 }
             }
         }
-        self.eager = Some(cursor);
+        self.slot.keep_migrating(cursor);
         Ok(())
     }
 
@@ -133,10 +118,7 @@ impl WasmProcess {
     /// version wrote it; `Ok(Err(reason))` when that failed.
     fn enter(&mut self, key: &[u8]) -> Result<Result<(), String>, OperatorError> {
         self.ctx().enter(key);
-        if !self.versions.migrating() {
-            return Ok(Ok(()));
-        }
-        super::migrate::migrate_key(&self.name, &mut self.instance, self.versions)
+        self.slot.migrate_key()
     }
 
     /// The batch export's input for `batch` of input `input`.
@@ -152,7 +134,8 @@ impl WasmProcess {
     }
 
     fn ctx(&mut self) -> &mut KeyedContext {
-        self.instance
+        self.slot
+            .instance()
             .keyed()
             .expect("a process operator's instance holds keyed state")
     }
@@ -268,7 +251,8 @@ impl WasmProcess {
     fn whole_call(&mut self, input: usize, batch: &Batch) -> Result<Result<Outcomes, String>, OperatorError> {
         let call = self.call_input(input, batch).into_owned();
         let result = self
-            .instance
+            .slot
+            .instance()
             .batch_outcomes(&call, batch.len())
             .map_err(|e| fatal(&self.name, e))?;
         Ok(result.and_then(|outcomes| {
@@ -300,15 +284,15 @@ impl WasmProcess {
             return Ok(());
         }
         let name = self.name.clone();
-        self.drop_ended_trials();
+        self.slot.drop_ended_trials();
         let due = self
             .ctx()
             .take_due_timers(domain, from, upto)
             .map_err(|e| OperatorError::state(&name, e))?;
         for (at, key) in due {
             // Timers are no records: only their failures count.
-            if self.canary_takes(&key) {
-                let failed = self.as_canary(0, |me| me.timer(domain, at, key.clone(), out))?;
+            if self.slot.canary_takes(&key) {
+                let ((), failed) = as_canary(self, 0, |me| me.timer(domain, at, key.clone(), out))?;
                 if !failed.is_empty() {
                     // The canary failed it under `fail` (its changes
                     // dropped): the current version fires it.
@@ -331,7 +315,7 @@ impl WasmProcess {
     ) -> Result<(), OperatorError> {
         let result = match self.enter(&key)? {
             Err(reason) => Err(reason),
-            Ok(()) => match self.instance.call_on_timer(&key, domain, at) {
+            Ok(()) => match self.slot.instance().call_on_timer(&key, domain, at) {
                 Ok(result) => result,
                 Err(CallError::Instantiate(e)) => return Err(fatal(&self.name, e)),
                 Err(e) => Err(e.to_string()),
@@ -383,49 +367,8 @@ impl Operator for WasmProcess {
         &self.name
     }
 
-    fn swap_plugin(
-        &mut self,
-        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
-    ) -> Result<(), OperatorError> {
-        self.canary = None;
-        self.shadow = None;
-        super::swap_instance(&self.name, &mut self.instance, plugin)?;
-        self.versions.current = plugin.state_version();
-        if self.versions.migrating() {
-            tracing::info!(operator = %self.name, from = self.versions.unmarked, to = self.versions.current,
-                "the new version's state version is higher: each key is migrated when first handled");
-        }
-        Ok(())
-    }
-
-    fn state_versions(&self) -> Option<StateVersions> {
-        Some(self.versions)
-    }
-
-    fn migrate_every_key(&mut self) {
-        if self.versions.migrating() {
-            self.eager = Some(MigrationCursor::default());
-        }
-    }
-
-    fn shadow_plugin(
-        &mut self,
-        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
-        stats: &std::sync::Arc<ShadowStats>,
-    ) -> Result<(), OperatorError> {
-        self.shadow = super::trial_instance(&self.name, &self.instance, plugin, "shadow")
-            .map(|instance| trials::Shadow::new(instance, stats.clone()));
-        Ok(())
-    }
-
-    fn canary_plugin(
-        &mut self,
-        plugin: &std::sync::Arc<crate::plugin::LoadedPlugin>,
-        stats: &std::sync::Arc<CanaryStats>,
-    ) -> Result<(), OperatorError> {
-        self.canary = super::trial_instance(&self.name, &self.instance, plugin, "canary")
-            .map(|instance| (instance, stats.clone()));
-        Ok(())
+    fn plugin_slot(&mut self) -> Option<&mut PluginSlot> {
+        Some(&mut self.slot)
     }
 
     fn process(&mut self, input: Batch) -> Result<Batch, OperatorError> {
@@ -436,9 +379,9 @@ impl Operator for WasmProcess {
         self.failure.count_records(batch.len());
         let mut out = Vec::new();
         let mut canary_keys = Vec::new();
-        self.drop_ended_trials();
+        self.slot.drop_ended_trials();
         for (key, records) in by_key(batch.into_records()) {
-            if self.canary_takes(&key) {
+            if self.slot.canary_takes(&key) {
                 canary_keys.push((key, records));
             } else {
                 self.key_records_shadowed(input, &key, records, &mut out)?;
@@ -446,7 +389,7 @@ impl Operator for WasmProcess {
         }
         if !canary_keys.is_empty() {
             let records = canary_keys.iter().map(|(_, r)| r.len() as u64).sum();
-            let failed = self.as_canary(records, |me| {
+            let ((), failed) = as_canary(self, records, |me| {
                 for (key, records) in canary_keys {
                     if me.failure.holds_any() {
                         records.into_iter().for_each(|rec| me.failure.hold(rec));
@@ -498,6 +441,16 @@ impl Operator for WasmProcess {
             .snapshot(dir)
             .map_err(|e| OperatorError::state(&name, e))?;
         Ok(true)
+    }
+}
+
+impl SlotOwner for WasmProcess {
+    fn slot(&mut self) -> &mut PluginSlot {
+        &mut self.slot
+    }
+
+    fn failure(&self) -> &FailureHandler {
+        &self.failure
     }
 }
 

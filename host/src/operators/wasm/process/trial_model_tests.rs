@@ -29,13 +29,11 @@
 use crate::batch::Batch;
 use crate::failure::{FailureHandler, FailurePolicy, FailureStats, OperatorError, preview};
 use crate::operators::wasm::WasmNode;
-use crate::operators::{
-    CanaryState, CanaryStats, InstanceContext, Operator, OperatorIdentity, ShadowState, ShadowStats,
-    StateOpener,
-};
+use crate::operators::{InstanceContext, Operator, OperatorIdentity, StateOpener};
 use crate::plugin::{CallMode, CallStats, Grants, LoadedPlugin, PluginEngine, PluginLimits, World};
 use crate::record::Record;
 use crate::state::{BackendKind, SnapshotSource, StateBackend, StateError, StateRequest};
+use crate::swap::{CanaryState, CanaryStats, ShadowState, ShadowStats, SwapKind, SwapPoint};
 use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -469,7 +467,7 @@ impl Run {
     fn deliver(&mut self, point: Point) -> Result<(), TestCaseError> {
         match point {
             Point::Replace(version) => {
-                let swapped = self.operator.swap_plugin(version.plugin());
+                let swapped = apply(&mut self.operator, version.plugin(), SwapKind::Replace);
                 prop_assert!(swapped.is_ok(), "swap: {:?}", swapped.err());
                 self.model.current = version;
                 self.model.canary = None;
@@ -480,13 +478,13 @@ impl Run {
                 let started = match &self.trials[id].stats {
                     TrialStats::Canary(stats) => {
                         self.model.canary = Some(id);
-                        self.operator.canary_plugin(plugin, stats)
+                        apply(&mut self.operator, plugin, SwapKind::Canary(stats.clone()))
                     }
                     TrialStats::Shadow(stats) => {
                         self.model.shadow = Some(id);
                         self.model.shadow_seen = 0;
                         self.model.shadow_compared = 0;
-                        self.operator.shadow_plugin(plugin, stats)
+                        apply(&mut self.operator, plugin, SwapKind::Shadow(stats.clone()))
                     }
                 };
                 prop_assert!(started.is_ok(), "trial: {:?}", started.err());
@@ -637,9 +635,12 @@ fn a_shadow_whose_instance_cannot_be_made_again_ends_and_the_operator_goes_on() 
     let policy = (FailurePolicy::Fail, CallMode::Batch);
     let mut operator = make_operator(Version::V1, policy, &failures, None, &grants);
     let stats = Arc::new(ShadowStats::new(1.0));
-    operator
-        .shadow_plugin(Version::Next.plugin(), &stats)
-        .expect("the shadow starts");
+    apply(
+        &mut operator,
+        Version::Next.plugin(),
+        SwapKind::Shadow(stats.clone()),
+    )
+    .expect("the shadow starts");
     let batch = |value: &str| Batch::Records(vec![Record::new(Some(Bytes::from("k0")), value.to_owned(), 0)]);
     let values = |out: Batch| -> Vec<String> {
         (0..out.len())
@@ -654,4 +655,18 @@ fn a_shadow_whose_instance_cannot_be_made_again_ends_and_the_operator_goes_on() 
     assert_eq!(stats.view().state, ShadowState::Failed);
     assert_eq!(values(operator.process(batch("3")).unwrap()), ["k0\t3"]);
     assert_eq!(stats.view().compared, 1, "the ended shadow compares nothing more");
+}
+
+/// Hands `operator` a swap point running `plugin` as `kind` says, as a
+/// worker's chain does.
+fn apply(
+    operator: &mut Box<dyn Operator>,
+    plugin: &Arc<LoadedPlugin>,
+    kind: SwapKind,
+) -> Result<(), OperatorError> {
+    let point = SwapPoint::new(1, "op", plugin.clone(), 1).with_kind(kind);
+    operator
+        .plugin_slot()
+        .expect("a process operator has a plugin slot")
+        .apply(&point)
 }

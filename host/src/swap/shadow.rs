@@ -1,17 +1,20 @@
 //! Shadow runs: a new plugin version run beside the current one on the same
-//! records — every record, or one in `1 / share` — its outputs compared with
-//! the current version's and thrown away. The current version's output
-//! stays the pipeline's. Every worker of the operator adds to one
-//! [`ShadowStats`]; the admin API shows it (`swap::Swaps::shadow`) until the
-//! shadow is promoted (swapped in) or aborted.
+//! records — every record, or one in `1 / share` — on the same state, its
+//! outputs compared with the current version's and thrown away; the
+//! current version's output stays the pipeline's. Every worker of the
+//! operator adds to one [`ShadowStats`] (each worker's run is its
+//! `PluginSlot`'s); the admin API shows it until the shadow is promoted
+//! (swapped in, on probation) or aborted ([`Swaps::shadow`],
+//! [`Swaps::promote`], [`Swaps::abort`], which end canaries too).
 
+use super::{CanaryState, Change, Shadow, SwapError, SwapKind, SwapRecord, Swaps};
 use crate::plugin::{Outcome, RecordOutcome};
 use crate::record::Record;
 use crate::tap::record_line;
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Mismatches kept to show, the first ones.
@@ -217,6 +220,75 @@ fn outcome_json(outcome: &RecordOutcome) -> Value {
         Ok(Outcome::Records(rs)) => Value::Array(rs.iter().map(|r| record_line(&shown(r))).collect()),
         Ok(Outcome::Accumulator(a)) => json!({ "accumulator": String::from_utf8_lossy(a) }),
         Err(reason) => json!({ "error": reason }),
+    }
+}
+
+impl Swaps {
+    /// Runs the component in `bytes` (the client's file `file`) as a shadow
+    /// of `operator` (a map, filter, flat-map, process or co-process
+    /// operator): beside the current version on `share` of the records
+    /// (0 < share ≤ 1), on the same state, its outputs compared and
+    /// thrown away (see [`ShadowStats`]), until [`promote`](Self::promote)
+    /// or [`abort`](Self::abort).
+    pub fn shadow(
+        self: &Arc<Self>,
+        operator: &str,
+        bytes: &[u8],
+        file: Option<&str>,
+        share: f64,
+    ) -> Result<SwapRecord, SwapError> {
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(SwapError::refused(
+                operator,
+                format!("the shadow's share is {share}: give one above 0 and at most 1 (1: every record)"),
+            ));
+        }
+        let why = "a shadow reads the state as the current version keeps it";
+        let plugin = self.trial_plugin(operator, "shadow runs", (bytes, file), why)?;
+        self.start_trial(operator, plugin, Change::Shadow, |v, id, plugin| {
+            let stats = Arc::new(ShadowStats::new(share));
+            v.shadow = Some((id, plugin, stats.clone()));
+            SwapKind::Shadow(stats)
+        })
+    }
+
+    /// Swaps the shadow (or the canary) of `operator` in as its version —
+    /// a shadow on probation, a canary at once, having passed its own —
+    /// ending the trial.
+    pub fn promote(self: &Arc<Self>, operator: &str) -> Result<SwapRecord, SwapError> {
+        if let Some(canary) = self.take_canary(operator)? {
+            return self.promote_canary(operator, canary);
+        }
+        let (_, plugin, stats) = self.take_shadow(operator)?;
+        stats.end(ShadowState::Promoted);
+        tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow promoted");
+        self.swap_to(operator, plugin, Change::Swap)
+    }
+
+    /// Ends the shadow run (or the canary) of `operator`; the current
+    /// version goes on (for every key). Returns the trial's swap, as of
+    /// now.
+    pub fn abort(&self, operator: &str) -> Result<SwapRecord, SwapError> {
+        if let Some((id, plugin, stats)) = self.take_canary(operator)? {
+            stats.end(CanaryState::RolledBack);
+            tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "canary rolled back");
+            return self.swap_record(id);
+        }
+        let (id, plugin, stats) = self.take_shadow(operator)?;
+        stats.end(ShadowState::Aborted);
+        tracing::info!(pipeline = %self.pipeline, operator, digest = %plugin.digest(), "shadow aborted");
+        self.swap_record(id)
+    }
+
+    fn take_shadow(&self, operator: &str) -> Result<Shadow, SwapError> {
+        // One that failed (its instance could not go on) is no shadow to
+        // promote or abort.
+        self.versions(operator, |v| {
+            v.shadow
+                .take()
+                .filter(|(_, _, stats)| !stats.ended())
+                .ok_or_else(|| SwapError::NoTrial(operator.to_owned()))
+        })
     }
 }
 
