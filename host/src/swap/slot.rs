@@ -128,8 +128,7 @@ impl PluginSlot {
                 Ok(())
             }
             SwapKind::Shadow(stats) => {
-                self.refuse_without_trials("a shadow", plugin)?;
-                self.shadow = self.trial_instance(plugin, "shadow").map(|instance| ShadowRun {
+                self.shadow = self.trial_instance(plugin, "shadow")?.map(|instance| ShadowRun {
                     instance,
                     stats: stats.clone(),
                     seen: 0,
@@ -137,8 +136,7 @@ impl PluginSlot {
                 Ok(())
             }
             SwapKind::Canary(stats) => {
-                self.refuse_without_trials("a canary", plugin)?;
-                self.canary = self.trial_instance(plugin, "canary").map(|instance| CanaryRun {
+                self.canary = self.trial_instance(plugin, "canary")?.map(|instance| CanaryRun {
                     instance,
                     stats: stats.clone(),
                 });
@@ -169,28 +167,28 @@ impl PluginSlot {
         Ok(())
     }
 
-    /// Refuses `trial` (a shadow, a canary) of `plugin` in a slot that runs
-    /// none (the swaps refuse them before any point).
-    fn refuse_without_trials(&self, trial: &str, plugin: &LoadedPlugin) -> Result<(), OperatorError> {
-        match self.trials {
-            true => Ok(()),
-            false => Err(OperatorError::Swap {
-                operator: self.operator.clone(),
-                reason: format!("it cannot run {} as {trial}", plugin.path().display()),
-            }),
-        }
-    }
-
     /// A second instance running `plugin` for a `trial` (a shadow, a
-    /// canary); `None` (logged) when it cannot start: this worker then runs
-    /// no trial and the pipeline goes on.
-    fn trial_instance(&self, plugin: &Arc<LoadedPlugin>, trial: &str) -> Option<PluginInstance> {
-        self.current
+    /// canary); refused in a slot that runs no trials (the swaps refuse
+    /// them before any point); `None` (logged) when it cannot start: this
+    /// worker then runs no trial and the pipeline goes on.
+    fn trial_instance(
+        &self,
+        plugin: &Arc<LoadedPlugin>,
+        trial: &str,
+    ) -> Result<Option<PluginInstance>, OperatorError> {
+        if !self.trials {
+            return Err(OperatorError::Swap {
+                operator: self.operator.clone(),
+                reason: format!("it cannot run {} as a {trial}", plugin.path().display()),
+            });
+        }
+        Ok(self
+            .current
             .sibling(plugin.clone())
             .inspect_err(|e| {
                 tracing::warn!(operator = %self.operator, error = %e, "the {trial} cannot start in this worker")
             })
-            .ok()
+            .ok())
     }
 
     /// Drops a canary rolled back and a shadow ended since the last batch
@@ -296,7 +294,11 @@ impl PluginSlot {
         (current, raw): (&dyn Fn(usize) -> RecordOutcome, Option<&Outcomes>),
         took: Duration,
     ) {
-        self.drop_ended_trials();
+        // Only an ended shadow goes here: a canary stays until the next
+        // batch, which may be running it (see `drop_ended_trials`).
+        if self.shadow.as_ref().is_some_and(|s| s.stats.ended()) {
+            self.shadow = None;
+        }
         if let Some(shadow) = &mut self.shadow {
             shadow.compare_batch(mode, input, encoded, (current, raw), took);
         }

@@ -97,7 +97,8 @@ impl WasmProcess {
             .next_keys(&mut cursor, EAGER_KEYS_PER_BATCH)
             .map_err(|e| OperatorError::state(&name, e))?;
         if keys.is_empty() {
-            tracing::info!(operator = %self.name, "every key of this worker is migrated");
+            let version = self.slot.state_versions().map(|v| v.current);
+            tracing::info!(operator = %self.name, version, "every key of this worker is migrated");
             return Ok(());
         }
         for key in keys {
